@@ -1,0 +1,170 @@
+"""Modules: named parameters, named methods and named submodules.
+
+A method is called, inspected or (for an un-lowered module) opened as a graph with
+:func:`graph_of`. The graph is an implementation detail of :class:`GraphMethod`; a lowered
+method has no graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InputError
+from .graph import Graph
+from .types import TensorType, dtype_name
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .._lowered import LoweredModule
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """What a method takes and returns."""
+
+    inputs: tuple[tuple[str, TensorType], ...]
+    outputs: tuple[TensorType, ...]
+    returns_tuple: bool = False
+
+    def __str__(self) -> str:
+        ins = ", ".join(f"{n}: {t}" for n, t in self.inputs)
+        outs = ", ".join(str(t) for t in self.outputs)
+        return f"({ins}) -> ({outs})" if self.returns_tuple else f"({ins}) -> {outs}"
+
+
+class Method:
+    """A callable entry point of a module; subclasses say how it is implemented."""
+
+    signature: Signature
+
+
+class GraphMethod(Method):
+    """A method defined by an IR graph (un-lowered)."""
+
+    def __init__(self, graph: Graph, returns_tuple: bool = False) -> None:
+        self.graph = graph
+        self.returns_tuple = returns_tuple or len(graph.outputs) != 1
+
+    @property
+    def signature(self) -> Signature:  # type: ignore[override]
+        return Signature(
+            tuple((v.name, v.type) for v in self.graph.inputs),
+            tuple(v.type for v in self.graph.outputs),
+            self.returns_tuple,
+        )
+
+
+class Module:
+    """A lowerkit module: parameters (read-only numpy arrays), methods and submodules.
+
+    Call ``module(x)`` (method ``forward``), ``module.forward(x)`` or
+    ``module.run("name", *inputs)``; an un-lowered module runs on the ``reference`` backend.
+    Modules are immutable once built: parameters are stored read-only.
+    """
+
+    def __init__(
+        self,
+        parameters: Mapping[str, np.ndarray] | None = None,
+        methods: Mapping[str, Method] | None = None,
+        submodules: Mapping[str, Module | LoweredModule] | None = None,
+        name: str = "Module",
+    ) -> None:
+        self.name = name
+        self.parameters: dict[str, np.ndarray] = {}
+        for key, array in (parameters or {}).items():
+            array = np.array(array, copy=True)
+            array.flags.writeable = False
+            self.parameters[key] = array
+        self.methods: dict[str, Method] = dict(methods or {})
+        self.submodules: dict[str, Module | LoweredModule] = dict(submodules or {})
+        self._runtime_cache: Any = None  # owned by lowerkit._runtime
+
+    # -- calling ----------------------------------------------------------------------
+    def run(self, method: str, *inputs: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
+        """Run ``method`` on ``inputs``; returns one array or a tuple, as the method does."""
+        from .._runtime import run_module_method
+
+        sig = self.signature(method)
+        arrays = check_inputs(method, sig, inputs)
+        outputs = run_module_method(self, method, arrays)
+        return format_outputs(method, sig, outputs)
+
+    def __call__(self, *inputs: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
+        return self.run("forward", *inputs)
+
+    def __getattr__(self, name: str) -> Any:
+        # Methods are reachable as attributes: module.forward(x), module.accum(x, h).
+        methods = self.__dict__.get("methods")
+        if methods is not None and name in methods:
+            return lambda *inputs: self.run(name, *inputs)
+        raise AttributeError(f"{type(self).__name__!s} has no attribute or method {name!r}")
+
+    def signature(self, method: str) -> Signature:
+        try:
+            return self.methods[method].signature
+        except KeyError:
+            raise InputError(
+                f"{self.name} has no method {method!r}; its methods are {sorted(self.methods)}"
+            ) from None
+
+    def __str__(self) -> str:
+        from .printer import format_module
+
+        return format_module(self)
+
+    def __repr__(self) -> str:
+        return f"<lowerkit.Module {self.name} methods={sorted(self.methods)}>"
+
+
+def graph_of(module: Module, method: str = "forward") -> Graph:
+    """The IR graph of an un-lowered method. Raises ``InputError`` for lowered methods."""
+    m = module.methods.get(method) if isinstance(module, Module) else None
+    if m is None:
+        names = sorted(getattr(module, "methods", {}))
+        raise InputError(f"no method {method!r} to take a graph of; methods are {names}")
+    if not isinstance(m, GraphMethod):
+        raise InputError(f"method {method!r} is lowered to a backend and has no graph")
+    return m.graph
+
+
+def check_inputs(method: str, sig: Signature, inputs: Sequence[Any]) -> list[np.ndarray]:
+    """Check call inputs against a signature; return them as numpy arrays."""
+    if len(inputs) != len(sig.inputs):
+        names = ", ".join(n for n, _ in sig.inputs)
+        raise InputError(
+            f"method {method!r} takes {len(sig.inputs)} inputs ({names}), got {len(inputs)}"
+        )
+    arrays = []
+    for (name, expected), value in zip(sig.inputs, inputs):
+        array = np.asarray(value)
+        try:
+            given = TensorType(dtype_name(array.dtype), array.shape)
+        except ValueError:
+            given = None
+        if given != expected:
+            shown = given if given is not None else f"{array.dtype}{list(array.shape)}"
+            raise InputError(
+                f"method {method!r}, input {name!r}: expected {expected}, got {shown}"
+            )
+        arrays.append(array)
+    return arrays
+
+
+def format_outputs(
+    method: str, sig: Signature, outputs: Sequence[np.ndarray]
+) -> np.ndarray | tuple[np.ndarray, ...]:
+    """Check outputs against the signature and shape them as the method returns them."""
+    if len(outputs) != len(sig.outputs):
+        raise InputError(
+            f"method {method!r} should return {len(sig.outputs)} outputs, got {len(outputs)}"
+        )
+    for i, (out, expected) in enumerate(zip(outputs, sig.outputs)):
+        got = (str(out.dtype), tuple(out.shape))
+        if got != (str(expected.numpy_dtype), expected.shape):
+            raise InputError(
+                f"method {method!r}, output {i}: expected {expected}, got {out.dtype}{list(out.shape)}"
+            )
+    return tuple(outputs) if sig.returns_tuple else outputs[0]

@@ -1,0 +1,1 @@
+"""Layers for building traceable models (stub)."""

@@ -1,0 +1,1 @@
+"""Functional ops, following torch.nn.functional (stub)."""
