@@ -135,6 +135,7 @@ def outer_graph(
             waiting[user] -= 1
             if waiting[user] == 0:
                 heapq.heappush(ready, (first_position(user), user))
+    assert all(n == 0 for n in waiting.values()), "regions form a cycle"
     for value in graph.outputs:  # a graph output read straight from a parameter
         prod = producer.get(id(value))
         if id(value) not in mapping and prod is not None:
