@@ -1,0 +1,153 @@
+"""The file container: a fixed header, then the protobuf payload.
+
+Layout (all integers little-endian; see docs/file-format.md)::
+
+    offset  size  field
+    0       8     magic  b"\\x89LKM\\r\\n\\x1a\\n"
+    8       2     format major version (uint16)
+    10      2     format minor version (uint16)
+    12      8     payload length in bytes (uint64)
+    20      32    SHA-256 of bytes 0..20 followed by the payload
+    52      ...   payload: a serialized ``lowerkit.File`` message
+
+This module knows nothing about modules: it frames and unframes bytes, and writes files
+atomically. Every malformed input raises :class:`~lowerkit.errors.FormatError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import tempfile
+from pathlib import Path
+
+from ..errors import FormatError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "HEADER_SIZE",
+    "MAGIC",
+    "MAX_PAYLOAD",
+    "frame",
+    "read_file",
+    "unframe",
+    "write_atomic",
+]
+
+MAGIC = b"\x89LKM\r\n\x1a\n"
+# (major, minor): a reader reads every minor of the majors it knows; see docs/file-format.md.
+FORMAT_VERSION = (1, 0)
+SUPPORTED_MAJORS = frozenset({1})
+# protobuf cannot encode a message of 2 GiB or more.
+MAX_PAYLOAD = 2**31 - 1
+
+_PREFIX = struct.Struct("<8sHHQ")
+HEADER_SIZE = _PREFIX.size + 32
+
+
+def frame(payload: bytes, version: tuple[int, int] = FORMAT_VERSION) -> bytes:
+    """Header + ``payload``."""
+    if len(payload) > MAX_PAYLOAD:
+        raise FormatError(
+            f"the module needs {len(payload)} bytes, above the format's limit of {MAX_PAYLOAD}"
+        )
+    prefix = _PREFIX.pack(MAGIC, version[0], version[1], len(payload))
+    return prefix + hashlib.sha256(prefix + payload).digest() + payload
+
+
+def unframe(data: bytes | bytearray | memoryview) -> tuple[tuple[int, int], bytes]:
+    """Check the header and checksum of ``data``; return ``(version, payload)``."""
+    data = bytes(data)
+    if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
+        raise FormatError(_foreign_message(data))
+    if len(data) < HEADER_SIZE:
+        raise FormatError(
+            f"truncated lowerkit file: {len(data)} bytes, shorter than the {HEADER_SIZE}-byte header"
+        )
+    _, major, minor, length = _PREFIX.unpack_from(data)
+    digest = data[_PREFIX.size : HEADER_SIZE]
+    payload = data[HEADER_SIZE:]
+    if length != len(payload):
+        state = "truncated" if length > len(payload) else "has trailing bytes"
+        raise FormatError(
+            f"lowerkit file {state}: header says {length} payload bytes, found {len(payload)}"
+        )
+    if hashlib.sha256(data[: _PREFIX.size] + payload).digest() != digest:
+        raise FormatError("lowerkit file is corrupt: its SHA-256 checksum does not match")
+    if major not in SUPPORTED_MAJORS:
+        newest = max(SUPPORTED_MAJORS)
+        if major > newest:
+            raise FormatError(
+                f"lowerkit file format {major}.{minor} is newer than this lowerkit reads "
+                f"(major version {newest}); upgrade lowerkit to load it"
+            )
+        raise FormatError(f"lowerkit file format {major}.{minor} is no longer supported")
+    return (major, minor), payload
+
+
+def _foreign_message(data: bytes) -> str:
+    if not data:
+        return "empty input: not a lowerkit file"
+    if MAGIC.startswith(data):
+        return f"truncated lowerkit file: {len(data)} bytes, shorter than the magic number"
+    kinds = {b"PK\x03\x04": "a zip archive", b"\x80": "a Python pickle", b"\x93NUMPY": "a numpy .npy file"}
+    for prefix, kind in kinds.items():
+        if data.startswith(prefix):
+            return f"not a lowerkit file (looks like {kind}); expected magic {MAGIC!r}"
+    return f"not a lowerkit file: starts with {data[:8]!r}, expected magic {MAGIC!r}"
+
+
+def read_file(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a lowerkit file, refusing files too large to be one before reading them."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > HEADER_SIZE + MAX_PAYLOAD:
+            raise FormatError(f"{os.fspath(path)}: {size} bytes is too large to be a lowerkit file")
+        return f.read(HEADER_SIZE + MAX_PAYLOAD + 1)
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` so readers see the old file or the whole new one.
+
+    The bytes go to a temporary file in the same directory, are flushed to disk, and
+    replace ``path`` in one ``os.replace``; on any failure the temporary file is removed
+    and an existing ``path`` is left untouched.
+    """
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_directory(target.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Makes the rename itself durable; not every platform can open a directory.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _umask() -> int:
+    # mkstemp creates files 0600; give the result the permissions open() would have.
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

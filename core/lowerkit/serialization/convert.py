@@ -1,0 +1,422 @@
+"""Conversion between lowerkit objects and the protobuf messages of ``lowerkit.proto``.
+
+Encoding (``*_to_proto``) raises :class:`~lowerkit.errors.InputError` for objects the format
+cannot hold. Decoding (``*_from_proto``) trusts nothing in the message: every check that
+fails raises :class:`~lowerkit.errors.FormatError` naming where in the file it was, and
+allocations are bounded by the size of the message itself (tensor data must match the
+declared shape before any array is made).
+
+Lowered modules go through :class:`lowerkit._lowered.DelegateRecord`: ``lowered.record``
+when encoding, ``LoweredModule.from_record(record, fallback=...)`` when decoding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import FormatError, InputError, LowerkitError, VerificationError
+from ..ir.graph import Graph
+from ..ir.module import GraphMethod, Method, Module, Signature
+from ..ir.node import AttrValue, Node, SourceLocation, Value
+from ..ir.types import DTYPES, TensorType, dtype_name
+from . import lowerkit_pb2 as pb
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .._lowered import DelegateRecord, LoweredModule
+
+__all__ = [
+    "MAX_ELEMENTS",
+    "MAX_RANK",
+    "file_from_proto",
+    "file_to_proto",
+    "module_from_proto",
+    "module_to_proto",
+    "record_from_proto",
+    "record_to_proto",
+]
+
+# Bounds on what a type may declare; far above any real model, far below overflow.
+MAX_RANK = 32
+MAX_ELEMENTS = 2**40
+
+
+# ----------------------------------------------------------------------------------------
+# encoding
+
+
+def file_to_proto(obj: object) -> pb.File:
+    """The ``File`` message holding a :class:`Module` or a ``LoweredModule``.
+
+    A module is verified first (``VerificationError``): a file that would not load is
+    never written.
+    """
+    from .._lowered import LoweredModule
+
+    msg = pb.File()
+    if isinstance(obj, Module):
+        _verify_before_saving(obj)
+        module_to_proto(obj, msg.module)
+    elif isinstance(obj, LoweredModule):
+        record_to_proto(obj.record, msg.lowered)
+    else:
+        raise InputError(
+            f"can only save a lowerkit.Module or lowerkit.LoweredModule, got {type(obj).__name__}"
+        )
+    return msg
+
+
+def module_to_proto(module: Module, msg: pb.Module) -> pb.Module:
+    from .._lowered import LoweredModule
+
+    msg.name = module.name
+    for name, array in module.parameters.items():
+        entry = msg.parameters.add(name=name)
+        _tensor_to_proto(array, entry.tensor, f"{module.name}, parameter {name!r}")
+    for name, method in module.methods.items():
+        if not isinstance(method, GraphMethod):
+            raise InputError(
+                f"{module.name}, method {name!r}: only graph methods can be saved in a Module, "
+                f"got {type(method).__name__}"
+            )
+        m = msg.methods.add(name=name, returns_tuple=method.returns_tuple)
+        _graph_to_proto(method.graph, m.graph, f"{module.name}.{name}")
+    for name, sub in module.submodules.items():
+        entry = msg.submodules.add(name=name)
+        if isinstance(sub, Module):
+            module_to_proto(sub, entry.module)
+        elif isinstance(sub, LoweredModule):
+            record_to_proto(sub.record, entry.lowered)
+        else:
+            raise InputError(
+                f"{module.name}, submodule {name!r}: expected a Module or LoweredModule, "
+                f"got {type(sub).__name__}"
+            )
+    return msg
+
+
+def record_to_proto(record: DelegateRecord, msg: pb.LoweredModule) -> pb.LoweredModule:
+    msg.name = record.name
+    msg.backend = record.backend
+    msg.distribution = record.distribution
+    msg.version = record.version
+    try:
+        msg.compile_spec_json = canonical_json(record.compile_spec)
+    except (TypeError, ValueError) as err:
+        raise InputError(
+            f"lowered module {record.name} ({record.backend}): compile_spec must be JSON data "
+            f"(dicts with string keys, lists, strings, finite numbers, booleans, None): {err}"
+        ) from None
+    payload = bytes(record.payload)
+    msg.payload = payload
+    msg.payload_sha256 = hashlib.sha256(payload).digest()
+    for name, sig in record.signatures.items():
+        m = msg.methods.add(name=name, returns_tuple=sig.returns_tuple)
+        for input_name, t in sig.inputs:
+            _type_to_proto(t, m.signature.inputs.add(name=input_name).type)
+        for t in sig.outputs:
+            _type_to_proto(t, m.signature.outputs.add())
+        m.signature.SetInParent()  # a method without inputs and outputs still has a signature
+    if record.original is not None:
+        module_to_proto(record.original, msg.original)
+    for key, value in record.extra.items():
+        msg.extra[key] = value
+    return msg
+
+
+def canonical_json(data: Any) -> str:
+    """Sorted keys, no whitespace, UTF-8 text, no NaN or infinity."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _type_to_proto(t: TensorType, msg: pb.TensorType) -> None:
+    msg.dtype = t.dtype
+    msg.shape.extend(t.shape)
+
+
+def _tensor_to_proto(array: np.ndarray, msg: pb.Tensor, where: str) -> None:
+    array = np.asarray(array)
+    try:
+        short = dtype_name(array.dtype)
+    except ValueError as err:
+        raise InputError(f"{where}: {err}") from None
+    msg.dtype = short
+    msg.shape.extend(array.shape)
+    msg.data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
+
+
+def _graph_to_proto(graph: Graph, msg: pb.Graph, where: str) -> None:
+    for v in graph.inputs:
+        _type_to_proto(v.type, msg.inputs.add(name=v.name).type)
+    for node in graph.nodes:
+        n = msg.nodes.add(op=node.op, debug_handle=node.debug_handle, scope=node.scope)
+        n.inputs.extend(v.name for v in node.inputs)
+        for v in node.outputs:
+            _type_to_proto(v.type, n.outputs.add(name=v.name).type)
+        for key, value in node.attrs.items():
+            _attr_to_proto(value, n.attrs.add(name=key).value, f"{where}, {node.where()}, attribute {key!r}")
+        if node.source is not None:
+            n.source.file = node.source.file
+            n.source.line = node.source.line
+    msg.outputs.extend(v.name for v in graph.outputs)
+
+
+def _attr_to_proto(value: AttrValue | None, msg: pb.Attr, where: str) -> None:
+    msg.SetInParent()
+    if value is None:
+        return
+    if isinstance(value, (bool, np.bool_)):
+        msg.b = bool(value)
+    elif isinstance(value, (int, np.integer)):
+        msg.i = int(value)
+    elif isinstance(value, (float, np.floating)):
+        msg.f = float(value)
+    elif isinstance(value, str):
+        msg.s = value
+    elif isinstance(value, np.ndarray):
+        _tensor_to_proto(value, msg.tensor, where)
+    elif isinstance(value, (tuple, list)):
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in value):
+            msg.ints.SetInParent()
+            msg.ints.values.extend(int(v) for v in value)
+        elif all(isinstance(v, (float, np.floating)) for v in value):
+            msg.floats.SetInParent()
+            msg.floats.values.extend(float(v) for v in value)
+        else:
+            raise InputError(f"{where}: a list attribute must hold only ints or only floats, got {value!r}")
+    else:
+        raise InputError(
+            f"{where}: expected int, float, bool, str, ints, floats or tensor, got {type(value).__name__}"
+        )
+
+
+# ----------------------------------------------------------------------------------------
+# decoding
+
+
+def file_from_proto(msg: pb.File, *, fallback: str | None = None) -> Module | LoweredModule:
+    """Rebuild the object a ``File`` message holds, verified."""
+    kind = msg.WhichOneof("content")
+    if kind == "module":
+        return module_from_proto(msg.module, "module")
+    if kind == "lowered":
+        return _lowered_from_proto(msg.lowered, "lowered module", fallback)
+    raise FormatError("the file holds no module (empty or written by a newer lowerkit)")
+
+
+def module_from_proto(
+    msg: pb.Module, where: str, *, fallback: str | None = None, verify: bool = True
+) -> Module:
+    """Rebuild a :class:`Module`; ``where`` names it in error messages.
+
+    ``verify`` runs the IR verifier, which also covers un-lowered submodules, so nested
+    modules are built with ``verify=False``.
+    """
+    where = f"{where} {msg.name!r}"
+    parameters: dict[str, np.ndarray] = {}
+    for entry in msg.parameters:
+        _check_new(entry.name, parameters, f"{where}: parameter")
+        parameters[entry.name] = _tensor_from_proto(entry.tensor, f"{where}, parameter {entry.name!r}")
+    methods: dict[str, Method] = {}
+    for m in msg.methods:
+        _check_new(m.name, methods, f"{where}: method")
+        if m.WhichOneof("body") != "graph":
+            raise FormatError(f"{where}, method {m.name!r}: a module method must be a graph")
+        graph = _graph_from_proto(m.graph, f"{where}, method {m.name!r}")
+        methods[m.name] = GraphMethod(graph, m.returns_tuple)
+        if methods[m.name].returns_tuple != m.returns_tuple:
+            raise FormatError(
+                f"{where}, method {m.name!r}: returns {len(graph.outputs)} outputs "
+                "but is not marked as returning a tuple"
+            )
+    submodules: dict[str, Module | LoweredModule] = {}
+    for entry in msg.submodules:
+        _check_new(entry.name, submodules, f"{where}: submodule")
+        sub_where = f"{where}, submodule"
+        kind = entry.WhichOneof("kind")
+        if kind == "module":
+            submodules[entry.name] = module_from_proto(
+                entry.module, sub_where, fallback=fallback, verify=False
+            )
+        elif kind == "lowered":
+            submodules[entry.name] = _lowered_from_proto(entry.lowered, sub_where, fallback)
+        else:
+            raise FormatError(f"{sub_where} {entry.name!r} holds no module")
+    module = Module(parameters, methods, submodules, name=msg.name)
+    if verify:
+        _verify(module, where)
+    return module
+
+
+def record_from_proto(msg: pb.LoweredModule, where: str = "lowered module") -> DelegateRecord:
+    """The :class:`DelegateRecord` a ``LoweredModule`` message holds (checksum verified)."""
+    from .._lowered import DelegateRecord
+
+    where = f"{where} {msg.name!r} (backend {msg.backend!r})"
+    if not msg.backend:
+        raise FormatError(f"{where}: no backend name")
+    if hashlib.sha256(msg.payload).digest() != msg.payload_sha256:
+        raise FormatError(f"{where}: the payload does not match its sha256")
+    try:
+        spec = json.loads(msg.compile_spec_json)
+    except ValueError as err:
+        raise FormatError(f"{where}: compile spec is not valid JSON: {err}") from None
+    if not isinstance(spec, dict) or not all(isinstance(v, dict) for v in spec.values()):
+        raise FormatError(f"{where}: compile spec must map method names to option objects")
+    signatures: dict[str, Signature] = {}
+    for m in msg.methods:
+        _check_new(m.name, signatures, f"{where}: method")
+        if m.WhichOneof("body") != "signature":
+            raise FormatError(f"{where}, method {m.name!r}: expected a signature")
+        sig_where = f"{where}, method {m.name!r}"
+        inputs: dict[str, TensorType] = {}
+        for v in m.signature.inputs:
+            _check_new(v.name, inputs, f"{sig_where}: input")
+            inputs[v.name] = _type_from_proto(v.type, f"{sig_where}, input {v.name!r}")
+        outputs = tuple(_type_from_proto(t, f"{sig_where}, output") for t in m.signature.outputs)
+        if not m.returns_tuple and len(outputs) != 1:
+            raise FormatError(f"{sig_where}: returns {len(outputs)} outputs but is not marked as a tuple")
+        signatures[m.name] = Signature(tuple(inputs.items()), outputs, m.returns_tuple)
+    original = module_from_proto(msg.original, f"{where}, original module") if msg.HasField("original") else None
+    return DelegateRecord(
+        backend=msg.backend,
+        distribution=msg.distribution,
+        version=msg.version,
+        compile_spec=spec,
+        payload=msg.payload,
+        signatures=signatures,
+        original=original,
+        name=msg.name,
+        extra=dict(sorted(msg.extra.items())),
+    )
+
+
+def _lowered_from_proto(msg: pb.LoweredModule, where: str, fallback: str | None) -> LoweredModule:
+    from .._lowered import LoweredModule
+
+    record = record_from_proto(msg, where)
+    from_record = LoweredModule.from_record
+    try:
+        return from_record(record, fallback=fallback)
+    except LowerkitError:
+        raise  # BackendNotFoundError, BackendNotAvailableError, FormatError from the backend...
+    except Exception as err:
+        raise FormatError(
+            f"{where} {record.name!r}: backend {record.backend!r} "
+            f"({record.distribution} {record.version}) could not load its payload: {err}"
+        ) from err
+
+
+def _check_new(name: str, seen: Iterable[str], what: str) -> None:
+    if not name:
+        raise FormatError(f"{what} without a name")
+    if name in seen:
+        raise FormatError(f"{what} {name!r} appears twice")
+
+
+def _shape_from_proto(dtype: str, shape: Iterable[int], where: str) -> tuple[str, tuple[int, ...]]:
+    if dtype not in DTYPES:
+        raise FormatError(f"{where}: unknown dtype {dtype!r}; expected one of {sorted(DTYPES)}")
+    dims = tuple(shape)
+    if len(dims) > MAX_RANK:
+        raise FormatError(f"{where}: rank {len(dims)} is above the limit of {MAX_RANK}")
+    if any(d < 0 for d in dims):
+        raise FormatError(f"{where}: negative dimension in shape {list(dims)}")
+    if math.prod(dims) > MAX_ELEMENTS:
+        raise FormatError(f"{where}: shape {list(dims)} has more than {MAX_ELEMENTS} elements")
+    return dtype, dims
+
+
+def _type_from_proto(msg: pb.TensorType, where: str) -> TensorType:
+    return TensorType(*_shape_from_proto(msg.dtype, msg.shape, where))
+
+
+def _tensor_from_proto(msg: pb.Tensor, where: str) -> np.ndarray:
+    dtype, shape = _shape_from_proto(msg.dtype, msg.shape, where)
+    np_dtype = DTYPES[dtype]
+    expected = math.prod(shape) * np_dtype.itemsize
+    data = msg.data
+    if len(data) != expected:
+        raise FormatError(
+            f"{where}: {dtype}{list(shape)} needs {expected} bytes of data, the file has {len(data)}"
+        )
+    if dtype == "bool":
+        if data.strip(b"\x00\x01"):
+            raise FormatError(f"{where}: bool data holds bytes other than 0 and 1")
+        array = np.frombuffer(data, dtype=np.uint8).astype(np.bool_)
+    else:
+        array = np.frombuffer(data, dtype=np_dtype.newbyteorder("<")).astype(np_dtype)
+    return array.reshape(shape)
+
+
+def _attr_from_proto(msg: pb.Attr, where: str) -> AttrValue | None:
+    kind = msg.WhichOneof("kind")
+    if kind is None:
+        return None
+    if kind == "ints":
+        return tuple(msg.ints.values)
+    if kind == "floats":
+        return tuple(msg.floats.values)
+    if kind == "tensor":
+        return _tensor_from_proto(msg.tensor, where)
+    return getattr(msg, kind)
+
+
+def _graph_from_proto(msg: pb.Graph, where: str) -> Graph:
+    from ..opset import has_schema
+
+    graph = Graph()
+    values: dict[str, Value] = {}
+
+    def bind(v: pb.ValueDef, what: str) -> Value:
+        _check_new(v.name, values, f"{where}: {what} value")
+        value = values[v.name] = Value(v.name, _type_from_proto(v.type, f"{where}, value {v.name!r}"))
+        graph.namespace.reserve(v.name)
+        return value
+
+    def read(name: str, what: str) -> Value:
+        try:
+            return values[name]
+        except KeyError:
+            raise FormatError(f"{where}: {what} reads %{name}, which no earlier input or node defines") from None
+
+    graph.inputs = [bind(v, "input") for v in msg.inputs]
+    for index, n in enumerate(msg.nodes):
+        node_where = f"node {index} ({n.op!r}, debug handle {n.debug_handle})"
+        if not has_schema(n.op):
+            raise FormatError(f"{where}, {node_where}: unknown op {n.op!r}")
+        inputs = [read(name, node_where) for name in n.inputs]
+        outputs = [bind(v, node_where + " output") for v in n.outputs]
+        attrs: dict[str, AttrValue] = {}
+        for a in n.attrs:
+            _check_new(a.name, attrs, f"{where}, {node_where}: attribute")
+            attrs[a.name] = _attr_from_proto(a.value, f"{where}, {node_where}, attribute {a.name!r}")  # type: ignore[assignment]
+        source = SourceLocation(n.source.file, n.source.line) if n.HasField("source") else None
+        graph.nodes.append(Node(n.op, inputs, outputs, attrs, n.debug_handle, n.scope, source))
+    graph.outputs = [read(name, "graph output") for name in msg.outputs]
+    return graph
+
+
+def _verify_before_saving(module: Module) -> None:
+    # A module that does not verify would make a file that does not load: refuse it now.
+    try:
+        from ..ir.verify import verify_module
+    except ImportError:
+        return
+    verify_module(module)
+
+
+def _verify(module: Module, where: str) -> None:
+    try:
+        from ..ir.verify import verify_module
+    except ImportError:  # the verifier is optional while the IR grows
+        return
+    try:
+        verify_module(module)
+    except VerificationError as err:
+        raise FormatError(f"{where} does not verify: {err}") from err
