@@ -23,7 +23,7 @@ from .errors import (
     PluginError,
     UnsupportedOperatorError,
 )
-from .hookspecs import hookimpl
+from .hookspecs import Unsupported, hookimpl
 from .ir import Module, graph_of
 from .serialization import dumps, load, loads, save
 
@@ -41,6 +41,7 @@ __all__ = [
     "Module",
     "PluginError",
     "UnsupportedOperatorError",
+    "Unsupported",
     "backends",
     "dumps",
     "graph_of",

@@ -1,22 +1,43 @@
-"""How an un-lowered module runs: on the ``reference`` backend, found by entry point.
+"""How an un-lowered module runs: on the ``reference`` backend, through the registry.
 
-Temporary minimal version; the backend-contract work replaces the lookup with the registry.
+The module is preprocessed and compiled once per :class:`Module` instance; the result is
+kept in ``module._runtime_cache`` (modules are immutable once built).
 """
 
 from __future__ import annotations
 
+import weakref
+from typing import Any
+
 import numpy as np
 
+from .errors import BackendNotFoundError
 
-def run_module_method(module, method: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+REFERENCE = "reference"
+
+
+def run_module_method(module: Any, method: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Run one method of an un-lowered module on ``reference``; inputs are already checked."""
     cache = module._runtime_cache
     if cache is None:
-        from importlib.metadata import entry_points
+        cache = module._runtime_cache = _compile_on_reference(module)
+    backend, handles = cache
+    return [np.asarray(o) for o in backend.execute(handles[method], inputs, method)]
 
-        eps = [ep for ep in entry_points(group="lowerkit.backends") if ep.name == "reference"]
-        plugin = eps[0].load()
-        payload = plugin.lowerkit_preprocess(module=module, compile_spec={})
-        handles = plugin.lowerkit_compile(processed=payload, compile_spec={})
-        cache = module._runtime_cache = (plugin, handles)
-    plugin, handles = cache
-    return list(plugin.lowerkit_execute(handle=handles[method], inputs=inputs))
+
+def _compile_on_reference(module: Any) -> tuple[Any, dict[str, Any]]:
+    from ._plugins import get_backend
+
+    try:
+        backend = get_backend(REFERENCE)
+    except BackendNotFoundError as err:
+        raise BackendNotFoundError(
+            f"un-lowered modules run on the reference backend: {err}"
+        ) from err
+    backend.require_available(f"running {module.name}")
+    spec = {m: {} for m in module.methods}
+    payload = backend.preprocess(module, spec)
+    handles = backend.compile(payload, spec, made_by=backend.version)
+    if backend.has_hook("lowerkit_destroy"):
+        weakref.finalize(module, backend.destroy, handles)
+    return backend, handles

@@ -15,6 +15,7 @@ __all__ = [
     "BackendNotFoundError",
     "BackendNotAvailableError",
     "BackendExecutionError",
+    "NodeExecutionError",
     "PluginError",
     "UnsupportedOperatorError",
     "BackendUnavailableWarning",
@@ -63,3 +64,15 @@ class UnsupportedOperatorError(LowerkitError):
 
 class BackendUnavailableWarning(UserWarning):
     """A module was lowered on a host where its backend cannot compile or run."""
+
+
+class NodeExecutionError(BackendExecutionError):
+    """A backend failed while running one node; ``debug_handle`` names that node.
+
+    Backends raise it from ``lowerkit_execute`` so that lowerkit (and partitioning) can
+    point at the node's op, scope and source line.
+    """
+
+    def __init__(self, debug_handle: int, message: str) -> None:
+        super().__init__(message)
+        self.debug_handle = int(debug_handle)
