@@ -91,18 +91,22 @@ class Interpreter:
             args = [env[id(v)] for v in node.inputs]
             for v in dying:  # drop before running, so the kernel holds the only reference
                 env.pop(id(v), None)
-            outputs = self.run_node(node, args)
+            # No local may keep a result past this statement: it would outlive its last use.
+            self._bind(env, node, self.run_node(node, args))
             del args
-            if len(outputs) != len(node.outputs):
-                raise NodeExecutionError(
-                    node.debug_handle,
-                    f"{node.where()}: produced {len(outputs)} outputs, expected {len(node.outputs)}"
-                )
-            for v, out in zip(node.outputs, outputs):
-                env[id(v)] = out
             for v in dying:  # outputs nobody reads
                 env.pop(id(v), None)
         return [env[id(v)] for v in graph.outputs]
+
+    @staticmethod
+    def _bind(env: dict[int, np.ndarray], node: Node, outputs: list[np.ndarray]) -> None:
+        if len(outputs) != len(node.outputs):
+            raise NodeExecutionError(
+                node.debug_handle,
+                f"{node.where()}: produced {len(outputs)} outputs, expected {len(node.outputs)}",
+            )
+        for v, out in zip(node.outputs, outputs):
+            env[id(v)] = out
 
     # -- one method per concern -------------------------------------------------------
     def run_node(self, node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
