@@ -1,7 +1,8 @@
-"""Tracing front end (owned by the front-end work; stub)."""
+"""Tracing front end: ``lowerkit.trace`` (the implementation lives in :mod:`lowerkit.tracing`)."""
 
 from __future__ import annotations
 
+from .tracing.api import intercept_call, trace
+from .tracing.tensor import TracedTensor
 
-def trace(obj, *example_inputs, methods=None):
-    raise NotImplementedError("lowerkit.trace is being written")
+__all__ = ["TracedTensor", "intercept_call", "trace"]
