@@ -145,6 +145,7 @@ class _Parser:
         return m.group(0)
 
     def tensor_type(self) -> TensorType:
+        self.ws()
         start = self.pos
         dtype = self.match(_IDENT)
         if dtype is None or dtype not in DTYPES:
@@ -155,6 +156,7 @@ class _Parser:
         dims: list[int] = []
         if not self.accept("]"):
             while True:
+                self.ws()
                 at = self.pos
                 dim = self.integer("a dimension")
                 if dim < 0:
