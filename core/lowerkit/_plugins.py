@@ -300,7 +300,9 @@ class Backend:
             pass
 
     def _hook_error(self, hook: str, err: Exception) -> PluginError:
-        return PluginError(f"backend {self.name!r}: {hook} raised {type(err).__name__}: {err}")
+        return PluginError(
+            f"backend {self.name!r} ({self.origin}): {hook} raised {type(err).__name__}: {err}"
+        )
 
     def _execution_error(self, hook: str, err: Exception, method: str = "") -> LowerkitError:
         from .errors import BackendExecutionError
@@ -465,13 +467,12 @@ class _Registry:
                 found = claims[name]
                 dist = ", ".join(c.distribution for c in found)
                 version = ", ".join(c.version for c in found)
-                if len(found) > 1:
-                    result.append(
-                        BackendInfo(name, dist, version, False, "", _duplicate_message(name, found))
-                    )
-                    continue
             if name in blocked:
                 result.append(BackendInfo(name, dist, version, False, f"disabled by {DISABLE_ENV}"))
+                continue
+            if name not in in_process and len(claims[name]) > 1:
+                error = _duplicate_message(name, claims[name])
+                result.append(BackendInfo(name, dist, version, False, "", error))
                 continue
             if not check:
                 result.append(BackendInfo(name, dist, version, None))
