@@ -86,7 +86,11 @@ class Module:
     def run(self, method: str, *inputs: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
         """Run ``method`` on ``inputs``; returns one array or a tuple, as the method does."""
         from .._runtime import run_module_method
+        from .._trace import intercept_call
 
+        traced = intercept_call(self, method, inputs)  # inside lowerkit.trace: record a call node
+        if traced is not NotImplemented:
+            return traced
         sig = self.signature(method)
         arrays = check_inputs(method, sig, inputs)
         outputs = run_module_method(self, method, arrays)
