@@ -216,7 +216,7 @@ class LoweredModule:
     # -- calling --------------------------------------------------------------------------
     def run(self, method: str, *inputs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
         """Run ``method`` on ``inputs``; returns one array or a tuple, as the method does."""
-        from .._trace import intercept_call
+        from ._trace import intercept_call
 
         traced = intercept_call(self, method, inputs)  # inside lowerkit.trace: record a call node
         if traced is not NotImplemented:
