@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import InputError
 from ..ir.module import Module
 from ..ir.types import TensorType
+from ..ir.verify import verify_module
 from ..nn.module import Module as NNModule
 from ..nn.parameter import Parameter
 from .builder import MethodBuilder, TraceSession
@@ -51,7 +52,7 @@ def trace(
     session = TraceSession(name if _IDENT.match(name) else "Module", None)
     tracer = _MethodTracer(session, {"forward": obj}, {"forward": _check_inputs("forward", example_inputs)})
     tracer.ensure("forward")
-    return Module(session.parameters, session.methods, session.submodules, session.name)
+    return _build(session, ["forward"])
 
 
 def _method_specs(
@@ -238,5 +239,12 @@ def _trace_nn_module(obj: NNModule, session: TraceSession, specs: dict[str, tupl
                 obj.__dict__[name] = saved[name]
             else:
                 obj.__dict__.pop(name, None)
-    methods = {name: session.methods[name] for name in specs}
-    return Module(session.parameters, methods, session.submodules, session.name)
+    return _build(session, list(specs))
+
+
+def _build(session: TraceSession, order: list[str]) -> Module:
+    """The traced module, checked by the IR verifier (a failure there is a tracer bug)."""
+    methods = {name: session.methods[name] for name in order}
+    module = Module(session.parameters, methods, session.submodules, session.name)
+    verify_module(module)
+    return module
