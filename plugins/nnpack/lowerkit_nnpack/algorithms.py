@@ -1,0 +1,294 @@
+"""The convolution algorithms, each split into three steps the scheduler can spread over threads.
+
+``kernel_data()`` gives the transformed kernel (precomputed once, or per call);
+``transform_input(x)`` turns an NCHW batch chunk into the algorithm's domain;
+``compute_output(state, kernel, bias, block, out)`` does the channel GEMM for the output-channel
+``block`` and the output transform, adding bias and (fused) ReLU. Every large temporary
+lives in the algorithm's per-thread :class:`Workspace` and is written with ``out=``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from .geometry import ConvGeometry, GeometryError
+from .tiles import pad_into, scatter_tiles, tile_counts, tile_view
+from .winograd_matrices import winograd_matrices
+from .workspace import Workspace
+
+ALGORITHMS = ("auto", "wt8x8", "ft8x8", "ft16x16", "implicit_gemm", "direct")
+
+
+class ConvAlgorithm:
+    """Common parts: geometry, weights, bias, fused ReLU and the kernel-transform strategy."""
+
+    name = ""
+
+    def __init__(
+        self,
+        geom: ConvGeometry,
+        weight: np.ndarray | None,
+        relu: bool = False,
+        precompute: bool = True,
+    ) -> None:
+        check_algorithm(self.name, geom)
+        self.geom = geom
+        self.weight = None if weight is None else np.ascontiguousarray(weight, dtype=np.float32)
+        self.relu = relu
+        self.ws = Workspace()
+        self._kernel = None
+        if precompute and self.weight is not None:
+            self._kernel = self._transform_kernel(None, self.weight)
+
+    def kernel_data(self, weight: np.ndarray | None = None) -> np.ndarray:
+        """The transformed kernel: precomputed, or transformed now (per call) in this thread's workspace."""
+        if weight is None:
+            if self._kernel is not None:
+                return self._kernel
+            weight = self.weight
+        return self._transform_kernel(self.ws, np.ascontiguousarray(weight, dtype=np.float32))
+
+    def _transform_kernel(self, ws: Workspace | None, weight: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def transform_input(self, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def compute_output(
+        self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray
+    ) -> None:
+        raise NotImplementedError
+
+    def _epilogue(self, out_block: np.ndarray, bias: np.ndarray | None, block: slice) -> None:
+        """Bias and fused ReLU, in place on the block just written (still in cache)."""
+        if bias is not None:
+            out_block += bias[block][:, None, None]
+        if self.relu:
+            np.maximum(out_block, 0.0, out=out_block)
+
+
+def check_algorithm(name: str, geom: ConvGeometry) -> None:
+    """Raise ``GeometryError`` naming the rule when algorithm ``name`` cannot serve ``geom``."""
+    kh, kw = geom.kernel
+    strided = geom.stride != (1, 1)
+    if name == "wt8x8":
+        if (kh, kw) != (3, 3):
+            raise GeometryError(f"wt8x8 (Winograd F(6x6, 3x3)) needs a 3x3 kernel, got {kh}x{kw}")
+        if strided:
+            raise GeometryError(f"wt8x8 needs stride 1x1, got {geom.stride[0]}x{geom.stride[1]}")
+    elif name in ("ft8x8", "ft16x16"):
+        limit = 8 if name == "ft8x8" else 16
+        if max(kh, kw) > limit:
+            raise GeometryError(f"{name} needs a kernel of at most {limit}x{limit}, got {kh}x{kw}")
+        if strided:
+            raise GeometryError(f"{name} needs stride 1x1, got {geom.stride[0]}x{geom.stride[1]}")
+    elif name == "direct":
+        if (kh, kw) != (1, 1):
+            raise GeometryError(f"direct needs a 1x1 kernel, got {kh}x{kw}")
+    elif name != "implicit_gemm":
+        raise GeometryError(f"unknown algorithm {name!r}; expected one of {list(ALGORITHMS)}")
+
+
+class Winograd(ConvAlgorithm):
+    """wt8x8: Winograd F(6x6, 3x3) on 8x8 input tiles; transforms are GEMMs with 8x8 matrices."""
+
+    name = "wt8x8"
+    _AT, _G, _BT = winograd_matrices(6, 3)
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.at = self._AT.astype(np.float32)
+        self.bt = self._BT.astype(np.float32)
+        self.g = self._G.astype(np.float32)
+        super().__init__(*args, **kwargs)
+        self.tiles = tile_counts(self.geom.out_hw, (6, 6))
+
+    def _transform_kernel(self, ws: Workspace | None, weight: np.ndarray) -> np.ndarray:
+        oc, ic = self.geom.out_channels, self.geom.in_channels
+        if ws is None:  # precompute in float64: the G matrix has awkward fractions
+            u = np.einsum("ar,ocrs,bs->aboc", self._G, weight.astype(np.float64), self._G)
+            return np.ascontiguousarray(u, dtype=np.float32).reshape(64, oc, ic)
+        t1 = ws.get("kt1", (oc, ic, 8, 3))
+        np.matmul(self.g, weight, out=t1)
+        t2 = ws.get("kt2", (oc, ic, 8, 8))
+        np.matmul(t1, self.g.T, out=t2)
+        u = ws.get("kernel", (8, 8, oc, ic))
+        np.copyto(u, t2.transpose(2, 3, 0, 1))
+        return u.reshape(64, oc, ic)
+
+    def transform_input(self, x: np.ndarray) -> np.ndarray:
+        n, c = x.shape[0], self.geom.in_channels
+        th, tw = self.tiles
+        top, left = self.geom.padding[0], self.geom.padding[1]
+        padded = self.ws.get("pad", (n, c, 6 * th + 2, 6 * tw + 2))
+        pad_into(x, padded, top, left)
+        rest = c * n * th * tw
+        tiles = self.ws.get("tiles", (8, 8, c, n, th, tw))
+        np.copyto(tiles, tile_view(padded, (8, 8), (6, 6), (th, tw)))
+        # B^T d B as two GEMMs: rows (axis 0) first, then columns (axis 1) per row.
+        v1 = self.ws.get("v1", (8, 8 * rest))
+        np.matmul(self.bt, tiles.reshape(8, 8 * rest), out=v1)
+        v = self.ws.get("v", (8, 8, rest))
+        np.matmul(self.bt, v1.reshape(8, 8, rest), out=v)
+        return v.reshape(64, c, n * th * tw)
+
+    def compute_output(
+        self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray
+    ) -> None:
+        n = out.shape[0]
+        ocb = len(range(*block.indices(self.geom.out_channels)))
+        r = state.shape[2]
+        m = self.ws.get("m", (64, ocb, r))
+        np.matmul(kernel[:, block], state, out=m)
+        y1 = self.ws.get("y1", (6, 8 * ocb * r))
+        np.matmul(self.at, m.reshape(8, 8 * ocb * r), out=y1)
+        y = self.ws.get("y", (6, 6, ocb * r))
+        np.matmul(self.at, y1.reshape(6, 8, ocb * r), out=y)
+        th, tw = self.tiles
+        out_block = out[:, block]
+        scatter_tiles(y.reshape(6, 6, ocb, n, th, tw), out_block)
+        self._epilogue(out_block, bias, block)
+
+
+class FourierTiles(ConvAlgorithm):
+    """ft8x8 / ft16x16: overlap-save FFT convolution on TxT tiles, complex per-frequency channel GEMM."""
+
+    size = 8
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        kh, kw = self.geom.kernel
+        self.step = (self.size - kh + 1, self.size - kw + 1)
+        self.tiles = tile_counts(self.geom.out_hw, self.step)
+
+    def _transform_kernel(self, ws: Workspace | None, weight: np.ndarray) -> np.ndarray:
+        t = self.size
+        oc, ic = self.geom.out_channels, self.geom.in_channels
+        kh, kw = self.geom.kernel
+        w = weight.transpose(2, 3, 0, 1)  # [kh, kw, OC, IC]
+        if ws is None:
+            spectrum = np.fft.rfft2(w.astype(np.float64), s=(t, t), axes=(0, 1))
+            return np.ascontiguousarray(np.conj(spectrum), dtype=np.complex64).reshape(-1, oc, ic)
+        padded = ws.get("kpad", (t, t, oc, ic))
+        np.copyto(padded[:kh, :kw], w)
+        spectrum = ws.get("kernel", (t, t // 2 + 1, oc, ic), np.complex64)
+        _forward(padded, spectrum)
+        spectrum *= np.float32(t)  # undo the "ortho" scaling: the kernel spectrum is unnormalised
+        np.conjugate(spectrum, out=spectrum)  # correlation, not convolution
+        return spectrum.reshape(-1, oc, ic)
+
+    def transform_input(self, x: np.ndarray) -> np.ndarray:
+        t = self.size
+        n, c = x.shape[0], self.geom.in_channels
+        th, tw = self.tiles
+        sh, sw = self.step
+        top, left = self.geom.padding[0], self.geom.padding[1]
+        padded = self.ws.get("pad", (n, c, sh * (th - 1) + t, sw * (tw - 1) + t))
+        pad_into(x, padded, top, left)
+        rest = c * n * th * tw
+        tiles = self.ws.get("tiles", (t, t, c, n, th, tw))
+        np.copyto(tiles, tile_view(padded, (t, t), self.step, (th, tw)))
+        spectrum = self.ws.get("v", (t, t // 2 + 1, rest), np.complex64)
+        _forward(tiles.reshape(t, t, rest), spectrum)
+        return spectrum.reshape(-1, c, n * th * tw)
+
+    def compute_output(
+        self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray
+    ) -> None:
+        t = self.size
+        n = out.shape[0]
+        ocb = len(range(*block.indices(self.geom.out_channels)))
+        r = state.shape[2]
+        m = self.ws.get("m", (state.shape[0], ocb, r), np.complex64)
+        np.matmul(kernel[:, block], state, out=m)
+        y = self.ws.get("y", (t, t, ocb * r))
+        _inverse(m.reshape(t, t // 2 + 1, ocb * r), y)
+        th, tw = self.tiles
+        sh, sw = self.step
+        out_block = out[:, block]
+        scatter_tiles(y.reshape(t, t, ocb, n, th, tw)[:sh, :sw], out_block)
+        self._epilogue(out_block, bias, block)
+
+
+def _forward(real: np.ndarray, spectrum: np.ndarray) -> None:
+    """2-D real FFT over axes (0, 1) into ``spectrum``, in single precision.
+
+    Two 1-D passes with ``norm="ortho"``: numpy's multi-axis and "backward"-normalised
+    forward transforms pass an integer scale that promotes float32 work to float64
+    temporaries (and ``irfft2(out=...)`` gives wrong results in numpy 2.4).
+    """
+    np.fft.rfft(real, axis=1, norm="ortho", out=spectrum)
+    np.fft.fft(spectrum, axis=0, norm="ortho", out=spectrum)
+
+
+def _inverse(spectrum: np.ndarray, real: np.ndarray) -> None:
+    """Inverse of :func:`_forward` (destroys ``spectrum``); with both "ortho" the product is scaled by 1/T^2."""
+    np.fft.ifft(spectrum, axis=0, norm="ortho", out=spectrum)
+    np.fft.irfft(spectrum, n=real.shape[1], axis=1, norm="ortho", out=real)
+
+
+class FourierTiles8(FourierTiles):
+    name = "ft8x8"
+    size = 8
+
+
+class FourierTiles16(FourierTiles):
+    name = "ft16x16"
+    size = 16
+
+
+class ImplicitGemm(ConvAlgorithm):
+    """implicit_gemm: im2col of each image into a reused column buffer, then one BLAS GEMM per image."""
+
+    name = "implicit_gemm"
+
+    def _transform_kernel(self, ws: Workspace | None, weight: np.ndarray) -> np.ndarray:
+        return weight.reshape(self.geom.out_channels, -1)
+
+    def transform_input(self, x: np.ndarray) -> np.ndarray:
+        g = self.geom
+        n, c = x.shape[0], g.in_channels
+        t, l, b, r = g.padding
+        if any(g.padding):
+            src = self.ws.get("pad", (n, c, g.in_hw[0] + t + b, g.in_hw[1] + l + r))
+            pad_into(x, src, t, l)
+        else:
+            src = x
+        (kh, kw), (oh, ow), (s0, s1) = g.kernel, g.out_hw, g.stride
+        sn, sc, sh, sw = src.strides
+        view = as_strided(
+            src, (n, c, kh, kw, oh, ow), (sn, sc, sh, sw, sh * s0, sw * s1), writeable=False
+        )
+        cols = self.ws.get("cols", (n, c, kh, kw, oh, ow))
+        np.copyto(cols, view)
+        return cols.reshape(n, c * kh * kw, oh * ow)
+
+    def compute_output(
+        self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray
+    ) -> None:
+        w = kernel[block]
+        out_block = out[:, block]
+        for i in range(out.shape[0]):
+            np.matmul(w, state[i], out=out_block[i].reshape(w.shape[0], -1))
+        self._epilogue(out_block, bias, block)
+
+
+class Direct(ImplicitGemm):
+    """direct (1x1): a plain GEMM per image; a stride reads a strided slice of the input."""
+
+    name = "direct"
+
+    def transform_input(self, x: np.ndarray) -> np.ndarray:
+        g = self.geom
+        n, c = x.shape[0], g.in_channels
+        oh, ow = g.out_hw
+        if g.stride == (1, 1):
+            return x.reshape(n, c, oh * ow)
+        sub = self.ws.get("sub", (n, c, oh, ow))
+        np.copyto(sub, x[:, :, : (oh - 1) * g.stride[0] + 1 : g.stride[0], : (ow - 1) * g.stride[1] + 1 : g.stride[1]])
+        return sub.reshape(n, c, oh * ow)
+
+
+ALGORITHM_CLASSES: dict[str, type[ConvAlgorithm]] = {
+    cls.name: cls for cls in (Winograd, FourierTiles8, FourierTiles16, ImplicitGemm, Direct)
+}

@@ -1,0 +1,154 @@
+"""Convolution kernels: a compiled ``Conv2d`` (algorithm + scheduling) and the functional forms."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .algorithms import ALGORITHM_CLASSES, ConvAlgorithm
+from .geometry import ConvGeometry, GeometryError
+from .selection import select_algorithm
+from .threads import blas_limit, cpu_count, run_parallel, split
+
+# Batches at or above this take the batched ("output") path; see docs/nnpack.md for the measurement.
+DEFAULT_BATCH_THRESHOLD = 2
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """How a kernel spreads its work: ``threads`` pool workers, batched path from ``batch_threshold``."""
+
+    threads: int = 0  # 0: the machine's cores
+    batch_threshold: int = DEFAULT_BATCH_THRESHOLD
+
+    @property
+    def workers(self) -> int:
+        return self.threads if self.threads > 0 else cpu_count()
+
+
+class Conv2d:
+    """A convolution compiled for one geometry: kernel transformed once, workspaces reused.
+
+    ``weight`` may be ``None`` when it only arrives at call time (a graph input rather than
+    a parameter); the kernel is then transformed on every call.
+    """
+
+    def __init__(
+        self,
+        geom: ConvGeometry,
+        weight: np.ndarray | None,
+        bias: np.ndarray | None = None,
+        *,
+        algorithm: str = "auto",
+        relu: bool = False,
+        transform_strategy: str = "precompute",
+        options: RunOptions = RunOptions(),
+    ) -> None:
+        geom.check()
+        if weight is not None:
+            self._check_weight(geom, weight)
+        if bias is not None:
+            self._check_bias(geom, bias)
+        if transform_strategy not in ("precompute", "compute"):
+            raise GeometryError(
+                f"transform_strategy must be 'precompute' or 'compute', got {transform_strategy!r}"
+            )
+        self.geom = geom
+        self.algorithm = select_algorithm(geom) if algorithm == "auto" else algorithm
+        cls = ALGORITHM_CLASSES.get(self.algorithm)
+        if cls is None:
+            raise GeometryError(
+                f"unknown algorithm {algorithm!r}; expected one of {['auto', *ALGORITHM_CLASSES]}"
+            )
+        self.impl: ConvAlgorithm = cls(
+            geom, weight, relu=relu, precompute=transform_strategy == "precompute"
+        )
+        self.bias = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
+        self.options = options
+
+    @staticmethod
+    def _check_weight(geom: ConvGeometry, weight: np.ndarray) -> None:
+        expected = (geom.out_channels, geom.in_channels, *geom.kernel)
+        if tuple(weight.shape) != expected:
+            raise GeometryError(f"weight must have shape {list(expected)}, got {list(weight.shape)}")
+
+    @staticmethod
+    def _check_bias(geom: ConvGeometry, bias: np.ndarray) -> None:
+        if tuple(bias.shape) != (geom.out_channels,):
+            raise GeometryError(f"bias must have shape [{geom.out_channels}], got {list(bias.shape)}")
+
+    def output_shape(self, batch: int) -> tuple[int, int, int, int]:
+        return (batch, self.geom.out_channels, *self.geom.out_hw)
+
+    def __call__(
+        self,
+        x: np.ndarray,
+        weight: np.ndarray | None = None,
+        bias: np.ndarray | None = None,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Convolve ``x`` [N, IC, H, W] (float32); returns ``out`` [N, OC, OH, OW].
+
+        ``weight``/``bias`` given here override the compiled ones for this call only.
+        """
+        g = self.geom
+        if x.ndim != 4 or x.shape[1] != g.in_channels or tuple(x.shape[2:]) != g.in_hw:
+            raise GeometryError(
+                f"input must have shape [N, {g.in_channels}, {g.in_hw[0]}, {g.in_hw[1]}], "
+                f"got {list(x.shape)}"
+            )
+        if weight is None and self.impl.weight is None:
+            raise GeometryError("this convolution was compiled without a weight; pass weight=")
+        if weight is not None:
+            self._check_weight(g, weight)
+        if bias is not None:
+            self._check_bias(g, bias)
+            bias = np.ascontiguousarray(bias, dtype=np.float32)
+        else:
+            bias = self.bias
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        n = x.shape[0]
+        if out is None:
+            out = np.empty(self.output_shape(n), dtype=np.float32)
+        workers = self.options.workers
+        impl = self.impl
+        with blas_limit(workers):
+            kernel = impl.kernel_data(weight)
+            if workers <= 1 or (n >= self.options.batch_threshold and n > 1):
+                # Batched ("output") path: each worker runs whole chunks of the batch.
+                def run_chunk(chunk: slice) -> None:
+                    state = impl.transform_input(x[chunk])
+                    impl.compute_output(state, kernel, bias, slice(None), out[chunk])
+
+                run_parallel(workers, run_chunk, split(n, workers))
+            else:
+                # Per-image ("inference") path: transform once, split output channels over workers.
+                state = impl.transform_input(x)
+                blocks = split(g.out_channels, workers)
+                run_parallel(workers, lambda b: impl.compute_output(state, kernel, bias, b, out), blocks)
+        return out
+
+
+def conv2d(
+    x: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray | None = None,
+    stride: tuple[int, int] = (1, 1),
+    padding: tuple[int, int, int, int] = (0, 0, 0, 0),
+    *,
+    algorithm: str = "auto",
+    relu: bool = False,
+    transform_strategy: str = "precompute",
+    options: RunOptions = RunOptions(),
+) -> np.ndarray:
+    """One-shot convolution (NCHW, float32; padding is top, left, bottom, right)."""
+    geom = ConvGeometry(
+        int(weight.shape[1]), int(weight.shape[0]), (int(x.shape[2]), int(x.shape[3])),
+        (int(weight.shape[2]), int(weight.shape[3])), tuple(stride), tuple(padding),
+    )
+    kernel = Conv2d(
+        geom, weight, bias, algorithm=algorithm, relu=relu,
+        transform_strategy=transform_strategy, options=options,
+    )
+    return kernel(x)

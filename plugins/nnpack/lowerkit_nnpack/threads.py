@@ -1,0 +1,97 @@
+"""The worker pools and the BLAS thread limit that keeps pool x BLAS threads within the cores."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def cpu_count() -> int:
+    """Cores usable by this process."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def pool(threads: int) -> ThreadPoolExecutor:
+    """The process-wide pool with ``threads`` workers (created on first use)."""
+    with _pools_lock:
+        executor = _pools.get(threads)
+        if executor is None:
+            executor = ThreadPoolExecutor(threads, thread_name_prefix=f"lowerkit-nnpack-{threads}")
+            _pools[threads] = executor
+        return executor
+
+
+def run_parallel(threads: int, fn: Callable[[Any], None], items: Sequence[Any]) -> None:
+    """Run ``fn(item)`` for every item, on the pool when there is more than one; re-raise the first error."""
+    if threads <= 1 or len(items) <= 1:
+        for item in items:
+            fn(item)
+        return
+    for future in [pool(threads).submit(fn, item) for item in items]:
+        future.result()
+
+
+def split(total: int, parts: int) -> list[slice]:
+    """``total`` split into at most ``parts`` contiguous, nearly equal, non-empty slices."""
+    parts = max(1, min(parts, total))
+    base, extra = divmod(total, parts)
+    slices, start = [], 0
+    for i in range(parts):
+        stop = start + base + (1 if i < extra else 0)
+        slices.append(slice(start, stop))
+        start = stop
+    return slices
+
+
+class _BlasLimiter:
+    """Reference-counted BLAS thread limit: the first caller sets it, the last one restores it.
+
+    threadpoolctl changes a process-global setting; nesting or overlapping plain
+    ``threadpool_limits`` contexts from several threads would restore in the wrong order.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._context: Any = None
+        self._controller: Any = None
+
+    @contextmanager
+    def limit(self, blas_threads: int) -> Iterator[None]:
+        with self._lock:
+            if self._depth == 0:
+                self._context = self._enter(blas_threads)
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0 and self._context is not None:
+                    self._context.restore_original_limits()
+                    self._context = None
+
+    def _enter(self, blas_threads: int) -> Any:
+        if self._controller is None:
+            from threadpoolctl import ThreadpoolController
+
+            self._controller = ThreadpoolController()
+        return self._controller.limit(limits=blas_threads, user_api="blas")
+
+
+_limiter = _BlasLimiter()
+
+
+def blas_limit(pool_threads: int) -> Any:
+    """Context limiting BLAS to ``cores // pool_threads`` threads (at least 1) while work runs."""
+    return _limiter.limit(max(1, cpu_count() // max(1, pool_threads)))
