@@ -1,0 +1,55 @@
+"""Print the Markdown op table of docs/ir.md from the op registry.
+
+Regenerate the table after adding or changing an op:
+
+    python scripts/gen_op_table.py
+
+and paste the output over the table under "## Op table" in docs/ir.md.
+"""
+
+from __future__ import annotations
+
+from lowerkit.ir.printer import format_attr
+from lowerkit.opset import REQUIRED, OpSchema, all_schemas
+
+
+def _inputs(schema: OpSchema) -> str:
+    names = list(schema.inputs)
+    first_optional = len(names) - schema.num_optional
+    shown = []
+    for i, name in enumerate(names):
+        if schema.variadic and i == len(names) - 1:
+            shown.append(f"*{name}")
+        elif i >= first_optional:
+            shown.append(f"{name}?")
+        else:
+            shown.append(name)
+    return ", ".join(shown) or "-"
+
+
+def _attrs(schema: OpSchema) -> str:
+    parts = []
+    for spec in schema.attrs:
+        if spec.default is REQUIRED:
+            parts.append(f"`{spec.name}`: {spec.kind}")
+        else:
+            parts.append(f"`{spec.name}`: {spec.kind} = `{format_attr(spec.default)}`")  # type: ignore[arg-type]
+    return "<br>".join(parts) or "-"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def op_table() -> str:
+    """The op table as Markdown, one row per registered op, sorted by name."""
+    rows = ["| op | inputs | attributes | meaning |", "| --- | --- | --- | --- |"]
+    for schema in all_schemas():
+        rows.append(
+            f"| `{schema.name}` | {_inputs(schema)} | {_attrs(schema)} | {_cell(schema.doc)} |"
+        )
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(op_table())
