@@ -1,0 +1,8 @@
+"""Versions: the plugin's release and the payload format it reads and writes."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+# Bumped whenever the payload layout or an instruction's meaning changes incompatibly.
+PAYLOAD_FORMAT = 1

@@ -1,0 +1,8 @@
+"""Kernels by op family; importing this package registers every kernel in :data:`KERNELS`."""
+
+from __future__ import annotations
+
+from . import conv, elementwise, grad, linalg, norm, pool, shape  # noqa: F401  (register)
+from ._base import KERNELS, KernelSpec, scratch_array
+
+__all__ = ["KERNELS", "KernelSpec", "scratch_array"]

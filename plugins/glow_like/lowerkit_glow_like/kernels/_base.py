@@ -1,0 +1,69 @@
+"""What a kernel is: a ``prepare`` that binds arrays once and returns a call that runs it.
+
+``prepare(inputs, outputs, attrs, scratch)`` receives the instruction's input and output
+arrays (views into the arena, constants or, for constant folding, fresh arrays), its
+attributes, and a per-thread scratch byte buffer (``None`` when folding: the kernel then
+allocates its own). It returns a no-argument callable that writes into ``outputs`` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lowerkit.ir import TensorType
+
+Run = Callable[[], None]
+Prepare = Callable[[list[np.ndarray], list[np.ndarray], dict, "np.ndarray | None"], Run]
+ScratchSize = Callable[[Sequence[TensorType], Sequence[TensorType], dict], int]
+
+
+def _no_scratch(in_types: Sequence[TensorType], out_types: Sequence[TensorType], attrs: dict) -> int:
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class KernelSpec:
+    """One instruction kind: how to bind it, how much scratch it needs, if it may run in place."""
+
+    op: str
+    prepare: Prepare
+    scratch_bytes: ScratchSize = _no_scratch
+    # True when out may alias the first input of equal shape (element-wise, read-before-write).
+    inplace: bool = False
+
+
+KERNELS: dict[str, KernelSpec] = {}
+
+
+def kernel(op: str, *, scratch_bytes: ScratchSize = _no_scratch, inplace: bool = False):
+    """Register the decorated ``prepare`` function as the kernel of ``op``."""
+
+    def decorate(prepare: Prepare) -> Prepare:
+        if op in KERNELS:
+            raise ValueError(f"kernel {op!r} registered twice")
+        KERNELS[op] = KernelSpec(op, prepare, scratch_bytes, inplace)
+        return prepare
+
+    return decorate
+
+
+def scratch_array(scratch: np.ndarray | None, dtype, shape: Sequence[int], offset: int = 0) -> np.ndarray:
+    """A typed view of ``shape`` into the scratch bytes at ``offset`` (or a new array if none)."""
+    if scratch is None:
+        return np.empty(tuple(shape), dtype=dtype)
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    nbytes = count * dtype.itemsize
+    return scratch[offset : offset + nbytes].view(dtype).reshape(tuple(shape))
+
+
+def apply_activation(out: np.ndarray, attrs: dict) -> None:
+    """Fused activation in place: ``act`` is none, relu or clip (``act_min``/``act_max``)."""
+    act = attrs.get("act", "none")
+    if act == "relu":
+        np.maximum(out, 0, out=out)
+    elif act == "clip":
+        np.clip(out, attrs["act_min"], attrs["act_max"], out=out)

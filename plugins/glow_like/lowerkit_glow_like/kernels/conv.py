@@ -1,0 +1,100 @@
+"""Convolution as im2col + one GEMM per image and group, into the planned output.
+
+The column buffer ``[C/g, KH, KW, OH, OW]`` lives in per-thread scratch; each tap fills its
+valid rectangle with one strided copy and zeroes only the padding borders around it.
+A 1x1, stride-1, unpadded convolution skips im2col: the input already is the column matrix.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._base import apply_activation, kernel, scratch_array
+from ._window import Tap, taps
+
+
+def _geometry(x_shape, w_shape, out_shape, attrs):
+    stride = tuple(attrs.get("stride", (1, 1)))
+    padding = tuple(attrs.get("padding", (0, 0, 0, 0)))
+    dilation = tuple(attrs.get("dilation", (1, 1)))
+    groups = int(attrs.get("groups", 1))
+    return stride, padding, dilation, groups
+
+
+def _is_pointwise(w_shape, stride, padding, dilation) -> bool:
+    return w_shape[2] == 1 and w_shape[3] == 1 and stride == (1, 1) and not any(padding)
+
+
+def conv_scratch_bytes(in_types, out_types, attrs, itemsize: int = 4) -> int:
+    """Bytes of the column buffer one image and group needs."""
+    x, w = in_types[0], in_types[1]
+    stride, padding, dilation, groups = _geometry(x.shape, w.shape, out_types[0].shape, attrs)
+    if _is_pointwise(w.shape, stride, padding, dilation) and groups == 1:
+        return 0
+    _, cg, kh, kw = w.shape
+    _, _, oh, ow = out_types[0].shape
+    return cg * kh * kw * oh * ow * itemsize
+
+
+def fill_columns(col: np.ndarray, image: np.ndarray, tap_list: list[Tap], out_hw) -> None:
+    """im2col for one image (channels of one group): col[c, kh, kw, oh, ow] = x[c, ih, iw]."""
+    oh, ow = out_hw
+    for t in tap_list:
+        dst = col[:, t.kh, t.kw]
+        if t.oh1 <= t.oh0 or t.ow1 <= t.ow0:
+            dst[...] = 0
+            continue
+        if t.oh0 > 0:
+            dst[:, : t.oh0] = 0
+        if t.oh1 < oh:
+            dst[:, t.oh1 :] = 0
+        if t.ow0 > 0:
+            dst[:, t.oh0 : t.oh1, : t.ow0] = 0
+        if t.ow1 < ow:
+            dst[:, t.oh0 : t.oh1, t.ow1 :] = 0
+        dst[:, t.oh0 : t.oh1, t.ow0 : t.ow1] = image[:, t.rows, t.cols]
+
+
+def prepare_conv(inputs, outputs, attrs, scratch, *, col_dtype=np.float32):
+    """Bind a float convolution (optionally biased, with a fused activation) to its arrays."""
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    (out,) = outputs
+    stride, padding, dilation, groups = _geometry(x.shape, w.shape, out.shape, attrs)
+    n, c, h, wd = x.shape
+    oc, cg, kh, kw = w.shape
+    _, _, oh, ow = out.shape
+    ocg = oc // groups
+    k = cg * kh * kw
+    w2 = w.reshape(groups, ocg, k)
+    b3 = bias.reshape(oc, 1, 1) if bias is not None else None
+    act = attrs.get("act", "none")
+    pointwise = _is_pointwise(w.shape, stride, padding, dilation)
+    tap_list = taps((h, wd), (oh, ow), (kh, kw), stride, padding, dilation)
+    col = None if pointwise else scratch_array(scratch, col_dtype, (cg, kh, kw, oh, ow))
+    col2 = None if col is None else col.reshape(k, oh * ow)
+
+    def run():
+        for i in range(n):
+            for g in range(groups):
+                image = x[i, g * cg : (g + 1) * cg]
+                dst = out[i, g * ocg : (g + 1) * ocg].reshape(ocg, oh * ow)
+                if pointwise:
+                    np.matmul(w2[g], image.reshape(cg, h * wd), out=dst)
+                else:
+                    fill_columns(col, image, tap_list, (oh, ow))
+                    np.matmul(w2[g], col2, out=dst)
+            if b3 is not None:
+                np.add(out[i], b3, out=out[i])
+            if act != "none":
+                apply_activation(out[i], attrs)
+
+    return run
+
+
+def _scratch(in_types, out_types, attrs):
+    return conv_scratch_bytes(in_types, out_types, attrs)
+
+
+kernel("conv2d", scratch_bytes=_scratch)(prepare_conv)
+kernel("glow.conv2d", scratch_bytes=_scratch)(prepare_conv)

@@ -1,0 +1,87 @@
+"""Element-wise kernels: numpy ufuncs writing into ``out``; ``add`` may carry a fused activation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._base import apply_activation, kernel
+
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
+_UNARY = {"neg": np.negative, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh}
+
+
+def _binary(ufunc):
+    def prepare(inputs, outputs, attrs, scratch):
+        a, b = inputs
+        (out,) = outputs
+        if attrs.get("act", "none") == "none":
+            return lambda: ufunc(a, b, out=out)
+
+        def run():
+            ufunc(a, b, out=out)
+            apply_activation(out, attrs)
+
+        return run
+
+    return prepare
+
+
+def _unary(ufunc):
+    def prepare(inputs, outputs, attrs, scratch):
+        (x,), (out,) = inputs, outputs
+        return lambda: ufunc(x, out=out)
+
+    return prepare
+
+
+for _op, _ufunc in _BINARY.items():
+    kernel(_op, inplace=True)(_binary(_ufunc))
+kernel("glow.add", inplace=True)(_binary(np.add))
+for _op, _ufunc in _UNARY.items():
+    kernel(_op, inplace=True)(_unary(_ufunc))
+
+
+@kernel("relu", inplace=True)
+def _relu(inputs, outputs, attrs, scratch):
+    (x,), (out,) = inputs, outputs
+    return lambda: np.maximum(x, 0, out=out)
+
+
+@kernel("relu6", inplace=True)
+def _relu6(inputs, outputs, attrs, scratch):
+    (x,), (out,) = inputs, outputs
+    return lambda: np.clip(x, 0.0, 6.0, out=out)
+
+
+@kernel("clip", inplace=True)
+def _clip(inputs, outputs, attrs, scratch):
+    (x,), (out,) = inputs, outputs
+    lo, hi = attrs.get("min", float("-inf")), attrs.get("max", float("inf"))
+    return lambda: np.clip(x, lo, hi, out=out)
+
+
+@kernel("sigmoid", inplace=True)
+def _sigmoid(inputs, outputs, attrs, scratch):
+    (x,), (out,) = inputs, outputs
+
+    def run():
+        # 1 / (1 + exp(-x)), computed in out so no temporary is needed.
+        np.negative(x, out=out)
+        np.exp(out, out=out)
+        out += 1.0
+        np.reciprocal(out, out=out)
+
+    return run
+
+
+@kernel("leaky_relu")  # not in place: it reads x after writing out
+def _leaky_relu(inputs, outputs, attrs, scratch):
+    (x,), (out,) = inputs, outputs
+    slope = attrs.get("negative_slope", 0.01)
+    pick = np.maximum if slope <= 1.0 else np.minimum
+
+    def run():
+        np.multiply(x, slope, out=out)
+        pick(x, out, out=out)
+
+    return run

@@ -1,0 +1,70 @@
+"""Convolution gradients (rare in inference graphs): GEMMs over allocated columns.
+
+``conv2d_weight_grad``: dW[g] = sum_n dY[n, g] @ im2col(x[n, g])^T.
+``conv2d_input_grad``:  dX[n, g] = col2im(W[g]^T @ dY[n, g]).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._base import kernel
+from ._window import taps
+from .conv import fill_columns
+
+
+def _geometry(attrs):
+    return (
+        tuple(attrs.get("stride", (1, 1))),
+        tuple(attrs.get("padding", (0, 0, 0, 0))),
+        tuple(attrs.get("dilation", (1, 1))),
+        int(attrs.get("groups", 1)),
+    )
+
+
+@kernel("conv2d_weight_grad")
+def _weight_grad(inputs, outputs, attrs, scratch):
+    (x, dy), (out,) = inputs, outputs
+    stride, padding, dilation, groups = _geometry(attrs)
+    n, c, h, w = x.shape
+    oc, cg, kh, kw = out.shape
+    _, _, oh, ow = dy.shape
+    ocg = oc // groups
+    tap_list = taps((h, w), (oh, ow), (kh, kw), stride, padding, dilation)
+
+    def run():
+        col = np.empty((cg, kh, kw, oh, ow), dtype=x.dtype)
+        acc = np.zeros((groups, ocg, cg * kh * kw), dtype=np.float64)
+        for i in range(n):
+            for g in range(groups):
+                fill_columns(col, x[i, g * cg : (g + 1) * cg], tap_list, (oh, ow))
+                dyg = dy[i, g * ocg : (g + 1) * ocg].reshape(ocg, oh * ow)
+                acc[g] += dyg @ col.reshape(-1, oh * ow).T
+        np.copyto(out, acc.reshape(out.shape), casting="unsafe")
+
+    return run
+
+
+@kernel("conv2d_input_grad")
+def _input_grad(inputs, outputs, attrs, scratch):
+    (wt, dy), (out,) = inputs, outputs
+    stride, padding, dilation, groups = _geometry(attrs)
+    n, c, h, w = out.shape
+    oc, cg, kh, kw = wt.shape
+    _, _, oh, ow = dy.shape
+    ocg = oc // groups
+    tap_list = taps((h, w), (oh, ow), (kh, kw), stride, padding, dilation)
+    w2 = wt.reshape(groups, ocg, cg * kh * kw)
+
+    def run():
+        out.fill(0)
+        for i in range(n):
+            for g in range(groups):
+                dyg = dy[i, g * ocg : (g + 1) * ocg].reshape(ocg, oh * ow)
+                col = (w2[g].T @ dyg).reshape(cg, kh, kw, oh, ow)
+                dst = out[i, g * cg : (g + 1) * cg]
+                for t in tap_list:
+                    if t.oh1 > t.oh0 and t.ow1 > t.ow0:
+                        dst[:, t.rows, t.cols] += col[:, t.kh, t.kw, t.oh0 : t.oh1, t.ow0 : t.ow1]
+
+    return run

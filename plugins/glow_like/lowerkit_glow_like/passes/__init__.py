@@ -1,0 +1,62 @@
+"""The graph optimizer: small passes, each ``pass_name(graph) -> bool`` (changed or not),
+run in a fixed order chosen by ``opt_level``.
+
+Level 0 is a straight translation (parameters become constants, nothing else). Level 1
+runs the cleanup passes; level 2 adds batch-norm folding, lowering and fusion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from lowerkit.ir import Graph
+
+from .constant_fold import fold_constants
+from .cse import eliminate_common_subexpressions
+from .dce import eliminate_dead_code
+from .fold_batch_norm import fold_batch_norm
+from .fuse import fuse_activations, fuse_bias
+from .lower import lower_high_level
+from .noop import eliminate_noop_reshapes
+
+Pass = Callable[[Graph], bool]
+
+CLEANUP: tuple[Pass, ...] = (
+    eliminate_dead_code,
+    eliminate_common_subexpressions,
+    eliminate_noop_reshapes,
+    fold_constants,
+    eliminate_dead_code,
+)
+
+FULL: tuple[Pass, ...] = (
+    eliminate_dead_code,
+    eliminate_common_subexpressions,
+    eliminate_noop_reshapes,
+    fold_batch_norm,
+    lower_high_level,
+    fold_constants,
+    fuse_bias,
+    fuse_activations,
+    eliminate_noop_reshapes,
+    eliminate_common_subexpressions,
+    eliminate_dead_code,
+)
+
+PIPELINES: dict[int, tuple[Pass, ...]] = {0: (), 1: CLEANUP, 2: FULL}
+
+
+def optimize(graph: Graph, opt_level: int) -> list[str]:
+    """Run the passes of ``opt_level`` in order on ``graph``; the names of those that changed it."""
+    fired = []
+    for p in PIPELINES[opt_level]:
+        if p(graph):
+            fired.append(p.__name__)
+    return fired
+
+
+__all__ = [
+    "CLEANUP", "FULL", "PIPELINES", "eliminate_common_subexpressions", "eliminate_dead_code",
+    "eliminate_noop_reshapes", "fold_batch_norm", "fold_constants", "fuse_activations", "fuse_bias",
+    "lower_high_level", "optimize",
+]

@@ -1,0 +1,44 @@
+"""Common-subexpression elimination: one node per (op, inputs, attributes).
+
+Constants compare by array identity, or by content when small (scalars from front ends).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lowerkit.ir import Graph
+
+_SMALL = 256  # bytes; larger constants are compared by identity only
+
+
+def _attr_key(value):
+    if isinstance(value, np.ndarray):
+        if value.nbytes <= _SMALL:
+            return ("tensor", value.dtype.str, value.shape, value.tobytes())
+        return ("array", id(value))
+    return value
+
+
+def eliminate_common_subexpressions(graph: Graph) -> bool:
+    """Replace a node equal to an earlier one by that one's outputs; True if any did."""
+    seen: dict[tuple, list] = {}
+    kept = []
+    changed = False
+    for node in graph.nodes:
+        key = (
+            node.op,
+            tuple(id(v) for v in node.inputs),
+            tuple(sorted((k, _attr_key(v)) for k, v in node.attrs.items() if k != "param")),
+            tuple(v.type for v in node.outputs),
+        )
+        earlier = seen.get(key)
+        if earlier is None:
+            seen[key] = node.outputs
+            kept.append(node)
+            continue
+        for old, new in zip(node.outputs, earlier):
+            graph.replace_all_uses(old, new)
+        changed = True
+    graph.nodes = kept
+    return changed

@@ -1,0 +1,51 @@
+"""Batch-norm folding: ``batch_norm(conv2d(x, w, b))`` becomes ``conv2d(x, w', b')``.
+
+With s = gamma / sqrt(var + eps): w' = w * s (per output channel), b' = (b - mean) * s + beta.
+The same holds for ``linear`` followed by a batch norm over its features (rank-2 output).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lowerkit.ir import Graph
+
+from .._graph import const_value, make_constant
+from ._util import single_user
+
+
+def fold_batch_norm(graph: Graph) -> bool:
+    """Fold each batch norm with constant statistics into the conv/linear feeding it."""
+    changed = False
+    index = 0
+    while index < len(graph.nodes):
+        node = graph.nodes[index]
+        index += 1
+        if node.op not in ("conv2d", "linear") or node.attrs.get("act", "none") != "none":
+            continue
+        producers, users = graph.producers(), graph.users()
+        bn = single_user(graph, node.output, users)
+        if bn is None or bn.op != "batch_norm" or bn.inputs[0] is not node.output:
+            continue
+        if node.op == "linear" and node.output.type.rank != 2:
+            continue
+        stats = [const_value(producers.get(id(v))) for v in bn.inputs[1:]]
+        weight = const_value(producers.get(id(node.inputs[1])))
+        bias = const_value(producers.get(id(node.inputs[2]))) if len(node.inputs) > 2 else None
+        if weight is None or any(s is None for s in stats) or (len(node.inputs) > 2 and bias is None):
+            continue
+        mean, var, gamma, beta = (np.asarray(s, dtype=np.float64) for s in stats)
+        scale = gamma / np.sqrt(var + float(bn.attrs.get("eps", 1e-5)))
+        shape = (-1,) + (1,) * (weight.ndim - 1)
+        new_w = (weight.astype(np.float64) * scale.reshape(shape)).astype(weight.dtype)
+        b = np.zeros_like(mean) if bias is None else bias.astype(np.float64)
+        new_b = ((b - mean) * scale + beta).astype(weight.dtype)
+        at = graph.nodes.index(node)
+        w_val = make_constant(graph, new_w, f"{node.output.name}_w_folded", at, node)
+        b_val = make_constant(graph, new_b, f"{node.output.name}_b_folded", at + 1, node)
+        node.inputs = [node.inputs[0], w_val, b_val]
+        node.outputs = list(bn.outputs)
+        graph.nodes.remove(bn)
+        index = graph.nodes.index(node) + 1
+        changed = True
+    return changed

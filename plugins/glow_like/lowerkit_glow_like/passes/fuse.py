@@ -1,0 +1,77 @@
+"""Fusion into fused low-level instructions.
+
+``fuse_bias``: matmul(x, W) [+ add(bias)] -> glow.fc(x, W, bias); conv2d(x, w) + add(bias
+as [1, C, 1, 1]) -> conv2d(x, w, bias).
+``fuse_activations``: conv2d / glow.fc / add followed by relu, relu6 or clip -> one
+instruction with ``act`` set (glow.conv2d, glow.fc, glow.add): the activation runs in place
+on the freshly written output (residual blocks: add + relu).
+"""
+
+from __future__ import annotations
+
+from lowerkit.ir import Graph
+
+from .._graph import const_value, make_constant
+from ._util import ACTIVATIONS, activation_attrs, single_user
+
+
+def fuse_bias(graph: Graph) -> bool:
+    """Fold constant-weight matmuls (and a following bias add) into glow.fc, and conv + bias."""
+    changed = False
+    for node in list(graph.nodes):
+        if node not in graph.nodes:
+            continue
+        producers, users = graph.producers(), graph.users()
+        if node.op == "matmul":
+            w = const_value(producers.get(id(node.inputs[1])))
+            if w is None or w.ndim != 2 or node.inputs[0].type.rank < 1:
+                continue
+            node.op = "glow.fc"
+            changed = True
+            add = single_user(graph, node.output, users)
+            if add is None or add.op != "add":
+                continue
+            other = add.inputs[1] if add.inputs[0] is node.output else add.inputs[0]
+            bias = const_value(producers.get(id(other)))
+            if bias is not None and bias.shape in ((w.shape[1],), (1, w.shape[1])) and add.output.type == node.output.type:
+                node.inputs = node.inputs + [other]
+                node.outputs = list(add.outputs)
+                graph.nodes.remove(add)
+        elif node.op == "conv2d" and len(node.inputs) == 2:
+            add = single_user(graph, node.output, users)
+            if add is None or add.op != "add":
+                continue
+            other = add.inputs[1] if add.inputs[0] is node.output else add.inputs[0]
+            bias = const_value(producers.get(id(other)))
+            channels = node.output.type.shape[1]
+            if bias is None or bias.size != channels or bias.shape not in ((1, channels, 1, 1), (channels, 1, 1)):
+                continue
+            if add.output.type != node.output.type:
+                continue
+            b = make_constant(graph, bias.reshape(channels), f"{other.name}_vec", graph.nodes.index(node), node)
+            node.inputs = node.inputs + [b]
+            node.outputs = list(add.outputs)
+            graph.nodes.remove(add)
+            changed = True
+    return changed
+
+
+_FUSABLE = {"conv2d": "glow.conv2d", "glow.conv2d": "glow.conv2d", "glow.fc": "glow.fc", "add": "glow.add",
+            "glow.add": "glow.add"}
+
+
+def fuse_activations(graph: Graph) -> bool:
+    """Merge relu/relu6/clip into the conv, fc or add producing their input."""
+    changed = False
+    for node in list(graph.nodes):
+        if node.op not in _FUSABLE or node.attrs.get("act", "none") != "none" or node not in graph.nodes:
+            continue
+        act = single_user(graph, node.output, graph.users())
+        if act is None or act.op not in ACTIVATIONS or act.output.type != node.output.type:
+            continue
+        node.op = _FUSABLE[node.op]
+        node.attrs = {**node.attrs, **activation_attrs(act)}
+        node.outputs = list(act.outputs)
+        graph.nodes.remove(act)
+        changed = True
+    return changed

@@ -1,0 +1,181 @@
+"""Programs to payload bytes and back, with the version check and structural validation.
+
+Decoding trusts nothing: indices, offsets, sizes, dtypes and ops are checked, and any
+inconsistency is a :class:`lowerkit.errors.FormatError`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from lowerkit.errors import FormatError
+from lowerkit.ir import DTYPES
+
+from .._version import PAYLOAD_FORMAT, __version__
+from ..kernels import KERNELS
+from ..lir import Buffer, Instruction, MemoryPlan, Program
+from . import glow_like_pb2 as pb
+
+MAGIC = "lowerkit-glow-like"
+_KINDS = ("input", "activation", "constant")
+
+
+def _tensor_to_pb(array: np.ndarray, msg: pb.Tensor) -> None:
+    from lowerkit.ir import dtype_name
+
+    msg.dtype = dtype_name(array.dtype)
+    msg.shape.extend(int(d) for d in array.shape)
+    msg.data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
+
+
+def _tensor_from_pb(msg: pb.Tensor, where: str) -> np.ndarray:
+    if msg.dtype not in DTYPES:
+        raise FormatError(f"glow_like payload: {where} has unknown dtype {msg.dtype!r}")
+    shape = tuple(msg.shape)
+    if any(d < 0 for d in shape):
+        raise FormatError(f"glow_like payload: {where} has negative shape {list(shape)}")
+    dtype = DTYPES[msg.dtype].newbyteorder("<")
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(msg.data) != expected:
+        raise FormatError(
+            f"glow_like payload: {where} should hold {expected} bytes for {msg.dtype}{list(shape)}, "
+            f"holds {len(msg.data)}"
+        )
+    array = np.frombuffer(msg.data, dtype=dtype).reshape(shape).astype(DTYPES[msg.dtype], copy=True)
+    array.flags.writeable = False
+    return array
+
+
+def _attr_to_pb(name: str, value, msg: pb.Attr) -> None:
+    msg.name = name
+    if isinstance(value, (bool, np.bool_)):
+        msg.b = bool(value)
+    elif isinstance(value, (int, np.integer)):
+        msg.i = int(value)
+    elif isinstance(value, (float, np.floating)):
+        msg.f = float(value)
+    elif isinstance(value, str):
+        msg.s = value
+    elif isinstance(value, np.ndarray):
+        _tensor_to_pb(value, msg.tensor)
+    elif isinstance(value, tuple) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
+        msg.ints.values.extend(int(v) for v in value)
+        msg.ints.SetInParent()
+    elif isinstance(value, tuple):
+        msg.floats.values.extend(float(v) for v in value)
+        msg.floats.SetInParent()
+    else:
+        raise TypeError(f"attribute {name!r}: cannot store {type(value).__name__}")
+
+
+def _attr_from_pb(msg: pb.Attr, where: str):
+    kind = msg.WhichOneof("value")
+    if kind is None:
+        raise FormatError(f"glow_like payload: {where} attribute {msg.name!r} has no value")
+    if kind == "ints":
+        return tuple(int(v) for v in msg.ints.values)
+    if kind == "floats":
+        return tuple(float(v) for v in msg.floats.values)
+    if kind == "tensor":
+        return _tensor_from_pb(msg.tensor, f"{where} attribute {msg.name!r}")
+    return getattr(msg, kind)
+
+
+def encode(programs: list[Program]) -> bytes:
+    """Serialize programs into the payload bytes stored in a lowered module."""
+    payload = pb.Payload(magic=MAGIC, format=PAYLOAD_FORMAT, plugin_version=__version__)
+    for program in programs:
+        msg = payload.programs.add()
+        msg.method = program.method
+        for buf in program.buffers:
+            msg.buffers.add(
+                name=buf.name, dtype=buf.dtype, shape=buf.shape, kind=buf.kind, root=buf.root,
+                offset=buf.offset, constant=buf.constant,
+            )
+        for ins in program.instructions:
+            im = msg.instructions.add(
+                op=ins.op, inputs=ins.inputs, outputs=ins.outputs, scope=ins.scope, debug_handle=ins.debug_handle
+            )
+            for k, v in ins.attrs.items():
+                _attr_to_pb(k, v, im.attrs.add())
+        msg.inputs.extend(program.inputs)
+        msg.outputs.extend(program.outputs)
+        for c in program.constants:
+            _tensor_to_pb(c, msg.constants.add())
+        p = program.plan
+        msg.plan.CopyFrom(pb.MemoryPlan(peak_bytes=p.peak_bytes, sum_bytes=p.sum_bytes,
+                                        lower_bound_bytes=p.lower_bound_bytes, scratch_bytes=p.scratch_bytes))
+        msg.options_json = json.dumps(program.options, sort_keys=True)
+        msg.passes.extend(program.passes)
+    return payload.SerializeToString()
+
+
+def decode(data: bytes) -> list[Program]:
+    """Parse and validate payload bytes; :class:`FormatError` on anything wrong."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise FormatError(f"glow_like payload must be bytes, got {type(data).__name__}")
+    payload = pb.Payload()
+    try:
+        payload.ParseFromString(bytes(data))
+    except (DecodeError, ValueError, RuntimeError) as err:
+        raise FormatError(f"glow_like payload is corrupt or not a glow_like payload: {err}") from None
+    if payload.magic != MAGIC:
+        raise FormatError(f"not a glow_like payload (magic {payload.magic!r}, expected {MAGIC!r})")
+    if payload.format != PAYLOAD_FORMAT:
+        raise FormatError(
+            f"glow_like payload written by lowerkit-glow-like {payload.plugin_version or '?'} "
+            f"(payload format {payload.format}) cannot be read by lowerkit-glow-like {__version__} "
+            f"(payload format {PAYLOAD_FORMAT}); lower the module again with this version"
+        )
+    return [_program_from_pb(msg) for msg in payload.programs]
+
+
+def _program_from_pb(msg: pb.Program) -> Program:
+    where = f"method {msg.method!r}"
+    constants = [_tensor_from_pb(c, f"{where} constant {i}") for i, c in enumerate(msg.constants)]
+    buffers = []
+    for i, b in enumerate(msg.buffers):
+        if b.dtype not in DTYPES or b.kind not in _KINDS or any(d < 0 for d in b.shape):
+            raise FormatError(f"glow_like payload: {where} buffer {i} is malformed ({b.dtype}, {b.kind})")
+        if not 0 <= b.root < len(msg.buffers):
+            raise FormatError(f"glow_like payload: {where} buffer {i} has root {b.root} out of range")
+        buffers.append(Buffer(i, b.name, b.dtype, tuple(int(d) for d in b.shape), b.kind, b.root, b.offset, b.constant))
+    plan = MemoryPlan(msg.plan.peak_bytes, msg.plan.sum_bytes, msg.plan.lower_bound_bytes, msg.plan.scratch_bytes)
+    if plan.peak_bytes < 0 or plan.scratch_bytes < 0 or plan.peak_bytes > 2**40 or plan.scratch_bytes > 2**40:
+        raise FormatError(f"glow_like payload: {where} has an implausible memory plan {plan}")
+    for buf in buffers:
+        if buf.kind == "constant":
+            if not 0 <= buf.constant < len(constants) or constants[buf.constant].size != int(np.prod(buf.shape)):
+                raise FormatError(f"glow_like payload: {where} buffer {buf.name!r} names a bad constant")
+            if constants[buf.constant].dtype != DTYPES[buf.dtype]:
+                raise FormatError(f"glow_like payload: {where} buffer {buf.name!r} dtype differs from its constant")
+        else:
+            root = buffers[buf.root]
+            if root.kind == "constant" or buf.offset != root.offset or buf.nbytes > root.nbytes:
+                raise FormatError(f"glow_like payload: {where} buffer {buf.name!r} aliases storage it does not fit")
+            if buf.offset < 0 or buf.offset + buf.nbytes > plan.peak_bytes:
+                raise FormatError(f"glow_like payload: {where} buffer {buf.name!r} lies outside the arena")
+    n = len(buffers)
+    instructions = []
+    for i, im in enumerate(msg.instructions):
+        if im.op not in KERNELS:
+            raise FormatError(f"glow_like payload: {where} instruction {i} has unknown op {im.op!r}")
+        ids = list(im.inputs) + list(im.outputs)
+        if any(not 0 <= b < n for b in ids) or any(buffers[b].kind == "constant" for b in im.outputs):
+            raise FormatError(f"glow_like payload: {where} instruction {i} ({im.op}) names bad buffers")
+        attrs = {a.name: _attr_from_pb(a, f"{where} instruction {i}") for a in im.attrs}
+        instructions.append(Instruction(im.op, list(im.inputs), list(im.outputs), attrs, im.scope, im.debug_handle))
+    for b in list(msg.inputs) + list(msg.outputs):
+        if not 0 <= b < n:
+            raise FormatError(f"glow_like payload: {where} names input/output buffer {b} out of range")
+    try:
+        options = json.loads(msg.options_json or "{}")
+    except ValueError:
+        raise FormatError(f"glow_like payload: {where} options are not JSON") from None
+    if not isinstance(options, dict):
+        raise FormatError(f"glow_like payload: {where} options must be a JSON object")
+    return Program(msg.method, buffers, instructions, list(msg.inputs), list(msg.outputs), constants, plan,
+                   options, list(msg.passes))

@@ -1,0 +1,72 @@
+"""Calibration: run the optimized fp32 graph on user inputs, record each value's range."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from lowerkit.errors import InputError
+from lowerkit.ir import Module
+
+from .._compiler import optimized_graph
+from .._graph import evaluate
+from .profile import Profile, graph_fingerprint
+
+
+def _progress(done: int, total: int | None, method: str) -> None:
+    if total:
+        width = 30
+        filled = int(width * done / total)
+        bar = "#" * filled + "." * (width - filled)
+        sys.stderr.write(f"\rcalibrating {method} [{bar}] {done}/{total}")
+    else:
+        sys.stderr.write(f"\rcalibrating {method}: {done} batches")
+    sys.stderr.flush()
+
+
+def calibrate(
+    module: Module,
+    batches: Iterable[np.ndarray | Sequence[np.ndarray]],
+    method: str = "forward",
+    progress: bool = True,
+) -> Profile:
+    """Record the min/max of every value of ``method`` over ``batches`` of inputs.
+
+    Each batch is one input array (single-input methods) or a sequence of arrays, one per
+    input. Shows a progress bar on stderr when ``progress`` and there is more than one batch.
+    Returns a :class:`Profile` for ``compile_spec={method: {"precision": "int8", "profile": p}}``.
+    """
+    graph, _ = optimized_graph(module, method, 2)
+    profile = Profile(method, graph_fingerprint(graph))
+    total = len(batches) if hasattr(batches, "__len__") else None  # type: ignore[arg-type]
+    show = progress and total != 1
+
+    def observe(value, array) -> None:
+        if array.dtype.kind == "f" and array.size:
+            profile.observe(value.name, float(array.min()), float(array.max()))
+
+    for i, batch in enumerate(batches):
+        inputs = [batch] if isinstance(batch, np.ndarray) else list(batch)
+        if len(inputs) != len(graph.inputs):
+            raise InputError(
+                f"calibrate: method {method!r} takes {len(graph.inputs)} inputs, batch {i} has {len(inputs)}"
+            )
+        for v, a in zip(graph.inputs, inputs):
+            a = np.asarray(a)
+            if a.shape != v.type.shape or a.dtype != v.type.numpy_dtype:
+                raise InputError(
+                    f"calibrate: method {method!r}, input {v.name!r}: expected {v.type}, "
+                    f"got {a.dtype}{list(a.shape)} in batch {i}"
+                )
+            observe(v, a)
+        evaluate(graph, inputs, observe)
+        profile.batches += 1
+        if show:
+            _progress(i + 1, total, method)
+    if show:
+        sys.stderr.write("\n")
+    if profile.batches == 0:
+        raise InputError("calibrate: no batches given; pass at least one input batch")
+    return profile

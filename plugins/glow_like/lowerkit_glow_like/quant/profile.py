@@ -1,0 +1,108 @@
+"""Calibration profiles: per-value ranges of one method's optimized fp32 graph, as JSON.
+
+Values are named as in the graph glow_like optimizes at ``opt_level`` 2 (fusion keeps the
+final value's name), and a fingerprint of that graph guards against using a profile with
+another model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+
+from lowerkit.errors import FormatError, InputError
+from lowerkit.ir import Graph
+
+FORMAT = "lowerkit-glow-like-profile"
+VERSION = 1
+
+
+def graph_fingerprint(graph: Graph) -> str:
+    """A digest of the graph's structure: ops, value names and types, in order."""
+    h = hashlib.sha256()
+    for v in graph.inputs:
+        h.update(f"in {v.name} {v.type}\n".encode())
+    for node in graph.nodes:
+        ins = " ".join(v.name for v in node.inputs)
+        outs = " ".join(f"{v.name}:{v.type}" for v in node.outputs)
+        h.update(f"{node.op} {ins} -> {outs}\n".encode())
+    return h.hexdigest()[:32]
+
+
+@dataclass
+class Profile:
+    """Observed ``[min, max]`` of every value of one method, over ``batches`` calibration runs."""
+
+    method: str
+    fingerprint: str
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    batches: int = 0
+
+    def observe(self, name: str, lo: float, hi: float) -> None:
+        old = self.ranges.get(name)
+        self.ranges[name] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
+
+    def range_of(self, name: str) -> tuple[float, float]:
+        try:
+            return self.ranges[name]
+        except KeyError:
+            raise InputError(
+                f"glow_like profile for method {self.method!r} has no range for value %{name}; "
+                "calibrate again with this module"
+            ) from None
+
+    def check_matches(self, graph: Graph, method: str) -> None:
+        """Raise ``InputError`` unless this profile was recorded on this method's graph."""
+        if method != self.method:
+            raise InputError(f"glow_like profile was recorded for method {self.method!r}, not {method!r}")
+        found = graph_fingerprint(graph)
+        if found != self.fingerprint:
+            raise InputError(
+                f"glow_like profile (graph fingerprint {self.fingerprint}) was recorded on another "
+                f"model than method {method!r} (fingerprint {found}); calibrate again"
+            )
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"format": FORMAT, "version": VERSION, "method": self.method, "fingerprint": self.fingerprint,
+             "batches": self.batches, "ranges": {k: [float(a), float(b)] for k, (a, b) in self.ranges.items()}},
+            indent=1, sort_keys=True,
+        )
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the profile as JSON (atomically: a temporary file then a rename)."""
+        tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(self.to_json())
+        os.replace(tmp, path)
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "profile") -> Profile:
+        try:
+            data = json.loads(text)
+            if data.get("format") != FORMAT:
+                raise FormatError(f"{where} is not a glow_like profile (format {data.get('format')!r})")
+            if data.get("version") != VERSION:
+                raise FormatError(f"{where} has profile version {data.get('version')!r}, this plugin reads {VERSION}")
+            ranges = {str(k): (float(v[0]), float(v[1])) for k, v in data["ranges"].items()}
+            return cls(str(data["method"]), str(data["fingerprint"]), ranges, int(data.get("batches", 0)))
+        except FormatError:
+            raise
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as err:
+            raise FormatError(f"{where} is not a valid glow_like profile: {err}") from None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Profile:
+        with open(path, encoding="utf-8") as f:
+            return cls.from_json(f.read(), where=f"profile file {os.fspath(path)!r}")
+
+
+def load_profile(profile: Profile | str | os.PathLike) -> Profile:
+    """A Profile given as itself or as the path it was saved to."""
+    if isinstance(profile, Profile):
+        return profile
+    if isinstance(profile, (str, os.PathLike)):
+        return Profile.load(profile)
+    raise InputError(f"glow_like 'profile' must be a Profile or a path, got {type(profile).__name__}")

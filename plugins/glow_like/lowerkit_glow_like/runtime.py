@@ -1,0 +1,110 @@
+"""Executing a program: compile binds, execute runs the flat instruction list.
+
+Binding makes read-only constant arrays once (shared by all threads). Each thread that
+executes gets, on its first call, its own arena and scratch and its own bound kernel
+calls, so concurrent calls never share writable memory. A call copies the inputs into
+their planned buffers, runs every instruction, and copies the outputs out.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lowerkit.errors import InputError
+from lowerkit.ir import DTYPES
+
+from .kernels import KERNELS
+from .lir import ALIGNMENT, Program
+
+_controller_lock = threading.Lock()
+_controller = None
+
+
+def _blas_controller():
+    """threadpoolctl's controller, made on first use (it inspects loaded libraries)."""
+    global _controller
+    with _controller_lock:
+        if _controller is None:
+            from threadpoolctl import ThreadpoolController
+
+            _controller = ThreadpoolController()
+        return _controller
+
+
+def _aligned_bytes(nbytes: int) -> np.ndarray:
+    raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+    start = (-raw.ctypes.data) % ALIGNMENT
+    return raw[start : start + nbytes]
+
+
+@dataclass
+class _ThreadState:
+    inputs: list[np.ndarray]
+    outputs: list[np.ndarray]
+    calls: list
+
+
+class Executable:
+    """A bound program: call :meth:`run` from any thread."""
+
+    def __init__(self, program: Program, prepare_constants=None) -> None:
+        self.program = program
+        self.constants = [np.ascontiguousarray(c) for c in program.constants]
+        for c in self.constants:
+            c.flags.writeable = False
+        self.threads = program.options.get("threads")
+        self._local = threading.local()
+
+    def _state(self) -> _ThreadState:
+        state = getattr(self._local, "state", None)
+        if state is None:
+            state = self._local.state = self._bind()
+        return state
+
+    def _bind(self) -> _ThreadState:
+        program = self.program
+        arena = _aligned_bytes(max(program.plan.peak_bytes, ALIGNMENT))
+        scratch = _aligned_bytes(max(program.plan.scratch_bytes, ALIGNMENT))
+        views: list[np.ndarray] = []
+        for buf in program.buffers:
+            dtype = DTYPES[buf.dtype]
+            if buf.kind == "constant":
+                views.append(self.constants[buf.constant].reshape(buf.shape))
+            else:
+                raw = arena[buf.offset : buf.offset + buf.nbytes]
+                views.append(raw.view(dtype).reshape(buf.shape))
+        calls = []
+        for ins in program.instructions:
+            spec = KERNELS[ins.op]
+            calls.append(
+                spec.prepare([views[b] for b in ins.inputs], [views[b] for b in ins.outputs], ins.attrs, scratch)
+            )
+        return _ThreadState([views[b] for b in program.inputs], [views[b] for b in program.outputs], calls)
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run on ``inputs``; returns fresh output arrays."""
+        state = self._state()
+        if len(inputs) != len(state.inputs):
+            raise InputError(
+                f"glow_like method {self.program.method!r} takes {len(state.inputs)} inputs, got {len(inputs)}"
+            )
+        for dst, src in zip(state.inputs, inputs):
+            src = np.asarray(src)
+            if src.shape != dst.shape:
+                raise InputError(
+                    f"glow_like method {self.program.method!r}: expected input shape {list(dst.shape)}, "
+                    f"got {list(src.shape)}"
+                )
+            np.copyto(dst, src, casting="same_kind")
+        if self.threads:
+            with _blas_controller().limit(limits=int(self.threads), user_api="blas"):
+                for call in state.calls:
+                    call()
+        else:
+            for call in state.calls:
+                call()
+        return [out.copy() for out in state.outputs]
