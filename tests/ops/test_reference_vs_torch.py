@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lowerkit.ir.types import TensorType
 from lowerkit.opset import STRUCTURAL_OPS, all_schemas, get_schema
@@ -305,3 +307,50 @@ def test_concat(rng, dim):
         s[dim] = extra
     xs = [rand(rng, *s) for s in shapes]
     close(run_op("concat", xs, dim=dim), torch.cat([t(x) for x in xs], dim=dim))
+
+
+# -- property tests: random geometry, schema vs kernel vs torch ---------------------------
+
+@st.composite
+def conv_geometry(draw):
+    groups = draw(st.sampled_from([1, 2, 3]))
+    c, oc = groups * draw(st.integers(1, 2)), groups * draw(st.integers(1, 2))
+    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    padding = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    h = draw(st.integers(max(1, dh * (kh - 1) + 1 - padding[0] - padding[2]), 9))
+    w = draw(st.integers(max(1, dw * (kw - 1) + 1 - padding[1] - padding[3]), 9))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    return (draw(st.integers(1, 2)), c, h, w, oc, kh, kw, stride, padding, (dh, dw), groups)
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=conv_geometry())
+def test_conv2d_any_geometry(case):
+    n, c, h, w, oc, kh, kw, stride, padding, dilation, groups = case
+    rng = np.random.default_rng(0)
+    x, wt = rand(rng, n, c, h, w), rand(rng, oc, c // groups, kh, kw)
+    ours = run_op("conv2d", [x, wt], stride=stride, padding=padding, dilation=dilation, groups=groups)
+    close(ours, F.conv2d(tpad(t(x), padding), t(wt), None, stride, 0, dilation, groups))
+
+
+@st.composite
+def pool_geometry(draw):
+    k = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    p = (draw(st.integers(0, k[0] // 2)), draw(st.integers(0, k[1] // 2)))  # torch's limit
+    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    h, w = draw(st.integers(k[0], 10)), draw(st.integers(k[1], 10))
+    return (draw(st.integers(1, 2)), h, w, k, s, p, draw(st.booleans()), draw(st.booleans()))
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=pool_geometry())
+def test_pools_any_geometry(case):
+    n, h, w, k, s, p, ceil_mode, include_pad = case
+    x = rand(np.random.default_rng(0), n, 2, h, w)
+    padding = (p[0], p[1], p[0], p[1])
+    close(run_op("max_pool2d", [x], kernel_size=k, stride=s, padding=padding, ceil_mode=ceil_mode),
+          F.max_pool2d(t(x), k, s, p, 1, ceil_mode))
+    close(run_op("avg_pool2d", [x], kernel_size=k, stride=s, padding=padding, ceil_mode=ceil_mode,
+                 count_include_pad=include_pad),
+          F.avg_pool2d(t(x), k, s, p, ceil_mode, include_pad))
