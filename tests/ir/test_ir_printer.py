@@ -151,3 +151,23 @@ def test_odd_value_and_method_names_are_quoted():
     x.name = "a b"
     g.set_outputs([x])
     assert format_graph(g, "my method").startswith('method "my method"(%"a b": f32[1])')
+
+
+def test_unsupported_tensor_dtype_prints_without_data():
+    assert format_tensor(np.zeros(2, np.complex64)) == "tensor<unsupported complex64[2]>[...]"
+
+
+def test_module_with_lowered_method_and_submodule():
+    from lowerkit.ir import Method, Signature
+
+    class Lowered(Method):
+        signature = Signature((("x", TensorType("f32", (2,))),), (TensorType("f32", (2,)),))
+
+    class FakeLowered:
+        backend = ["nnpack", "reference"]
+
+    m = Module(methods={"run": Lowered()}, submodules={"d": FakeLowered()}, name="M")
+    assert str(m) == (
+        "module M {\n  submodule \"d\": lowered nnpack,reference\n}\n\n"
+        "method run(%x: f32[2]) -> f32[2] = lowered Lowered\n"
+    )

@@ -318,3 +318,33 @@ def test_errors_carry_source_location():
                source=SourceLocation("model.py", 77))
     with pytest.raises(VerificationError, match=r"node relu #1 in blk.0 at model.py:77"):
         verify_graph(g)
+
+
+class _LoweredStub:
+    """Stands in for a LoweredModule: signatures only, no graphs."""
+
+    def __init__(self, signatures):
+        from types import SimpleNamespace
+
+        self.record = SimpleNamespace(signatures=signatures)
+        self.backend = "stub"
+
+    def signature(self, method):
+        from lowerkit.errors import InputError
+
+        try:
+            return self.record.signatures[method]
+        except KeyError:
+            raise InputError(f"no method {method!r}") from None
+
+
+def test_call_into_a_lowered_submodule_checks_its_signature():
+    from lowerkit.ir import Signature
+
+    m = two_method_module()
+    sig = Signature((("x", T("f32", 2, 3)),), (T("f32", 2, 3),))
+    m.submodules["act"] = _LoweredStub({"forward": sig})
+    verify_module(m)
+    m.submodules["act"] = _LoweredStub({"run": sig})
+    with pytest.raises(VerificationError, match=r"submodule 'act' has no method 'forward' \(has: \['run'\]\)"):
+        verify_module(m)

@@ -110,7 +110,10 @@ def _nest(texts: list[str], shape: tuple[int, ...]) -> str:
 def format_tensor(array: np.ndarray, *, elide: bool = False) -> str:
     """``tensor<f32[2, 2]>[[1.0, 2.0], [3.0, 4.0]]``; with ``elide`` large ones print ``[...]``."""
     array = np.asarray(array)
-    ttype = TensorType(dtype_name(array.dtype), array.shape)
+    try:
+        ttype = TensorType(dtype_name(array.dtype), array.shape)
+    except ValueError:  # the verifier rejects these; still print something readable
+        return f"tensor<unsupported {array.dtype}{list(array.shape)}>[...]"
     head = f"tensor<{ttype}>"
     if elide and array.size > ELIDE_ABOVE:
         return head + "[...]"

@@ -147,12 +147,12 @@ def _check_call(method: str, node: Node, module: Module) -> None:
         target = module
         owner = f"module {module.name}"
     try:
-        if isinstance(target, ModuleType):
-            sig = target.signature(target_name)  # type: ignore[arg-type]
-        else:
-            sig = target.signature(target_name)  # type: ignore[union-attr]
+        sig = target.signature(target_name)  # type: ignore[arg-type, union-attr]
     except (InputError, KeyError, AttributeError):
-        methods = sorted(getattr(target, "methods", {}) or {})
+        if isinstance(target, ModuleType):
+            methods = sorted(target.methods)
+        else:  # a LoweredModule keeps the signatures of its methods in its record
+            methods = sorted(getattr(getattr(target, "record", None), "signatures", {}) or {})
         raise _fail(method, node, f"{owner} has no method {target_name!r} (has: {methods})") from None
     wanted_in = tuple(t for _, t in sig.inputs)
     if tuple(v.type for v in node.inputs) != wanted_in:
