@@ -29,9 +29,15 @@ def dumps(obj: Module | LoweredModule) -> bytes:
     ``dumps(loads(data)) == data``. Raises :class:`~lowerkit.errors.InputError` for objects
     the format cannot hold (non-graph methods, unsupported attribute or parameter types).
     """
+    from google.protobuf.message import EncodeError
+
     from .convert import file_to_proto
 
-    payload = file_to_proto(obj).SerializeToString(deterministic=True)
+    msg = file_to_proto(obj)
+    try:
+        payload = msg.SerializeToString(deterministic=True)
+    except (EncodeError, ValueError, OverflowError) as err:  # above protobuf's 2 GiB limit
+        raise FormatError(f"the module cannot be encoded in a lowerkit file: {err}") from err
     return frame(payload)
 
 

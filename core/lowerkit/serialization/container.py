@@ -104,7 +104,8 @@ def read_file(path: str | os.PathLike[str]) -> bytes:
         size = os.fstat(f.fileno()).st_size
         if size > HEADER_SIZE + MAX_PAYLOAD:
             raise FormatError(f"{os.fspath(path)}: {size} bytes is too large to be a lowerkit file")
-        return f.read(HEADER_SIZE + MAX_PAYLOAD + 1)
+        # Read what fstat promised, not more: a device such as /dev/zero reports size 0.
+        return f.read(size)
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
