@@ -21,7 +21,12 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["OnnxImport", "OnnxNotInstalledError", "export", "import_model", "load"]
 
 
-def load(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Module:
+def load(
+    model: Any,
+    *,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    constant_inputs: Mapping[str, Any] | None = None,
+) -> Module:
     """Import an ONNX model (a path, bytes or ``onnx.ModelProto``) as a lowerkit Module.
 
     The module has one method, ``forward``, taking the ONNX graph inputs (those without an
@@ -32,19 +37,26 @@ def load(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None)
     Raises ``FormatError`` (unreadable, or ``onnx.checker`` rejects it),
     ``UnsupportedOperatorError`` (listing every node that cannot be imported) and
     ``InputError`` (missing or contradictory ``input_shapes``).
+
+    ``constant_inputs={"shape": array}`` fixes the value of graph inputs, which then stop
+    being inputs of ``forward``: needed when an input feeds something lowerkit must know at
+    import time (``Reshape``'s shape, ``Clip``'s bounds, ``Dropout``'s training flag).
     """
     from ._importer import load as _load
 
-    return _load(model, input_shapes=input_shapes)
+    return _load(model, input_shapes=input_shapes, constant_inputs=constant_inputs)
 
 
 def import_model(
-    model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None
+    model: Any,
+    *,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    constant_inputs: Mapping[str, Any] | None = None,
 ) -> OnnxImport:
     """Like :func:`load`, but returns an :class:`OnnxImport`: the module and its name maps."""
     from ._importer import import_model as _import_model
 
-    return _import_model(model, input_shapes=input_shapes)
+    return _import_model(model, input_shapes=input_shapes, constant_inputs=constant_inputs)
 
 
 def export(module: Any, path: Any = None, *, opset: int = 17, method: str = "forward") -> Any:

@@ -55,7 +55,7 @@ def import_leaky_relu(ctx: ImportContext, node) -> list[Value]:
     return [ctx.emit("leaky_relu", [ctx.input(0)], {"negative_slope": float(alpha)})]
 
 
-@importer("Clip")
+@importer("Clip", constant_inputs=(1, 2))
 def import_clip(ctx: ImportContext, node) -> list[Value]:
     x = ctx.input(0)
     attrs = ctx.attrs()
@@ -228,7 +228,7 @@ def import_flatten(ctx: ImportContext, node) -> list[Value]:
     return [ctx.emit("reshape", [x], {"shape": target})]
 
 
-@importer("Reshape")
+@importer("Reshape", constant_inputs=(1,))
 def import_reshape(ctx: ImportContext, node) -> list[Value]:
     x = ctx.input(0)
     attrs = ctx.attrs()
@@ -314,11 +314,13 @@ def import_identity(ctx: ImportContext, node) -> list[Value]:
     return [None]
 
 
-@importer("Dropout")
+@importer("Dropout", constant_inputs=(1, 2))
 def import_dropout(ctx: ImportContext, node) -> list[Value]:
     attrs = ctx.attrs()
     training = ctx.constant_input(2, "Dropout training_mode") if ctx.opset >= 12 else None
-    if training is not None and bool(np.asarray(training).reshape(())):
+    ratio = ctx.constant_input(1, "Dropout ratio") if ctx.opset >= 12 else None
+    dropping = ratio is None or float(np.asarray(ratio).reshape(())) != 0.0
+    if training is not None and bool(np.asarray(training).reshape(())) and dropping:
         raise ctx.unsupported("training-mode Dropout is not supported (inference only)")
     if ctx.opset < 7 and not attrs.get("is_test", 0):
         raise ctx.unsupported("Dropout with is_test=0 is not supported (inference only)")

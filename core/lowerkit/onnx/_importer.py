@@ -346,9 +346,18 @@ def _check_outputs(proto: Any, values: Sequence[Value], fixed_inputs: bool) -> N
 
 
 def import_model(
-    model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None, name: str | None = None
+    model: Any,
+    *,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    constant_inputs: Mapping[str, Any] | None = None,
+    name: str | None = None,
 ) -> OnnxImport:
-    """Import an ONNX model; like :func:`lowerkit.onnx.load` but also returns the name maps."""
+    """Import an ONNX model; like :func:`lowerkit.onnx.load` but also returns the name maps.
+
+    ``constant_inputs`` fixes the values of some graph inputs: they are no longer inputs of
+    ``forward`` but constants of the graph (needed when an input feeds what lowerkit must
+    know at import time, such as ``Reshape``'s shape or ``Clip``'s bounds).
+    """
     from . import _import_ops  # noqa: F401  (registers the importers)
 
     onnx = require_onnx()
@@ -366,6 +375,17 @@ def import_model(
         ctx.add_known(init.name, array, initializer=True)
     # Inputs that also have an initializer (IR < 4 style) are parameters, not inputs.
     graph_inputs = [vi for vi in graph.input if not ctx.is_known(vi.name)]
+    fixed = dict(constant_inputs or {})
+    unknown = sorted(set(fixed) - {vi.name for vi in graph_inputs})
+    if unknown:
+        raise InputError(
+            f"constant_inputs names {unknown}, but the model's inputs are {[vi.name for vi in graph_inputs]}"
+        )
+    for input_name, array in fixed.items():
+        array = np.asarray(array)
+        _tensor_type(array, f"constant input {input_name!r}")
+        ctx.add_known(input_name, array, initializer=False)
+    graph_inputs = [vi for vi in graph_inputs if vi.name not in fixed]
     types = _input_types(graph_inputs, input_shapes)
     for vi, t in zip(graph_inputs, types):
         ctx.bind(vi.name, ctx.graph.add_input(vi.name, t))
@@ -402,7 +422,12 @@ class _OutputNode:
     output: tuple[str, ...] = ()
 
 
-def load(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Module:
+def load(
+    model: Any,
+    *,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    constant_inputs: Mapping[str, Any] | None = None,
+) -> Module:
     """Import an ONNX model (a path, bytes or ``onnx.ModelProto``) as a lowerkit Module.
 
     The module has one method, ``forward``, taking the ONNX graph inputs (those without an
@@ -414,4 +439,4 @@ def load(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None)
     ``UnsupportedOperatorError`` listing every node lowerkit cannot import, and
     ``InputError`` for missing or contradictory ``input_shapes``.
     """
-    return import_model(model, input_shapes=input_shapes).module
+    return import_model(model, input_shapes=input_shapes, constant_inputs=constant_inputs).module

@@ -13,6 +13,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # ONNX op type (default domain) -> function(ctx, node) -> list of outputs.
 IMPORTERS: dict[str, Callable[..., Any]] = {}
+# ONNX op type -> indices of the inputs it needs as compile-time constants.
+CONSTANT_INPUTS: dict[str, tuple[int, ...]] = {}
 # lowerkit op name -> function(ctx, node) that appends ONNX nodes.
 EXPORTERS: dict[str, Callable[..., Any]] = {}
 
@@ -28,8 +30,14 @@ def _register(table: dict[str, Callable[..., Any]], kind: str, names: tuple[str,
     return decorate
 
 
-def importer(*op_types: str) -> Callable[[F], F]:
-    """Register the decorated function as the importer of the given ONNX op types."""
+def importer(*op_types: str, constant_inputs: tuple[int, ...] = ()) -> Callable[[F], F]:
+    """Register the decorated function as the importer of the given ONNX op types.
+
+    ``constant_inputs`` lists the inputs the importer reads as compile-time tensors
+    (``Reshape``'s shape): the ONNX backend adapter specialises on graph inputs that feed them.
+    """
+    for op_type in op_types:
+        CONSTANT_INPUTS[op_type] = tuple(constant_inputs)
     return _register(IMPORTERS, "ONNX importer", op_types)
 
 
