@@ -252,7 +252,8 @@ class MethodBuilder:
                 output_types = schema.infer([v.type for v in inputs], normalized)
             except ShapeError as err:
                 given = ", ".join(str(v.type) for v in inputs)
-                raise InputError(f"{where}: {err} (inputs: {given})") from None
+                message = str(err).removeprefix(f"{op}: ")
+                raise InputError(f"{where}: {message} (inputs: {given})") from None
         if hints is None:
             hints = [self._hint(op)] * len(output_types)
         return self._add(op, inputs, normalized, output_types, hints, source)
