@@ -215,3 +215,24 @@ def test_every_registered_op_round_trips():
         loaded = lk.loads(data)
         assert_modules_equal(module, loaded)
         assert lk.dumps(loaded) == data, schema.name
+
+
+def test_traced_model_round_trips(tmp_path):
+    """The issue's example: trace, save, load, same outputs."""
+    from lowerkit import models
+
+    x = np.random.default_rng(0).random((1, 3, 8, 8)).astype(np.float32)
+    module = lk.trace(models.small_cnn(), x)
+    path = tmp_path / "net.lkm"
+    lk.save(module, path)
+    loaded = lk.load(path)
+    assert_modules_equal(module, loaded)
+    assert str(loaded) == str(module)
+    np.testing.assert_array_equal(loaded(x), module(x))
+
+
+def test_untraced_nn_module_gets_a_hint():
+    from lowerkit import models
+
+    with pytest.raises(InputError, match=r"got SmallCNN; trace it first with lowerkit.trace"):
+        lk.dumps(models.small_cnn())

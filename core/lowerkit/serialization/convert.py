@@ -65,8 +65,11 @@ def file_to_proto(obj: object) -> pb.File:
     elif isinstance(obj, LoweredModule):
         record_to_proto(obj.record, msg.lowered)
     else:
+        from ..nn import Module as NNModule
+
+        hint = "; trace it first with lowerkit.trace(obj, *example_inputs)" if isinstance(obj, NNModule) else ""
         raise InputError(
-            f"can only save a lowerkit.Module or lowerkit.LoweredModule, got {type(obj).__name__}"
+            f"can only save a lowerkit.Module or lowerkit.LoweredModule, got {type(obj).__name__}{hint}"
         )
     return msg
 
