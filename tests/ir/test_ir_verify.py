@@ -348,3 +348,10 @@ def test_call_into_a_lowered_submodule_checks_its_signature():
     m.submodules["act"] = _LoweredStub({"run": sig})
     with pytest.raises(VerificationError, match=r"submodule 'act' has no method 'forward' \(has: \['run'\]\)"):
         verify_module(m)
+
+
+def test_non_int_handle():
+    g = example_graph("relu")
+    g.nodes[0].debug_handle = "7"  # type: ignore[assignment]
+    with pytest.raises(VerificationError, match=r"debug handle must be an int >= 0 \(or -1 unset\), got '7'"):
+        verify_graph(g)

@@ -27,6 +27,7 @@ _FLOAT = re.compile(
     r"[-+]?(?:nan:0x[0-9a-fA-F]+|nan|inf|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"
 )
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_MAX_TENSOR_RANK = 32  # tensor literals nest one bracket per dim; bounds the recursion
 _TOKEN_END = re.compile(r"[^\s,()\[\]{}<>=:]*")
 
 
@@ -128,9 +129,12 @@ class _Parser:
         return token
 
     def integer(self, what: str = "an integer") -> int:
+        start = self.pos
         token = self.match(_INT)
         if token is None:
             raise self.error(what)
+        if len(token.lstrip("+-")) > 40:  # also keeps int() clear of its digit limit
+            raise self.error(f"{what} of at most 40 digits", start, repr(token[:20] + "..."))
         return int(token)
 
     def value_name(self) -> str:
@@ -218,7 +222,10 @@ class _Parser:
         if not self.keyword("tensor"):
             raise self.error("a tensor literal like tensor<f32[2]>[1.0, 2.0]")
         self.expect("<", "'<' after 'tensor'")
+        at = self.pos
         ttype = self.tensor_type()
+        if ttype.rank > _MAX_TENSOR_RANK:
+            raise self.error(f"a tensor of rank at most {_MAX_TENSOR_RANK}", at, f"rank {ttype.rank}")
         self.expect(">", "'>' closing the tensor type")
         self.ws()
         if self.text.startswith("[...]", self.pos):

@@ -215,7 +215,7 @@ def verify_graph(
             bind(value, node, f"output {k}")
         _check_arity(method, node)
         attrs = _check_attrs(method, node)
-        if node.debug_handle < -1 or type(node.debug_handle) is not int:
+        if type(node.debug_handle) is not int or node.debug_handle < -1:
             raise _fail(method, node, f"debug handle must be an int >= 0 (or -1 unset), got {node.debug_handle!r}")
         if node.debug_handle == -1:
             if module is not None:
