@@ -160,7 +160,7 @@ class Interpreter:
             raise
         except Exception as err:
             raise NodeExecutionError(node.debug_handle, f"{node.where()}: kernel {node.op} failed: {err}") from err
-        outputs = list(result) if isinstance(result, (list, tuple)) else [result]
+        outputs = [np.asarray(r) for r in (result if isinstance(result, (list, tuple)) else [result])]
         if self.check_outputs:
             for v, out in zip(node.outputs, outputs):
                 expected = v.type

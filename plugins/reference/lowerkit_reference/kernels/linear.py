@@ -6,7 +6,7 @@ import numpy as np
 
 
 def matmul(args, attrs):
-    return np.matmul(args[0], args[1])
+    return np.asarray(np.matmul(args[0], args[1]))  # 1-D @ 1-D gives a numpy scalar
 
 
 def linear(args, attrs):
