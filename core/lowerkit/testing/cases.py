@@ -1,0 +1,125 @@
+"""Small single-op modules for backend conformance tests, built with the Graph API.
+
+Each :class:`OpCase` is one op application with deterministic operands: graph inputs for
+activations, parameters for weights (as they are in real models). The first case of each
+op is ``basic`` (default attributes); the others vary strides, padding, groups, dims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..ir import Graph, GraphMethod, Module, TensorType
+from ..opset import get_schema
+
+__all__ = ["OP_CASES", "OpCase", "case_module", "cases_for"]
+
+
+@dataclass(frozen=True)
+class OpCase:
+    """One op applied to operands ``(kind, shape, sampler)``; kind is ``input`` or ``param``."""
+
+    name: str
+    op: str
+    operands: tuple[tuple[str, tuple[int, ...], str], ...]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    basic: bool = False
+
+    def arrays(self, seed: int = 0) -> list[np.ndarray]:
+        """The operand values (float32), deterministic for ``seed``."""
+        rng = np.random.default_rng([seed, sum(map(ord, self.name))])
+        return [_SAMPLERS[sampler](rng, shape) for _, shape, sampler in self.operands]
+
+    def inputs(self, seed: int = 0) -> list[np.ndarray]:
+        """The values of the graph inputs only, in order."""
+        return [a for (kind, _, _), a in zip(self.operands, self.arrays(seed)) if kind == "input"]
+
+
+_SAMPLERS: dict[str, Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]] = {
+    "normal": lambda rng, s: rng.standard_normal(s).astype(np.float32),
+    "positive": lambda rng, s: rng.uniform(0.5, 2.0, s).astype(np.float32),
+    "nonzero": lambda rng, s: (rng.uniform(0.5, 2.0, s) * rng.choice([-1.0, 1.0], s)).astype(np.float32),
+}
+
+
+def _case(name, op, operands, attrs=None, basic=False):
+    return OpCase(name, op, tuple(operands), dict(attrs or {}), basic)
+
+
+def _i(shape, sampler="normal"):
+    return ("input", tuple(shape), sampler)
+
+
+def _p(shape, sampler="normal"):
+    return ("param", tuple(shape), sampler)
+
+
+_X = (2, 3, 4)
+_IMG = (1, 3, 6, 6)
+OP_CASES: tuple[OpCase, ...] = (
+    *(_case(op, op, [_i(_X), _i(_X)], basic=True) for op in ("add", "sub", "mul")),
+    _case("div", "div", [_i(_X), _i(_X, "nonzero")], basic=True),
+    _case("add-broadcast", "add", [_i(_X), _p((3, 4))]),
+    *(_case(op, op, [_i(_X)], basic=True) for op in ("neg", "relu", "relu6", "sigmoid", "tanh", "exp")),
+    *(_case(op, op, [_i(_X, "positive")], basic=True) for op in ("log", "sqrt")),
+    _case("clip", "clip", [_i(_X)], {"min": -0.5, "max": 0.5}, basic=True),
+    _case("leaky_relu", "leaky_relu", [_i(_X)], {"negative_slope": 0.1}, basic=True),
+    _case("matmul", "matmul", [_i((2, 3, 4)), _p((4, 5))], basic=True),
+    _case("linear", "linear", [_i((2, 4)), _p((3, 4)), _p((3,))], basic=True),
+    _case("linear-nobias", "linear", [_i((2, 4)), _p((3, 4))]),
+    _case("conv2d", "conv2d", [_i(_IMG), _p((4, 3, 3, 3)), _p((4,))], {"padding": [1, 1, 1, 1]}, basic=True),
+    _case("conv2d-stride2-nobias", "conv2d", [_i((1, 3, 7, 7)), _p((4, 3, 3, 3))], {"stride": [2, 2], "padding": [0, 1, 1, 0]}),
+    _case("conv2d-depthwise", "conv2d", [_i(_IMG), _p((3, 1, 3, 3)), _p((3,))], {"padding": [1, 1, 1, 1], "groups": 3}),
+    _case("conv2d-dilation2", "conv2d", [_i(_IMG), _p((2, 3, 3, 3)), _p((2,))], {"dilation": [2, 2]}),
+    _case("conv2d_input_grad", "conv2d_input_grad", [_p((4, 3, 3, 3)), _i((1, 4, 6, 6))], {"input_size": [1, 3, 6, 6], "padding": [1, 1, 1, 1]}, basic=True),
+    _case("conv2d_weight_grad", "conv2d_weight_grad", [_i(_IMG), _i((1, 4, 6, 6))], {"weight_size": [4, 3, 3, 3], "padding": [1, 1, 1, 1]}, basic=True),
+    _case("max_pool2d", "max_pool2d", [_i((1, 2, 6, 6))], {"kernel_size": [2, 2], "stride": [2, 2]}, basic=True),
+    _case("max_pool2d-pad-ceil", "max_pool2d", [_i((1, 2, 7, 7))], {"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1, 1, 1], "ceil_mode": True}),
+    _case("avg_pool2d", "avg_pool2d", [_i((1, 2, 6, 6))], {"kernel_size": [2, 2], "stride": [2, 2]}, basic=True),
+    _case("avg_pool2d-pad", "avg_pool2d", [_i((1, 2, 6, 6))], {"kernel_size": [3, 3], "stride": [1, 1], "padding": [1, 1, 1, 1], "count_include_pad": False}),
+    _case("global_avg_pool2d", "global_avg_pool2d", [_i((1, 3, 4, 4))], basic=True),
+    _case("batch_norm", "batch_norm", [_i((1, 3, 4, 4)), _p((3,)), _p((3,), "positive"), _p((3,)), _p((3,))], basic=True),
+    _case("flatten", "flatten", [_i(_X)], basic=True),
+    _case("reshape", "reshape", [_i(_X)], {"shape": [6, -1]}, basic=True),
+    _case("transpose", "transpose", [_i(_X)], {"perm": [2, 0, 1]}, basic=True),
+    _case("concat", "concat", [_i((2, 3)), _i((2, 5))], {"dim": 1}, basic=True),
+    _case("softmax", "softmax", [_i(_X)], basic=True),
+    _case("log_softmax", "log_softmax", [_i(_X)], {"dim": 1}, basic=True),
+)
+
+
+def cases_for(ops: frozenset[str] | set[str]) -> list[OpCase]:
+    """The cases whose op is in ``ops``."""
+    return [c for c in OP_CASES if c.op in ops]
+
+
+def case_module(case: OpCase, *, seed: int = 0, methods: tuple[str, ...] = ("forward",)) -> Module:
+    """A module whose methods (each named in ``methods``) apply the case's op once."""
+    schema = get_schema(case.op)
+    attrs = schema.normalize_attrs(case.attrs)
+    arrays = case.arrays(seed)
+    params: dict[str, np.ndarray] = {}
+    graphs = {}
+    handle = 1
+    for method in methods:
+        g = Graph()
+        operands = []
+        for i, ((kind, _, _), array) in enumerate(zip(case.operands, arrays)):
+            t = TensorType.of(array)
+            if kind == "input":
+                operands.append(g.add_input(f"x{i}", t))
+            else:
+                params[f"p{i}"] = array
+                node = g.add_node("param", [], [t], {"name": f"p{i}"}, debug_handle=handle)
+                operands.append(node.output)
+                handle += 1
+        out_types = schema.infer([v.type for v in operands], attrs)
+        node = g.add_node(case.op, operands, out_types, attrs, debug_handle=handle, scope=case.name)
+        handle += 1
+        g.set_outputs(node.outputs)
+        graphs[method] = GraphMethod(g)
+    return Module(params, graphs, name=f"case_{case.name.replace('-', '_')}")
