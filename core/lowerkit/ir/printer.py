@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .graph import Graph
-from .node import AttrValue, Node, SourceLocation, Value
+from .node import AttrValue, Node, SourceLocation
 from .types import TensorType, dtype_name
 
 if TYPE_CHECKING:  # pragma: no cover
