@@ -236,3 +236,18 @@ def test_untraced_nn_module_gets_a_hint():
 
     with pytest.raises(InputError, match=r"got SmallCNN; trace it first with lowerkit.trace"):
         lk.dumps(models.small_cnn())
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda g: setattr(g.nodes[0], "debug_handle", 2**70), "Tiny cannot be saved: Value out of range"),
+        (lambda g: setattr(g.inputs[0], "name", "x\udc80"), "Tiny cannot be saved: .*surrogates not allowed"),
+    ],
+    ids=["int-overflow", "lone-surrogate"],
+)
+def test_values_protobuf_cannot_hold_are_input_errors(damage, message):
+    module = tiny_module()
+    damage(graph_of(module))
+    with pytest.raises(InputError, match=message):
+        lk.dumps(module)

@@ -61,17 +61,31 @@ def file_to_proto(obj: object) -> pb.File:
     msg = pb.File()
     if isinstance(obj, Module):
         _verify_before_saving(obj)
-        module_to_proto(obj, msg.module)
+        _encoding(module_to_proto, obj, msg.module)
     elif isinstance(obj, LoweredModule):
-        record_to_proto(obj.record, msg.lowered)
+        _encoding(record_to_proto, obj.record, msg.lowered)
     else:
         from ..nn import Module as NNModule
 
-        hint = "; trace it first with lowerkit.trace(obj, *example_inputs)" if isinstance(obj, NNModule) else ""
+        hint = ""
+        if isinstance(obj, NNModule):
+            hint = "; trace it first with lowerkit.trace(obj, *example_inputs)"
         raise InputError(
-            f"can only save a lowerkit.Module or lowerkit.LoweredModule, got {type(obj).__name__}{hint}"
+            "can only save a lowerkit.Module or lowerkit.LoweredModule, "
+            f"got {type(obj).__name__}{hint}"
         )
     return msg
+
+
+def _encoding(encode: Any, obj: Any, msg: Any) -> None:
+    # protobuf's setters refuse what the schema cannot hold (an int above 2**63, a str
+    # with lone surrogates) with bare ValueError/TypeError: name the object instead.
+    try:
+        encode(obj, msg)
+    except LowerkitError:
+        raise
+    except (ValueError, TypeError, OverflowError) as err:
+        raise InputError(f"{getattr(obj, 'name', obj)!s} cannot be saved: {err}") from err
 
 
 def module_to_proto(module: Module, msg: pb.Module) -> pb.Module:
@@ -283,9 +297,13 @@ def record_from_proto(msg: pb.LoweredModule, where: str = "lowered module") -> D
             inputs[v.name] = _type_from_proto(v.type, f"{sig_where}, input {v.name!r}")
         outputs = tuple(_type_from_proto(t, f"{sig_where}, output") for t in m.signature.outputs)
         if not m.returns_tuple and len(outputs) != 1:
-            raise FormatError(f"{sig_where}: returns {len(outputs)} outputs but is not marked as a tuple")
+            raise FormatError(
+                f"{sig_where}: returns {len(outputs)} outputs but is not marked as a tuple"
+            )
         signatures[m.name] = Signature(tuple(inputs.items()), outputs, m.returns_tuple)
-    original = module_from_proto(msg.original, f"{where}, original module") if msg.HasField("original") else None
+    original = None
+    if msg.HasField("original"):
+        original = module_from_proto(msg.original, f"{where}, original module")
     return DelegateRecord(
         backend=msg.backend,
         distribution=msg.distribution,
@@ -386,7 +404,9 @@ def _graph_from_proto(msg: pb.Graph, where: str) -> Graph:
         try:
             return values[name]
         except KeyError:
-            raise FormatError(f"{where}: {what} reads %{name}, which no earlier input or node defines") from None
+            raise FormatError(
+                f"{where}: {what} reads %{name}, which no earlier input or node defines"
+            ) from None
 
     graph.inputs = [bind(v, "input") for v in msg.inputs]
     for index, n in enumerate(msg.nodes):
@@ -398,7 +418,8 @@ def _graph_from_proto(msg: pb.Graph, where: str) -> Graph:
         attrs: dict[str, AttrValue] = {}
         for a in n.attrs:
             _check_new(a.name, attrs, f"{where}, {node_where}: attribute")
-            attrs[a.name] = _attr_from_proto(a.value, f"{where}, {node_where}, attribute {a.name!r}")  # type: ignore[assignment]
+            attr_where = f"{where}, {node_where}, attribute {a.name!r}"
+            attrs[a.name] = _attr_from_proto(a.value, attr_where)  # type: ignore[assignment]
         source = SourceLocation(n.source.file, n.source.line) if n.HasField("source") else None
         graph.nodes.append(Node(n.op, inputs, outputs, attrs, n.debug_handle, n.scope, source))
     graph.outputs = [read(name, "graph output") for name in msg.outputs]
