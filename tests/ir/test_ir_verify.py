@@ -355,3 +355,35 @@ def test_non_int_handle():
     g.nodes[0].debug_handle = "7"  # type: ignore[assignment]
     with pytest.raises(VerificationError, match=r"debug handle must be an int >= 0 \(or -1 unset\), got '7'"):
         verify_graph(g)
+
+
+def test_long_call_chains_do_not_exhaust_the_stack():
+    methods = {}
+    for i in range(3000):
+        g = Graph()
+        x = g.add_input("x", T("f32", 1))
+        if i < 2999:
+            node = g.add_node("call", [x], [x.type], {"method": f"m{i + 1}", "module": ""}, debug_handle=i)
+        else:
+            node = g.add_node("call", [x], [x.type], {"method": "m0", "module": ""}, debug_handle=i)
+        g.set_outputs(node.outputs)
+        methods[f"m{i}"] = GraphMethod(g)
+    with pytest.raises(VerificationError, match=r"methods call each other recursively \(m0 -> m1 -> .* -> m2999 -> m0\)"):
+        verify_module(Module(methods=methods))
+
+
+def test_inference_crash_becomes_verification_error(monkeypatch):
+    import dataclasses
+
+    import lowerkit.opset.registry as registry
+    from lowerkit.opset import get_schema
+
+    schema = get_schema("relu")
+
+    def broken(types, attrs):
+        raise IndexError("tuple index out of range")
+
+    g = example_graph("relu")
+    monkeypatch.setitem(registry._SCHEMAS, "relu", dataclasses.replace(schema, infer=broken))
+    with pytest.raises(VerificationError, match=r"node relu #7 .*type inference failed .*IndexError: tuple index"):
+        verify_graph(g)

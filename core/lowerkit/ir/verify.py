@@ -104,6 +104,11 @@ def _check_inference(method: str, node: Node, attrs: dict[str, AttrValue]) -> No
         raise _fail(
             method, node, f"invalid inputs {_types(node.inputs)}: {err}"
         ) from None
+    except Exception as err:  # a schema that fails otherwise must not escape as a crash (loading files)
+        raise _fail(
+            method, node,
+            f"type inference failed for inputs {_types(node.inputs)} ({type(err).__name__}: {err})",
+        ) from err
     if inferred != [v.type for v in node.outputs]:
         shown = "(" + ", ".join(str(t) for t in inferred) + ")"
         raise _fail(
@@ -254,21 +259,28 @@ def _check_recursion(module: Module) -> None:
                 for n in m.graph.nodes
                 if n.op == "call" and not n.attrs.get("module")
             ]
+    # Iterative depth-first search: a file may hold long call chains.
     state: dict[str, int] = {}  # 1 visiting, 2 done
-
-    def visit(name: str, path: list[str]) -> None:
-        state[name] = 1
-        for callee, node in calls.get(name, []):
+    for root in calls:
+        if root in state:
+            continue
+        state[root] = 1
+        path = [root]
+        stack = [iter(calls[root])]
+        while stack:
+            step = next(stack[-1], None)
+            if step is None:
+                state[path.pop()] = 2
+                stack.pop()
+                continue
+            callee, node = step
             if state.get(callee) == 1:
                 cycle = " -> ".join(path[path.index(callee):] + [callee])
-                raise _fail(name, node, f"methods call each other recursively ({cycle})")
-            if state.get(callee) is None:
-                visit(callee, path + [callee])
-        state[name] = 2
-
-    for name in calls:
-        if state.get(name) is None:
-            visit(name, [name])
+                raise _fail(path[-1], node, f"methods call each other recursively ({cycle})")
+            if callee in calls and callee not in state:
+                state[callee] = 1
+                path.append(callee)
+                stack.append(iter(calls[callee]))
 
 
 def verify_module(module: Module) -> None:
