@@ -196,10 +196,12 @@ def intercept_call(module: Any, method: str, inputs: Sequence[Any]) -> Any:
     Returns ``NotImplemented`` when nothing is being traced (run normally); inside tracing,
     with traced inputs, records ``call(module=..., method=...)`` and returns traced outputs.
     """
+    builder = current_builder()
     if not any(isinstance(x, (TracedTensor, Parameter)) for x in inputs):
         return NotImplemented
-    builder = current_builder()
     if builder is None:
+        if not any(isinstance(x, TracedTensor) for x in inputs):
+            return NotImplemented  # parameters outside tracing are plain arrays
         raise InputError(
             f"{getattr(module, 'name', type(module).__name__)}.{method} was called on a traced tensor "
             "outside tracing; traced tensors live only while lowerkit.trace runs"
