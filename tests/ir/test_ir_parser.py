@@ -266,3 +266,29 @@ def test_module_methods_print_with_format_graph_round_trip():
     m = two_method_module()
     for name, method in m.methods.items():
         roundtrip(method.graph, name, returns_tuple=method.returns_tuple)
+
+
+_LISTINGS = [format_graph(cnn_graph()[0]), format_graph(example_graph("constant"))]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    which=st.sampled_from([0, 1]),
+    edits=st.lists(
+        st.tuples(st.integers(0, 2000), st.integers(0, 3), st.text(max_size=3)),
+        min_size=1, max_size=4,
+    ),
+)
+def test_mangled_text_gives_parse_or_verification_errors_only(which, edits):
+    from lowerkit.errors import VerificationError
+    from lowerkit.ir import verify_graph
+
+    text = _LISTINGS[which]
+    for at, cut, insert in edits:
+        at %= len(text) + 1
+        text = text[:at] + insert + text[at + cut:]
+    try:
+        _, g, _ = parse_graph(text)
+        verify_graph(g)
+    except (ParseError, VerificationError):
+        pass
