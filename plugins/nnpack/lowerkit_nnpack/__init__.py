@@ -1,0 +1,144 @@
+"""lowerkit's ``nnpack`` backend: NNPACK's fast convolution algorithms, in numpy.
+
+The entry point ``nnpack = "lowerkit_nnpack"`` names this module; the hook implementations
+are the module-level functions below. It claims NNPACK's layer set (convolution forward
+and stride-1 gradients, fully connected, max pooling, ReLU, softmax) in f32, and runs each
+convolution with Winograd F(6x6, 3x3), 8x8/16x16 FFT, implicit GEMM or a direct 1x1 GEMM.
+See ``docs/nnpack.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import lowerkit
+from lowerkit.errors import InputError, UnsupportedOperatorError
+from lowerkit.hookspecs import Unavailable, hookimpl
+from lowerkit.ir.module import GraphMethod
+
+from .algorithms import check_algorithm
+from .conv import Conv2d, RunOptions, conv2d
+from .geometry import ConvGeometry, GeometryError
+from .grad import Conv2dInputGrad, Conv2dWeightGrad
+from .options import DEFAULTS, validate_options
+from .payload import decode, encode
+from .plan import Plan
+from .selftest import run_self_test
+from .support import CLAIMED_OPS, conv_geometry, is_supported, support_reason
+
+__all__ = [
+    "CLAIMED_OPS",
+    "Conv2d",
+    "Conv2dInputGrad",
+    "Conv2dWeightGrad",
+    "ConvGeometry",
+    "DEFAULTS",
+    "NnpackHandle",
+    "RunOptions",
+    "conv2d",
+    "lowerkit_compile",
+    "lowerkit_destroy",
+    "lowerkit_execute",
+    "lowerkit_is_available",
+    "lowerkit_is_supported",
+    "lowerkit_preprocess",
+]
+
+DISABLE_ENV = "LOWERKIT_NNPACK_DISABLE"
+
+
+@dataclass(frozen=True, slots=True)
+class NnpackHandle:
+    """One compiled method: its execution plan."""
+
+    method: str
+    plan: Plan
+
+    def __call__(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        return self.plan.run(inputs)
+
+
+def _check_method(module: Any, method: str, options: dict[str, Any]) -> None:
+    """Every node supported, and the chosen algorithm able to serve every convolution."""
+    m = module.methods[method]
+    if not isinstance(m, GraphMethod):
+        raise InputError(f"nnpack: method {method!r} of {module.name} is already lowered; nnpack takes graphs")
+    problems = []
+    for node in m.graph.nodes:
+        reason = support_reason(node)
+        if reason is not None:
+            problems.append(f"{node.where()}: {reason}")
+    if problems:
+        raise UnsupportedOperatorError(
+            f"nnpack cannot run method {method!r}:\n  " + "\n  ".join(problems)
+        )
+    algorithm = options["algorithm"]
+    if algorithm == "auto":
+        return
+    for node in m.graph.nodes:
+        if node.op not in ("conv2d", "conv2d_input_grad"):
+            continue
+        geom = conv_geometry(node)
+        if node.op == "conv2d_input_grad":
+            geom = Conv2dInputGrad(geom, None, algorithm="implicit_gemm").backward
+        try:
+            check_algorithm(algorithm, geom)
+        except GeometryError as err:
+            raise InputError(
+                f"nnpack: method {method!r}: algorithm {algorithm!r} cannot serve {node.where()}: {err}"
+            ) from None
+
+
+@hookimpl
+def lowerkit_preprocess(module: Any, compile_spec: dict[str, dict[str, Any]]) -> bytes:
+    """Validate options and ops; the payload is a JSON options header plus the module's bytes."""
+    spec = dict(compile_spec or {})
+    extra = sorted(set(spec) - set(module.methods))
+    if extra:
+        raise InputError(
+            f"nnpack: compile_spec names method(s) {extra} that {module.name} does not have; "
+            f"its methods are {sorted(module.methods)}"
+        )
+    options = {m: validate_options(m, spec.get(m)) for m in module.methods}
+    for method in module.methods:
+        _check_method(module, method, options[method])
+    return encode(module, options)
+
+
+@hookimpl
+def lowerkit_compile(processed: bytes, compile_spec: dict[str, dict[str, Any]]) -> dict[str, NnpackHandle]:
+    """Build one execution plan per method (kernel transforms precomputed, workspaces per thread)."""
+    module, options = decode(processed)
+    handles = {}
+    for method, m in module.methods.items():
+        opts = validate_options(method, options.get(method))
+        handles[method] = NnpackHandle(method, Plan(m.graph, module.parameters, opts))
+    return handles
+
+
+@hookimpl
+def lowerkit_execute(handle: NnpackHandle, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    return handle(inputs)
+
+
+@hookimpl
+def lowerkit_is_available() -> Any:
+    """True unless ``LOWERKIT_NNPACK_DISABLE=1`` is set or the once-per-process self-test failed."""
+    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
+        return Unavailable(f"disabled by {DISABLE_ENV}={os.environ[DISABLE_ENV]}")
+    ok, reason = run_self_test()
+    return True if ok else Unavailable(reason)
+
+
+@hookimpl
+def lowerkit_is_supported(node: Any) -> Any:
+    return is_supported(node)
+
+
+@hookimpl
+def lowerkit_destroy(handles: dict[str, Any]) -> None:
+    """Nothing to free beyond what garbage collection reclaims (workspaces die with their plans)."""

@@ -1,0 +1,178 @@
+"""Execution plans: one kernel closure per node, built once per method at compile time.
+
+Weights that come from ``param``/``constant`` nodes are bound (and transformed) here, so a
+call only moves activations. A ``relu`` that is the only reader of a ``conv2d`` output is
+fused into that convolution's output transform.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lowerkit.errors import LowerkitError, NodeExecutionError, UnsupportedOperatorError
+from lowerkit.ir.graph import Graph
+from lowerkit.ir.interpreter import last_uses
+from lowerkit.ir.node import Node
+
+from .conv import Conv2d, RunOptions
+from .geometry import GeometryError
+from .grad import Conv2dInputGrad, Conv2dWeightGrad
+from .layers import Linear, MaxPool2d, relu, softmax
+from .support import attrs_of, conv_geometry, support_reason
+from .threads import blas_limit
+
+# A step's kernel takes the arrays of its runtime inputs and returns its outputs.
+StepKernel = Callable[[list[np.ndarray]], list[np.ndarray]]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One node to run: where its inputs come from and where its outputs go."""
+
+    node: Node
+    kernel: StepKernel
+    inputs: tuple[int, ...]  # value ids read at run time
+    outputs: tuple[int, ...]
+    dying: tuple[int, ...]  # value ids no later step reads
+
+
+class Plan:
+    """A compiled method: constants, steps, and the ids of the graph's inputs and outputs."""
+
+    def __init__(self, graph: Graph, parameters: dict[str, np.ndarray], options: dict[str, Any]) -> None:
+        self.options = options
+        self.run_options = RunOptions(int(options["threads"]), int(options["batch_threshold"]))
+        self.inputs = tuple(id(v) for v in graph.inputs)
+        self.outputs = tuple(id(v) for v in graph.outputs)
+        self.constants: dict[int, np.ndarray] = {}
+        self.algorithms: dict[int, str] = {}  # debug handle -> chosen conv algorithm (docs, tests)
+        self.steps: list[Step] = []
+        self._build(graph, parameters)
+
+    # -- building -------------------------------------------------------------------
+    def _build(self, graph: Graph, parameters: dict[str, np.ndarray]) -> None:
+        users = graph.users()
+        graph_outputs = set(self.outputs)
+        fused: set[int] = set()  # ids of relu nodes folded into their convolution
+        dead = last_uses(graph)
+        for node, dying in zip(graph.nodes, dead):
+            if node.op == "param":
+                self.constants[id(node.output)] = parameters[node.attrs["name"]]  # type: ignore[index]
+                continue
+            if node.op == "constant":
+                self.constants[id(node.output)] = np.asarray(node.attrs["value"])
+                continue
+            if id(node) in fused:
+                continue
+            reason = support_reason(node)
+            if reason is not None:
+                raise UnsupportedOperatorError(f"nnpack cannot run {node.where()}: {reason}")
+            relu_node = None
+            if node.op == "conv2d" and id(node.output) not in graph_outputs:
+                readers = users.get(id(node.output), [])
+                if len(readers) == 1 and readers[0].op == "relu":
+                    relu_node = readers[0]
+                    fused.add(id(relu_node))
+            kernel, runtime_inputs = self._kernel(node, relu_node is not None)
+            outputs = tuple(id(v) for v in node.outputs)
+            if relu_node is not None:  # the convolution binds the relu's output directly
+                outputs = (id(relu_node.output),)
+            self.steps.append(
+                Step(node, kernel, tuple(runtime_inputs), outputs,
+                     tuple(id(v) for v in dying))
+            )
+
+    def _const(self, node: Node, index: int) -> np.ndarray | None:
+        if index >= len(node.inputs):
+            return None
+        return self.constants.get(id(node.inputs[index]))
+
+    def _kernel(self, node: Node, fuse_relu: bool) -> tuple[StepKernel, list[int]]:
+        """The closure for ``node`` and the ids of the inputs it reads at run time."""
+        opts, run = self.options, self.run_options
+        ids = [id(v) for v in node.inputs]
+        attrs = attrs_of(node)
+        if node.op == "conv2d":
+            weight, bias = self._const(node, 1), self._const(node, 2)
+            conv = Conv2d(
+                conv_geometry(node), weight, bias, algorithm=opts["algorithm"], relu=fuse_relu,
+                transform_strategy=opts["transform_strategy"], options=run,
+            )
+            self.algorithms[node.debug_handle] = conv.algorithm
+            live = [ids[0]] + [ids[i] for i in (1, 2) if i < len(ids) and ids[i] not in self.constants]
+            has_bias = len(ids) > 2
+
+            def run_conv(args: list[np.ndarray]) -> list[np.ndarray]:
+                it = iter(args[1:])
+                w = None if weight is not None else next(it)
+                b = None if (not has_bias or bias is not None) else next(it)
+                return [conv(args[0], w, b)]
+
+            return run_conv, live
+        if node.op == "conv2d_input_grad":
+            weight = self._const(node, 0)
+            grad = Conv2dInputGrad(
+                conv_geometry(node), weight, algorithm=opts["algorithm"],
+                transform_strategy=opts["transform_strategy"], options=run,
+            )
+            self.algorithms[node.debug_handle] = grad.conv.algorithm
+            if weight is not None:
+                return (lambda args: [grad(args[0])]), [ids[1]]
+            return (lambda args: [grad(args[1], args[0])]), ids
+        if node.op == "conv2d_weight_grad":
+            wgrad = Conv2dWeightGrad(conv_geometry(node), options=run)
+            self.algorithms[node.debug_handle] = "implicit_gemm"
+            return (lambda args: [wgrad(args[0], args[1])]), ids
+        if node.op == "linear":
+            weight, bias = self._const(node, 1), self._const(node, 2)
+            layer = Linear(weight, bias, options=run)
+            live = [ids[0]] + [ids[i] for i in (1, 2) if i < len(ids) and ids[i] not in self.constants]
+            has_bias = len(ids) > 2
+
+            def run_linear(args: list[np.ndarray]) -> list[np.ndarray]:
+                it = iter(args[1:])
+                w = None if weight is not None else next(it)
+                b = None if (not has_bias or bias is not None) else next(it)
+                return [layer(args[0], w, b)]
+
+            return run_linear, live
+        if node.op == "max_pool2d":
+            pool = MaxPool2d(tuple(attrs["kernel_size"]), tuple(attrs["stride"]), tuple(attrs["padding"]))
+            return (lambda args: [pool(args[0])]), ids
+        if node.op == "relu":
+            return (lambda args: [relu(args[0])]), ids
+        if node.op == "softmax":
+            return (lambda args: [softmax(args[0])]), ids
+        raise UnsupportedOperatorError(f"nnpack cannot run {node.where()}")  # pragma: no cover
+
+    # -- running --------------------------------------------------------------------
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run the method on ``inputs``; thread-safe (all per-call state is local or per-thread)."""
+        env: dict[int, np.ndarray] = dict(self.constants)
+        env.update(zip(self.inputs, inputs))
+        keep = set(self.outputs)
+        with blas_limit(self.run_options.workers):
+            for step in self.steps:
+                args = [env[i] for i in step.inputs]
+                try:
+                    results = step.kernel(args)
+                except (LowerkitError, GeometryError) as err:
+                    raise NodeExecutionError(step.node.debug_handle, f"{step.node.where()}: {err}") from err
+                except Exception as err:
+                    raise NodeExecutionError(
+                        step.node.debug_handle, f"{step.node.where()}: nnpack kernel failed: {err}"
+                    ) from err
+                del args
+                env.update(zip(step.outputs, results))
+                for i in step.dying:
+                    if i not in keep and i not in self.constants:
+                        env.pop(i, None)
+        outs = []
+        for i in self.outputs:
+            value = env[i]
+            outs.append(value.copy() if i in self.constants else value)
+        return outs

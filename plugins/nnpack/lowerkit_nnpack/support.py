@@ -1,0 +1,104 @@
+"""Which IR nodes the nnpack backend claims, and why it declines the others."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lowerkit.hookspecs import Unsupported
+from lowerkit.ir.node import Node
+from lowerkit.opset import get_schema
+
+from .geometry import ConvGeometry
+
+CLAIMED_OPS = (
+    "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "linear", "max_pool2d", "relu", "softmax",
+)
+STRUCTURAL_OPS = ("param", "constant")
+MAX_KERNEL = 16
+
+
+def attrs_of(node: Node) -> dict[str, Any]:
+    """The node's attributes with the schema's defaults filled in."""
+    try:
+        return get_schema(node.op).normalize_attrs(node.attrs)
+    except (KeyError, TypeError):
+        return dict(node.attrs)
+
+
+def conv_geometry(node: Node) -> ConvGeometry:
+    """The forward-convolution geometry of a conv2d / conv2d_input_grad / conv2d_weight_grad node."""
+    attrs = attrs_of(node)
+    if node.op == "conv2d":
+        n, c, h, w = node.inputs[0].type.shape
+        oc, _, kh, kw = node.inputs[1].type.shape
+    elif node.op == "conv2d_input_grad":
+        n, c, h, w = attrs["input_size"]
+        oc, _, kh, kw = node.inputs[0].type.shape
+    else:
+        n, c, h, w = node.inputs[0].type.shape
+        oc, _, kh, kw = attrs["weight_size"]
+    return ConvGeometry(
+        int(c), int(oc), (int(h), int(w)), (int(kh), int(kw)),
+        tuple(attrs["stride"]), tuple(attrs["padding"]),  # type: ignore[arg-type]
+    )
+
+
+def _conv_reason(node: Node) -> str | None:
+    attrs = attrs_of(node)
+    if attrs.get("groups", 1) != 1:
+        return f"groups={attrs['groups']} unsupported (NNPACK convolutions are dense: groups 1)"
+    if tuple(attrs.get("dilation", (1, 1))) != (1, 1):
+        return f"dilation {list(attrs['dilation'])} unsupported (NNPACK has no dilated convolution)"
+    geom = conv_geometry(node)
+    kh, kw = geom.kernel
+    if max(kh, kw) > MAX_KERNEL:
+        return f"kernel {kh}x{kw} exceeds the {MAX_KERNEL}x{MAX_KERNEL} limit"
+    t, l, b, r = geom.padding
+    if t >= kh or b >= kh or l >= kw or r >= kw:
+        return f"padding {[t, l, b, r]} must be smaller than the kernel {kh}x{kw} on each side"
+    if node.op != "conv2d" and geom.stride != (1, 1):
+        return f"stride {list(geom.stride)} unsupported: NNPACK's gradient kernels need stride 1"
+    return None
+
+
+def _pool_reason(node: Node) -> str | None:
+    attrs = attrs_of(node)
+    kh, kw = attrs["kernel_size"]
+    t, l, b, r = attrs["padding"]
+    if tuple(attrs.get("dilation", (1, 1))) != (1, 1):
+        return f"dilation {list(attrs['dilation'])} unsupported in max pooling"
+    if attrs.get("ceil_mode", False):
+        return "ceil_mode=True unsupported (NNPACK pools in floor mode)"
+    if max(kh, kw) > MAX_KERNEL:
+        return f"pooling window {kh}x{kw} exceeds the {MAX_KERNEL}x{MAX_KERNEL} limit"
+    if t >= kh or b >= kh or l >= kw or r >= kw:
+        return f"padding {[t, l, b, r]} must be smaller than the pooling window {kh}x{kw} on each side"
+    return None
+
+
+def support_reason(node: Node) -> str | None:
+    """``None`` when nnpack runs ``node``, else the reason it declines."""
+    if node.op in STRUCTURAL_OPS:
+        return None
+    if node.op not in CLAIMED_OPS:
+        return f"op {node.op!r} is not in NNPACK's layer set {list(CLAIMED_OPS)}"
+    for v in list(node.inputs) + list(node.outputs):
+        if v.type.dtype != "f32":
+            return f"dtype {v.type.dtype} of %{v.name} unsupported (nnpack computes in f32 only)"
+    if node.op.startswith("conv2d"):
+        return _conv_reason(node)
+    if node.op == "max_pool2d":
+        return _pool_reason(node)
+    if node.op == "softmax":
+        rank = node.inputs[0].type.rank
+        dim = attrs_of(node)["dim"]
+        if dim not in (-1, rank - 1):
+            return f"softmax over dim {dim} of a rank-{rank} tensor unsupported (NNPACK normalises the last axis)"
+    if node.op == "linear" and node.inputs[1].type.rank != 2:
+        return "linear weight must be 2-D [out_features, in_features]"
+    return None
+
+
+def is_supported(node: Node) -> bool | Unsupported:
+    reason = support_reason(node)
+    return True if reason is None else Unsupported(reason)
