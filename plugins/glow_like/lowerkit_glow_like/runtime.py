@@ -51,11 +51,19 @@ class _ThreadState:
 class Executable:
     """A bound program: call :meth:`run` from any thread."""
 
-    def __init__(self, program: Program, prepare_constants=None) -> None:
+    def __init__(self, program: Program) -> None:
         self.program = program
         self.constants = [np.ascontiguousarray(c) for c in program.constants]
         for c in self.constants:
             c.flags.writeable = False
+        self.widened: dict[int, np.ndarray] = {}
+        for ins in program.instructions:
+            for pos in KERNELS[ins.op].widen:
+                buf = program.buffers[ins.inputs[pos]]
+                if buf.kind == "constant" and buf.constant not in self.widened:
+                    wide = self.constants[buf.constant].astype(np.float64)
+                    wide.flags.writeable = False
+                    self.widened[buf.constant] = wide
         self.threads = program.options.get("threads")
         self._local = threading.local()
 
@@ -80,9 +88,12 @@ class Executable:
         calls = []
         for ins in program.instructions:
             spec = KERNELS[ins.op]
-            calls.append(
-                spec.prepare([views[b] for b in ins.inputs], [views[b] for b in ins.outputs], ins.attrs, scratch)
-            )
+            inputs = [views[b] for b in ins.inputs]
+            for pos in spec.widen:
+                buf = program.buffers[ins.inputs[pos]]
+                if buf.kind == "constant":
+                    inputs[pos] = self.widened[buf.constant].reshape(buf.shape)
+            calls.append(spec.prepare(inputs, [views[b] for b in ins.outputs], ins.attrs, scratch))
         return _ThreadState([views[b] for b in program.inputs], [views[b] for b in program.outputs], calls)
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -33,18 +33,21 @@ class KernelSpec:
     scratch_bytes: ScratchSize = _no_scratch
     # True when out may alias the first input of equal shape (element-wise, read-before-write).
     inplace: bool = False
+    # Input positions that, when constant, compile binds widened to float64 once per handle
+    # (int8 weights become exact float64 GEMM operands shared by all threads).
+    widen: tuple[int, ...] = ()
 
 
 KERNELS: dict[str, KernelSpec] = {}
 
 
-def kernel(op: str, *, scratch_bytes: ScratchSize = _no_scratch, inplace: bool = False):
+def kernel(op: str, *, scratch_bytes: ScratchSize = _no_scratch, inplace: bool = False, widen: tuple[int, ...] = ()):
     """Register the decorated ``prepare`` function as the kernel of ``op``."""
 
     def decorate(prepare: Prepare) -> Prepare:
         if op in KERNELS:
             raise ValueError(f"kernel {op!r} registered twice")
-        KERNELS[op] = KernelSpec(op, prepare, scratch_bytes, inplace)
+        KERNELS[op] = KernelSpec(op, prepare, scratch_bytes, inplace, widen)
         return prepare
 
     return decorate

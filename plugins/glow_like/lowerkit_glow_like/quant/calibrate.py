@@ -43,8 +43,10 @@ def calibrate(
     total = len(batches) if hasattr(batches, "__len__") else None  # type: ignore[arg-type]
     show = progress and total != 1
 
+    constants = {id(n.output) for n in graph.nodes if n.op == "constant"}
+
     def observe(value, array) -> None:
-        if array.dtype.kind == "f" and array.size:
+        if id(value) not in constants and array.dtype.kind == "f" and array.size:
             profile.observe(value.name, float(array.min()), float(array.max()))
 
     for i, batch in enumerate(batches):
@@ -62,7 +64,7 @@ def calibrate(
                 )
             observe(v, a)
         evaluate(graph, inputs, observe)
-        profile.batches += 1
+        profile.count_batch()
         if show:
             _progress(i + 1, total, method)
     if show:

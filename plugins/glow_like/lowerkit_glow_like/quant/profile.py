@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
 
 from lowerkit.errors import FormatError, InputError
 from lowerkit.ir import Graph
@@ -31,22 +30,46 @@ def graph_fingerprint(graph: Graph) -> str:
     return h.hexdigest()[:32]
 
 
-@dataclass
-class Profile:
-    """Observed ``[min, max]`` of every value of one method, over ``batches`` calibration runs."""
+class Profile(dict):
+    """Observed ``[min, max]`` of every value of one method, over ``batches`` calibration runs.
 
-    method: str
-    fingerprint: str
-    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
-    batches: int = 0
+    A plain JSON-shaped dict underneath (``format``, ``version``, ``method``, ``fingerprint``,
+    ``batches``, ``ranges``), so it can sit in a ``compile_spec`` that lowerkit saves.
+    """
+
+    def __init__(self, method: str, fingerprint: str, ranges: dict | None = None, batches: int = 0) -> None:
+        super().__init__(
+            format=FORMAT, version=VERSION, method=method, fingerprint=fingerprint, batches=int(batches),
+            ranges={str(k): [float(v[0]), float(v[1])] for k, v in (ranges or {}).items()},
+        )
+
+    @property
+    def method(self) -> str:
+        return self["method"]
+
+    @property
+    def fingerprint(self) -> str:
+        return self["fingerprint"]
+
+    @property
+    def batches(self) -> int:
+        return self["batches"]
+
+    @property
+    def ranges(self) -> dict[str, list[float]]:
+        return self["ranges"]
 
     def observe(self, name: str, lo: float, hi: float) -> None:
-        old = self.ranges.get(name)
-        self.ranges[name] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
+        old = self["ranges"].get(name)
+        self["ranges"][name] = [lo, hi] if old is None else [min(old[0], lo), max(old[1], hi)]
+
+    def count_batch(self) -> None:
+        self["batches"] += 1
 
     def range_of(self, name: str) -> tuple[float, float]:
         try:
-            return self.ranges[name]
+            lo, hi = self["ranges"][name]
+            return float(lo), float(hi)
         except KeyError:
             raise InputError(
                 f"glow_like profile for method {self.method!r} has no range for value %{name}; "
@@ -65,11 +88,7 @@ class Profile:
             )
 
     def to_json(self) -> str:
-        return json.dumps(
-            {"format": FORMAT, "version": VERSION, "method": self.method, "fingerprint": self.fingerprint,
-             "batches": self.batches, "ranges": {k: [float(a), float(b)] for k, (a, b) in self.ranges.items()}},
-            indent=1, sort_keys=True,
-        )
+        return json.dumps(dict(self), indent=1, sort_keys=True)
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the profile as JSON (atomically: a temporary file then a rename)."""
@@ -79,11 +98,12 @@ class Profile:
         os.replace(tmp, path)
 
     @classmethod
-    def from_json(cls, text: str, where: str = "profile") -> Profile:
+    def from_dict(cls, data: object, where: str = "profile") -> Profile:
+        """Validate a JSON-shaped dict (e.g. from a saved compile_spec) into a Profile."""
         try:
-            data = json.loads(text)
-            if data.get("format") != FORMAT:
-                raise FormatError(f"{where} is not a glow_like profile (format {data.get('format')!r})")
+            if not isinstance(data, dict) or data.get("format") != FORMAT:
+                found = data.get("format") if isinstance(data, dict) else type(data).__name__
+                raise FormatError(f"{where} is not a glow_like profile (format {found!r})")
             if data.get("version") != VERSION:
                 raise FormatError(f"{where} has profile version {data.get('version')!r}, this plugin reads {VERSION}")
             ranges = {str(k): (float(v[0]), float(v[1])) for k, v in data["ranges"].items()}
@@ -94,15 +114,26 @@ class Profile:
             raise FormatError(f"{where} is not a valid glow_like profile: {err}") from None
 
     @classmethod
+    def from_json(cls, text: str, where: str = "profile") -> Profile:
+        try:
+            data = json.loads(text)
+        except ValueError as err:
+            raise FormatError(f"{where} is not JSON: {err}") from None
+        return cls.from_dict(data, where)
+
+    @classmethod
     def load(cls, path: str | os.PathLike) -> Profile:
+        """Read a profile written by :meth:`save`."""
         with open(path, encoding="utf-8") as f:
             return cls.from_json(f.read(), where=f"profile file {os.fspath(path)!r}")
 
 
-def load_profile(profile: Profile | str | os.PathLike) -> Profile:
-    """A Profile given as itself or as the path it was saved to."""
+def load_profile(profile: Profile | dict | str | os.PathLike) -> Profile:
+    """A Profile given as itself, as its dict form, or as the path it was saved to."""
     if isinstance(profile, Profile):
         return profile
+    if isinstance(profile, dict):
+        return Profile.from_dict(profile)
     if isinstance(profile, (str, os.PathLike)):
         return Profile.load(profile)
-    raise InputError(f"glow_like 'profile' must be a Profile or a path, got {type(profile).__name__}")
+    raise InputError(f"glow_like 'profile' must be a Profile, its dict form or a path, got {type(profile).__name__}")

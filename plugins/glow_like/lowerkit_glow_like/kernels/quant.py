@@ -1,0 +1,157 @@
+"""Quantized kernels. Activations are uint8 with a per-tensor scale and zero point; weights
+are int8, symmetric per output channel; biases int32 at scale x_scale * w_scale.
+
+Integer GEMMs run exactly in float64: operands are integers below 2^8 in magnitude and
+every int32 accumulator value (|sum| < K * 255 * 127 < 2^53) is representable, so the
+result equals int32 accumulation bit for bit while using the fast BLAS dgemm.
+Requantization: q_out = clamp(rint((acc + bias) * x_scale * w_scale / out_scale) + out_zp).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._base import kernel, scratch_array
+from ._window import taps
+from .conv import _is_pointwise, fill_columns
+
+
+def _requantize(acc: np.ndarray, bias, mult, attrs, out: np.ndarray) -> None:
+    if bias is not None:
+        np.add(acc, bias, out=acc)
+    np.multiply(acc, mult, out=acc)
+    np.rint(acc, out=acc)
+    np.add(acc, attrs["out_zp"], out=acc)
+    np.clip(acc, attrs["qmin"], attrs["qmax"], out=acc)
+    np.copyto(out, acc, casting="unsafe")
+
+
+def _quantize_scratch(in_types, out_types, attrs):
+    return in_types[0].numel * 4
+
+
+@kernel("glow.quantize", scratch_bytes=_quantize_scratch)
+def _quantize(inputs, outputs, attrs, scratch):
+    (x,), (out,) = inputs, outputs
+    tmp = scratch_array(scratch, np.float32, x.shape)
+    scale, zp = np.float32(attrs["scale"]), attrs["zp"]
+
+    def run():
+        np.divide(x, scale, out=tmp)
+        np.rint(tmp, out=tmp)
+        np.add(tmp, zp, out=tmp)
+        np.clip(tmp, 0, 255, out=tmp)
+        np.copyto(out, tmp, casting="unsafe")
+
+    return run
+
+
+@kernel("glow.dequantize")
+def _dequantize(inputs, outputs, attrs, scratch):
+    (q,), (out,) = inputs, outputs
+    scale, zp = np.float32(attrs["scale"]), attrs["zp"]
+
+    def run():
+        np.subtract(q, zp, out=out, dtype=np.float32)
+        np.multiply(out, scale, out=out)
+
+    return run
+
+
+def _qconv_scratch(in_types, out_types, attrs):
+    x, w = in_types[0], in_types[1]
+    _, c, h, wd = x.shape
+    oc, cg, kh, kw = w.shape
+    _, _, oh, ow = out_types[0].shape
+    return 8 * (c * h * wd + cg * kh * kw * oh * ow + oc * oh * ow)
+
+
+@kernel("glow.qconv2d", scratch_bytes=_qconv_scratch, widen=(1,))
+def _qconv(inputs, outputs, attrs, scratch):
+    x, w, bias, mult = inputs
+    (out,) = outputs
+    stride, padding = tuple(attrs.get("stride", (1, 1))), tuple(attrs.get("padding", (0, 0, 0, 0)))
+    dilation, groups = tuple(attrs.get("dilation", (1, 1))), int(attrs.get("groups", 1))
+    n, c, h, wd = x.shape
+    oc, cg, kh, kw = w.shape
+    _, _, oh, ow = out.shape
+    ocg, k = oc // groups, cg * kh * kw
+    w2 = np.asarray(w, dtype=np.float64).reshape(groups, ocg, k)
+    b2 = np.asarray(bias, dtype=np.float64).reshape(oc, 1)
+    m2 = np.asarray(mult, dtype=np.float64).reshape(oc, 1)
+    pointwise = _is_pointwise(w.shape, stride, padding, dilation)
+    tap_list = taps((h, wd), (oh, ow), (kh, kw), stride, padding, dilation)
+    xs = scratch_array(scratch, np.float64, (c, h, wd))
+    col = scratch_array(scratch, np.float64, (cg, kh, kw, oh, ow), offset=xs.nbytes)
+    acc = scratch_array(scratch, np.float64, (oc, oh * ow), offset=xs.nbytes + col.nbytes)
+    col2 = col.reshape(k, oh * ow)
+    x_zp = attrs["x_zp"]
+
+    def run():
+        for i in range(n):
+            np.subtract(x[i], x_zp, out=xs, dtype=np.float64)
+            for g in range(groups):
+                part = xs[g * cg : (g + 1) * cg]
+                if pointwise:
+                    src = part.reshape(cg, h * wd)
+                else:
+                    fill_columns(col, part, tap_list, (oh, ow))
+                    src = col2
+                np.matmul(w2[g], src, out=acc[g * ocg : (g + 1) * ocg])
+            _requantize(acc, b2, m2, attrs, out[i].reshape(oc, oh * ow))
+
+    return run
+
+
+def _qfc_scratch(in_types, out_types, attrs):
+    x, w = in_types[0], in_types[1]
+    m = x.numel // w.shape[0]
+    return 8 * m * (w.shape[0] + w.shape[1])
+
+
+@kernel("glow.qfc", scratch_bytes=_qfc_scratch, widen=(1,))
+def _qfc(inputs, outputs, attrs, scratch):
+    x, w, bias, mult = inputs
+    (out,) = outputs
+    k, nout = w.shape
+    x2, out2 = x.reshape(-1, k), out.reshape(-1, nout)
+    w64 = np.asarray(w, dtype=np.float64)
+    b64, m64 = np.asarray(bias, dtype=np.float64), np.asarray(mult, dtype=np.float64)
+    xs = scratch_array(scratch, np.float64, x2.shape)
+    acc = scratch_array(scratch, np.float64, out2.shape, offset=xs.nbytes)
+    x_zp = attrs["x_zp"]
+
+    def run():
+        np.subtract(x2, x_zp, out=xs, dtype=np.float64)
+        np.matmul(xs, w64, out=acc)
+        _requantize(acc, b64, m64, attrs, out2)
+
+    return run
+
+
+def _qadd_scratch(in_types, out_types, attrs):
+    return 8 * out_types[0].numel
+
+
+@kernel("glow.qadd", scratch_bytes=_qadd_scratch, inplace=True)
+def _qadd(inputs, outputs, attrs, scratch):
+    (a, b), (out,) = inputs, outputs
+    acc = scratch_array(scratch, np.float32, out.shape)
+    tmp = scratch_array(scratch, np.float32, out.shape, offset=acc.nbytes)
+    ra = np.float32(attrs["a_scale"] / attrs["out_scale"])
+    rb = np.float32(attrs["b_scale"] / attrs["out_scale"])
+    a_zp, b_zp = attrs["a_zp"], attrs["b_zp"]
+
+    def run():
+        # Both operands are read into float scratch before out (which may alias a) is written.
+        np.subtract(a, a_zp, out=acc, dtype=np.float32)
+        np.multiply(acc, ra, out=acc)
+        np.subtract(b, b_zp, out=tmp, dtype=np.float32)
+        np.multiply(tmp, rb, out=tmp)
+        np.add(acc, tmp, out=acc)
+        np.rint(acc, out=acc)
+        np.add(acc, attrs["out_zp"], out=acc)
+        np.clip(acc, attrs["qmin"], attrs["qmax"], out=acc)
+        np.copyto(out, acc, casting="unsafe")
+
+    return run
