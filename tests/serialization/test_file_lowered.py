@@ -224,3 +224,55 @@ def test_compile_spec_reads_back_equal(backend):
     loaded = lk.loads(lk.dumps(lowered))
     assert loaded.compile_spec == lowered.compile_spec
     assert json.loads(json.dumps(loaded.compile_spec)) == loaded.compile_spec
+
+
+def _file_with(record: DelegateRecord) -> bytes:
+    msg = pb.File()
+    convert.record_to_proto(record, msg.lowered)
+    return container.frame(msg.SerializeToString(deterministic=True))
+
+
+def test_loading_a_record_of_an_unknown_backend_names_it():
+    with pytest.raises(BackendNotFoundError, match="fake"):
+        lk.loads(_file_with(_record()))
+
+
+def test_decode_reports_version_and_size_and_can_skip_compiling():
+    from lowerkit.serialization import decode
+
+    data = _file_with(_record())
+    decoded = decode(data, rebuild=lambda record: record)
+    assert decoded.version == (1, 0)
+    assert decoded.payload_size == len(data) - container.HEADER_SIZE
+    assert isinstance(decoded.obj, DelegateRecord)
+    assert decoded.obj.backend == "fake" and decoded.obj.compile_spec == _record().compile_spec
+
+
+class _Stub:
+    """Stands in for a lowered submodule when inspecting a file without compiling."""
+
+    def __init__(self, record: DelegateRecord) -> None:
+        self.record = record
+
+    def signature(self, method: str) -> Signature:
+        return self.record.signatures[method]
+
+
+def test_decode_with_a_stub_rebuild_verifies_calls_into_lowered_submodules():
+    from lowerkit.serialization import decode
+
+    g = Graph()
+    x = g.add_input("x", T("f32", 2))
+    y = g.add_node("call", [x], [T("f32", 2)], {"method": "forward", "module": "low"}, debug_handle=0).output
+    g.set_outputs([y])
+    msg = pb.File()
+    convert.module_to_proto(Module(methods={"forward": GraphMethod(g)}, name="Outer"), msg.module)
+    convert.record_to_proto(_record(), msg.module.submodules.add(name="low").lowered)
+    data = container.frame(msg.SerializeToString())
+    outer = decode(data, rebuild=_Stub).obj
+    assert isinstance(outer.submodules["low"], _Stub)
+    assert outer.submodules["low"].record.backend == "fake"
+    msg.module.submodules[0].lowered.methods[0].signature.outputs[0].shape[:] = [3]
+    msg.module.submodules[0].lowered.payload_sha256 = hashlib.sha256(msg.module.submodules[0].lowered.payload).digest()
+    with pytest.raises(FormatError, match="does not verify"):
+        decode(container.frame(msg.SerializeToString()), rebuild=_Stub)

@@ -10,7 +10,8 @@ from the file: any corrupt, truncated, foreign or too-new input raises
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..errors import FormatError, LowerkitError
 from .container import FORMAT_VERSION, frame, read_file, unframe, write_atomic
@@ -18,8 +19,18 @@ from .container import FORMAT_VERSION, frame, read_file, unframe, write_atomic
 if TYPE_CHECKING:  # pragma: no cover
     from .._lowered import LoweredModule
     from ..ir.module import Module
+    from .convert import Rebuild
 
-__all__ = ["FORMAT_VERSION", "dumps", "load", "loads", "save"]
+__all__ = ["FORMAT_VERSION", "Decoded", "decode", "dumps", "load", "loads", "read_file", "save"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """What :func:`decode` found in a file."""
+
+    version: tuple[int, int]  # the file's (major, minor) format version
+    payload_size: int  # bytes after the header
+    obj: Any  # the Module or LoweredModule (or what ``rebuild`` made of a lowered one)
 
 
 def dumps(obj: Module | LoweredModule) -> bytes:
@@ -49,23 +60,36 @@ def loads(data: bytes, *, fallback: str | None = None) -> Module | LoweredModule
     backend to run the kept original module on (see ``LoweredModule.from_record``).
     Raises :class:`~lowerkit.errors.FormatError` for anything that is not a valid file.
     """
+    return decode(data, fallback=fallback).obj
+
+
+def decode(
+    data: bytes, *, fallback: str | None = None, rebuild: Rebuild | None = None
+) -> Decoded:
+    """:func:`loads` that also tells the format version and payload size.
+
+    ``rebuild(record)`` replaces ``LoweredModule.from_record(record, fallback=fallback)``
+    for every lowered module in the file, e.g. to inspect a file without compiling; it must
+    return an object with ``signature(method)`` (the verifier checks calls against it).
+    """
     from google.protobuf.message import DecodeError
 
     from . import lowerkit_pb2 as pb
-    from .convert import file_from_proto
+    from .convert import default_rebuild, file_from_proto
 
-    _, payload = unframe(data)
+    version, payload = unframe(data)
     msg = pb.File()
     try:
         msg.ParseFromString(payload)
     except (DecodeError, RecursionError, ValueError, RuntimeError) as err:
         raise FormatError(f"lowerkit file payload does not decode: {err}") from None
     try:
-        return file_from_proto(msg, fallback=fallback)
+        obj = file_from_proto(msg, rebuild=rebuild or default_rebuild(fallback))
     except LowerkitError:
         raise
     except Exception as err:  # a rebuild step refused what the file says
         raise FormatError(f"lowerkit file content is invalid: {type(err).__name__}: {err}") from err
+    return Decoded(version, len(payload), obj)
 
 
 def save(obj: Module | LoweredModule, path: str | os.PathLike[str]) -> None:

@@ -7,7 +7,8 @@ allocations are bounded by the size of the message itself (tensor data must matc
 declared shape before any array is made).
 
 Lowered modules go through :class:`lowerkit._lowered.DelegateRecord`: ``lowered.record``
-when encoding, ``LoweredModule.from_record(record, fallback=...)`` when decoding.
+when encoding, ``LoweredModule.from_record(record, fallback=...)`` when decoding (or any
+other ``rebuild(record)`` the caller passes, e.g. one that does not compile).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,6 +34,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "MAX_ELEMENTS",
     "MAX_RANK",
+    "Rebuild",
+    "default_rebuild",
     "file_from_proto",
     "file_to_proto",
     "module_from_proto",
@@ -40,6 +43,9 @@ __all__ = [
     "record_from_proto",
     "record_to_proto",
 ]
+
+# Makes a lowered module (or a stand-in with the same ``signature(method)``) from a record.
+Rebuild = Callable[["DelegateRecord"], Any]
 
 # Bounds on what a type may declare; far above any real model, far below overflow.
 MAX_RANK = 32
@@ -216,18 +222,31 @@ def _attr_to_proto(value: AttrValue | None, msg: pb.Attr, where: str) -> None:
 # decoding
 
 
-def file_from_proto(msg: pb.File, *, fallback: str | None = None) -> Module | LoweredModule:
-    """Rebuild the object a ``File`` message holds, verified."""
+def default_rebuild(fallback: str | None = None) -> Rebuild:
+    """Rebuild lowered modules with ``LoweredModule.from_record`` (compiles them here)."""
+    from .._lowered import LoweredModule
+
+    from_record = LoweredModule.from_record
+    return lambda record: from_record(record, fallback=fallback)
+
+
+def file_from_proto(msg: pb.File, *, rebuild: Rebuild | None = None) -> Module | LoweredModule:
+    """Rebuild the object a ``File`` message holds, verified.
+
+    ``rebuild(record)`` makes each lowered module (default: :func:`default_rebuild`); what it
+    raises as a ``LowerkitError`` propagates, anything else becomes ``FormatError``.
+    """
+    rebuild = rebuild or default_rebuild()
     kind = msg.WhichOneof("content")
     if kind == "module":
-        return module_from_proto(msg.module, "module")
+        return module_from_proto(msg.module, "module", rebuild=rebuild)
     if kind == "lowered":
-        return _lowered_from_proto(msg.lowered, "lowered module", fallback)
+        return _lowered_from_proto(msg.lowered, "lowered module", rebuild)
     raise FormatError("the file holds no module (empty or written by a newer lowerkit)")
 
 
 def module_from_proto(
-    msg: pb.Module, where: str, *, fallback: str | None = None, verify: bool = True
+    msg: pb.Module, where: str, *, rebuild: Rebuild | None = None, verify: bool = True
 ) -> Module:
     """Rebuild a :class:`Module`; ``where`` names it in error messages.
 
@@ -258,10 +277,10 @@ def module_from_proto(
         kind = entry.WhichOneof("kind")
         if kind == "module":
             submodules[entry.name] = module_from_proto(
-                entry.module, sub_where, fallback=fallback, verify=False
+                entry.module, sub_where, rebuild=rebuild, verify=False
             )
         elif kind == "lowered":
-            submodules[entry.name] = _lowered_from_proto(entry.lowered, sub_where, fallback)
+            submodules[entry.name] = _lowered_from_proto(entry.lowered, sub_where, rebuild)
         else:
             raise FormatError(f"{sub_where} {entry.name!r} holds no module")
     module = Module(parameters, methods, submodules, name=msg.name)
@@ -270,8 +289,13 @@ def module_from_proto(
     return module
 
 
-def record_from_proto(msg: pb.LoweredModule, where: str = "lowered module") -> DelegateRecord:
-    """The :class:`DelegateRecord` a ``LoweredModule`` message holds (checksum verified)."""
+def record_from_proto(
+    msg: pb.LoweredModule, where: str = "lowered module", *, rebuild: Rebuild | None = None
+) -> DelegateRecord:
+    """The :class:`DelegateRecord` a ``LoweredModule`` message holds (checksum verified).
+
+    ``rebuild`` makes the lowered modules nested in the kept original module, if any.
+    """
     from .._lowered import DelegateRecord
 
     where = f"{where} {msg.name!r} (backend {msg.backend!r})"
@@ -303,7 +327,7 @@ def record_from_proto(msg: pb.LoweredModule, where: str = "lowered module") -> D
         signatures[m.name] = Signature(tuple(inputs.items()), outputs, m.returns_tuple)
     original = None
     if msg.HasField("original"):
-        original = module_from_proto(msg.original, f"{where}, original module")
+        original = module_from_proto(msg.original, f"{where}, original module", rebuild=rebuild)
     return DelegateRecord(
         backend=msg.backend,
         distribution=msg.distribution,
@@ -317,13 +341,11 @@ def record_from_proto(msg: pb.LoweredModule, where: str = "lowered module") -> D
     )
 
 
-def _lowered_from_proto(msg: pb.LoweredModule, where: str, fallback: str | None) -> LoweredModule:
-    from .._lowered import LoweredModule
-
-    record = record_from_proto(msg, where)
-    from_record = LoweredModule.from_record
+def _lowered_from_proto(msg: pb.LoweredModule, where: str, rebuild: Rebuild | None) -> LoweredModule:
+    rebuild = rebuild or default_rebuild()
+    record = record_from_proto(msg, where, rebuild=rebuild)
     try:
-        return from_record(record, fallback=fallback)
+        return rebuild(record)
     except LowerkitError:
         raise  # BackendNotFoundError, BackendNotAvailableError, FormatError from the backend...
     except Exception as err:
