@@ -1,0 +1,82 @@
+"""``lowerkit inspect``: describe a saved file without compiling anything in it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .._lowered import LoweredModule, deferred_compile
+from .._plugins import backends
+from ..errors import FormatError
+
+__all__ = ["describe_file"]
+
+
+def describe_file(path: str) -> str:
+    """Format version, then the module's IR and every lowered part (backend, payload, spec)."""
+    from google.protobuf.message import DecodeError
+
+    from ..serialization import lowerkit_pb2 as pb
+    from ..serialization.container import read_file, unframe
+    from ..serialization.convert import file_from_proto
+
+    data = read_file(path)
+    version, payload = unframe(data)
+    msg = pb.File()
+    try:
+        msg.ParseFromString(payload)
+    except (DecodeError, RecursionError, ValueError, RuntimeError) as err:
+        raise FormatError(f"{path}: payload does not decode: {err}") from None
+    with deferred_compile():
+        obj = file_from_proto(msg)
+    installed = {b.name: b for b in backends(check=False)}
+    lines = [f"file: {path} ({len(data)} bytes), lowerkit format {version[0]}.{version[1]}"]
+    if isinstance(obj, LoweredModule):
+        lines.append(f"content: a lowered module ({obj.name})")
+        lines += _describe_lowered(obj, "", installed)
+    else:
+        lines.append(f"content: a module ({obj.name})")
+        lines.append("")
+        lines.append(str(obj).rstrip())
+        for name, sub in _lowered_parts(obj, ""):
+            lines.append("")
+            lines.append(f"lowered submodule {name}:")
+            lines += _describe_lowered(sub, "  ", installed)
+    return "\n".join(lines)
+
+
+def _lowered_parts(module: Any, prefix: str) -> list[tuple[str, LoweredModule]]:
+    found = []
+    for name, sub in module.submodules.items():
+        qualified = f"{prefix}{name}"
+        if isinstance(sub, LoweredModule):
+            found.append((qualified, sub))
+        else:
+            found += _lowered_parts(sub, qualified + ".")
+    return found
+
+
+def _describe_lowered(lowered: LoweredModule, indent: str, installed: dict[str, Any]) -> list[str]:
+    record = lowered.record
+    here = installed.get(record.backend)
+    if here is None:
+        state = f"not installed here (install {record.distribution or 'its package'})"
+    else:
+        state = f"installed here: {here.distribution or 'in-process'} {here.version or ''}".rstrip()
+    lines = [
+        f"{indent}backend: {record.backend}",
+        f"{indent}made with: {record.distribution or '-'} {record.version or '-'}",
+        f"{indent}{state}",
+        f"{indent}payload: {len(record.payload)} bytes",
+        f"{indent}compile spec: {json.dumps(record.compile_spec, sort_keys=True)}",
+        f"{indent}methods:",
+    ]
+    lines += [f"{indent}  {name}{sig}" for name, sig in record.signatures.items()]
+    if record.extra:
+        lines.append(f"{indent}extra: {json.dumps(record.extra, sort_keys=True)}")
+    if record.original is not None:
+        lines.append(f"{indent}kept original module:")
+        lines += [f"{indent}  {line}" if line else "" for line in str(record.original).rstrip().splitlines()]
+    else:
+        lines.append(f"{indent}original module: not kept")
+    return lines
