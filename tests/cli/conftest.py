@@ -1,0 +1,36 @@
+"""Fixtures for CLI tests: run ``lowerkit`` as a subprocess, with the test distributions
+(real dist-info directories) on PYTHONPATH when asked."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DISTS = Path(__file__).resolve().parents[1] / "fixtures" / "dists"
+
+
+@pytest.fixture
+def cli(tmp_path):
+    """``cli(*args, dists=False, env=None)`` -> CompletedProcess of ``python -m lowerkit.cli``."""
+
+    def run(*args: str, dists: bool = False, env: dict[str, str] | None = None):
+        full_env = dict(os.environ)
+        full_env.pop("LOWERKIT_DISABLE_PLUGINS", None)
+        full_env.pop("LOWERKIT_TOY_UNAVAILABLE", None)
+        if dists:
+            full_env["PYTHONPATH"] = os.pathsep.join(p for p in [str(DISTS), full_env.get("PYTHONPATH", "")] if p)
+        full_env.update(env or {})
+        return subprocess.run(
+            [sys.executable, "-m", "lowerkit.cli", *args],
+            cwd=tmp_path,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    return run
