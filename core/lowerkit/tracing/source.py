@@ -8,9 +8,12 @@ import sys
 from ..ir.node import SourceLocation
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Model definitions shipped in the package are user-level code: their lines are the
-# useful ones (``lowerkit/models.py:88``), not the caller of ``trace``.
-_MODEL_CODE = (os.path.join(_PKG_DIR, "models.py"), os.path.join(_PKG_DIR, "models") + os.sep)
+# The tracing machinery; everything else (user code, but also lowerkit.models and the demo,
+# which define models the way users do) is where a node "comes from".
+_MACHINERY_DIRS = tuple(os.path.join(_PKG_DIR, d) + os.sep for d in ("tracing", "nn", "ir", "opset"))
+_MACHINERY_FILES = frozenset(
+    os.path.join(_PKG_DIR, f) for f in ("ops.py", "_trace.py", "_lowered.py", "__init__.py")
+)
 _internal_cache: dict[str, bool] = {}
 
 
@@ -18,7 +21,7 @@ def _is_internal(filename: str) -> bool:
     cached = _internal_cache.get(filename)
     if cached is None:
         path = os.path.abspath(filename)
-        cached = path.startswith(_PKG_DIR + os.sep) and not path.startswith(_MODEL_CODE)
+        cached = path in _MACHINERY_FILES or path.startswith(_MACHINERY_DIRS)
         _internal_cache[filename] = cached
     return cached
 
@@ -33,7 +36,7 @@ def _display(filename: str) -> str:
 
 
 def user_source() -> SourceLocation | None:
-    """The first stack frame outside the lowerkit package (shipped models count as outside)."""
+    """The first stack frame outside lowerkit's tracing machinery (tracing, nn, ops, ir)."""
     frame = sys._getframe(1)
     while frame is not None:
         if not _is_internal(frame.f_code.co_filename):
