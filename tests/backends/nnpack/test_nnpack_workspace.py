@@ -1,0 +1,64 @@
+"""Steady-state calls reuse their workspaces: the only large allocation is the output itself."""
+
+from __future__ import annotations
+
+import threading
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from lowerkit_nnpack.conv import Conv2d, RunOptions
+from lowerkit_nnpack.geometry import ConvGeometry
+from lowerkit_nnpack.grad import Conv2dInputGrad
+from lowerkit_nnpack.workspace import Workspace
+
+
+def _extra_bytes(call) -> int:
+    """Peak traced allocation during ``call()`` minus what was allocated before it."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        result = call()
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    return peak - result.nbytes
+
+
+@pytest.mark.parametrize("algorithm,kernel", [("wt8x8", 3), ("ft8x8", 3), ("ft16x16", 5), ("implicit_gemm", 3), ("direct", 1)])
+@pytest.mark.parametrize("options", [RunOptions(1), RunOptions(2, batch_threshold=2), RunOptions(2, batch_threshold=64)])
+def test_steady_state_call_allocates_only_its_output(rng, algorithm, kernel, options):
+    pad = kernel // 2
+    geom = ConvGeometry(8, 32, (32, 32), (kernel, kernel), (1, 1), (pad,) * 4)
+    conv = Conv2d(geom, rng.standard_normal((32, 8, kernel, kernel)).astype(np.float32),
+                  rng.standard_normal(32).astype(np.float32), algorithm=algorithm, options=options)
+    x = rng.standard_normal((4, 8, 32, 32)).astype(np.float32)
+    for _ in range(8):  # warm up every pool worker's workspaces
+        conv(x)
+    extra = _extra_bytes(lambda: conv(x))
+    # numpy's ufunc buffers (32 KiB per worker thread) are the only other allocation
+    out_bytes = 4 * 32 * 32 * 32 * 4
+    assert extra < 0.25 * out_bytes, f"{algorithm}: {extra} extra bytes for a {out_bytes}-byte output"
+
+
+def test_input_gradient_reuses_workspaces_too(rng):
+    geom = ConvGeometry(8, 8, (32, 32), (3, 3), (1, 1), (1, 1, 1, 1))
+    grad = Conv2dInputGrad(geom, rng.standard_normal((8, 8, 3, 3)).astype(np.float32), options=RunOptions(1))
+    dy = rng.standard_normal((2, 8, 32, 32)).astype(np.float32)
+    grad(dy)
+    assert _extra_bytes(lambda: grad(dy)) < 0.25 * dy.nbytes
+
+
+def test_workspace_buffers_are_per_thread():
+    ws = Workspace()
+    mine = ws.get("a", (4,))
+    assert ws.get("a", (4,)) is mine
+    assert ws.get("a", (5,)) is not mine
+    other = []
+    t = threading.Thread(target=lambda: other.append(ws.get("a", (4,))))
+    t.start()
+    t.join()
+    assert other[0] is not mine
+    assert ws.get("b", (2,), fill=-np.inf)[0] == -np.inf
