@@ -1,0 +1,155 @@
+"""PyTorch ResNet-18 -> ONNX -> lowerkit -> backends -> file -> run, against ONNX Runtime."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+import lowerkit  # noqa: E402
+import lowerkit.onnx  # noqa: E402
+
+nn = torch.nn
+
+# Smaller than ImageNet's 224 so the suite stays fast; the graph is the same.
+SIZE = 64
+BACKEND_LISTS = [["reference"], ["nnpack", "glow_like"], ["nnpack", "reference"]]
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU()
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        return self.relu(self.bn2(self.conv2(out)) + identity)
+
+
+class ResNet18(nn.Module):
+    def __init__(self, num_classes: int = 1000) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU()
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        layers, cin = [], 64
+        for cout, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
+            layers.append(nn.Sequential(BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)))
+            cin = cout
+        self.layer1, self.layer2, self.layer3, self.layer4 = layers
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(512, num_classes)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+def _randomize_batch_norms(model: nn.Module, gen: torch.Generator) -> None:
+    # Fresh batch norms are identities; random statistics make the test meaningful.
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            c = m.num_features
+            m.running_mean.copy_(torch.randn(c, generator=gen) * 0.1)
+            m.running_var.copy_(torch.rand(c, generator=gen) + 0.5)
+            m.weight.data.copy_(torch.rand(c, generator=gen) + 0.5)
+            m.bias.data.copy_(torch.randn(c, generator=gen) * 0.1)
+
+
+def _export_torch(model: nn.Module, x: torch.Tensor, path, *, dynamic_batch: bool) -> None:
+    kwargs = {"dynamic_axes": {"x": {0: "batch"}, "y": {0: "batch"}}} if dynamic_batch else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter is deprecated
+        # The dynamo exporter needs onnxscript, which lowerkit does not require.
+        torch.onnx.export(model, (x,), str(path), input_names=["x"], output_names=["y"],
+                          opset_version=17, dynamo=False, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def resnet_onnx(tmp_path_factory):
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        model = ResNet18()
+        _randomize_batch_norms(model, gen)
+    model.eval()
+    x = torch.rand(1, 3, SIZE, SIZE, generator=gen)
+    path = tmp_path_factory.mktemp("onnx") / "resnet18.onnx"
+    _export_torch(model, x, path, dynamic_batch=True)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    x_np = x.numpy()
+    expected = session.run(None, {"x": x_np})[0]
+    return path, x_np, expected
+
+
+def _require_backends(names: list[str]) -> None:
+    installed = {b.name for b in lowerkit.backends(check=False) if not b.broken}
+    missing = [n for n in names if n not in installed]
+    if missing:
+        pytest.skip(f"backend(s) {missing} not installed")
+
+
+def _close(actual: np.ndarray, expected: np.ndarray, rtol: float = 1e-4) -> None:
+    # 1e-4 relative to the output's scale (individual logits near zero have no useful rtol).
+    scale = float(np.abs(expected).max())
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale)
+
+
+def test_import_needs_a_batch_size_for_dynamic_models(resnet_onnx) -> None:
+    path, _, _ = resnet_onnx
+    with pytest.raises(lowerkit.InputError, match=r"'x' dim 0 \(batch\).*input_shapes"):
+        lowerkit.onnx.load(path)
+
+
+@pytest.mark.parametrize("backends", BACKEND_LISTS, ids="+".join)
+def test_resnet18_import_lower_save_load_matches_onnxruntime(resnet_onnx, backends, tmp_path) -> None:
+    _require_backends(backends)
+    path, x, expected = resnet_onnx
+    module = lowerkit.onnx.load(path, input_shapes={"x": list(x.shape)})
+    lowered = lowerkit.to_backend(module, backends if len(backends) > 1 else backends[0])
+    _close(lowered(x), expected)
+    saved = tmp_path / "resnet18.lkm"
+    lowerkit.save(lowered, saved)
+    loaded = lowerkit.load(saved)
+    _close(loaded(x), expected)
+
+
+def test_resnet18_scopes_and_parameters_come_from_the_onnx_names(resnet_onnx) -> None:
+    path, x, _ = resnet_onnx
+    imported = lowerkit.onnx.import_model(path, input_shapes={"x": list(x.shape)})
+    graph = lowerkit.graph_of(imported.module, "forward")
+    convs = [n for n in graph.nodes if n.op == "conv2d"]
+    assert len(convs) == 20  # 17 3x3/7x7 convolutions + 3 downsampling 1x1
+    assert any(n.scope.startswith("/layer1/") for n in convs)
+    assert "fc.weight" in imported.module.parameters
+    assert imported.parameter_names["fc.weight"] == "fc.weight"
+    assert imported.input_names == ("x",) and imported.output_names == ("y",)
+
+
+def test_export_round_trip_of_lowerkit_resnet18_through_onnxruntime(tmp_path) -> None:
+    from lowerkit import models
+
+    x = models.example_input("resnet18")[:, :, :SIZE, :SIZE].copy()
+    module = lowerkit.trace(models.resnet18(), x)
+    path = tmp_path / "lk_resnet18.onnx"
+    proto = lowerkit.onnx.export(module, path)
+    onnx.checker.check_model(str(path), full_check=True)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    expected = module(x)
+    _close(session.run(None, {proto.graph.input[0].name: x})[0], expected)
+    # ... and back: import the exported file and run it again on the reference backend.
+    _close(lowerkit.onnx.load(path)(x), expected)
