@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._lowered import DelegateRecord, LoweredModule
-from .errors import InputError, LowerkitError
+from .errors import InputError
 from .ir.module import Module
 
 __all__ = ["normalize_compile_spec", "to_backend"]
@@ -20,6 +20,7 @@ def to_backend(
     compile_spec: Mapping[str, Mapping[str, Any]] | None = None,
     *,
     keep_source: bool = False,
+    submodules: Sequence[str] | None = None,
 ) -> LoweredModule:
     """Lower ``module`` to ``backend``; returns a :class:`LoweredModule`.
 
@@ -28,6 +29,11 @@ def to_backend(
     the backend is available, otherwise a ``BackendUnavailableWarning`` says the module can
     be saved and run after loading where it is. ``keep_source=True`` stores the original
     module too, so that ``load(..., fallback="reference")`` can run it.
+
+    With a list of backends (priority order) or ``submodules=[paths]``, the module is
+    partitioned (see ``docs/partitioning.md``): each node goes to the first backend that
+    supports it, and the result is a :class:`~lowerkit.partition.PartitionedModule`;
+    ``compile_spec`` then maps each method to ``{backend: options}``.
 
     Raises ``BackendNotFoundError`` (not installed), ``PluginError`` (broken plugin),
     ``InputError`` (bad compile spec) and whatever the backend's preprocess raises
@@ -43,8 +49,12 @@ def to_backend(
     if not names or not all(isinstance(n, str) and n for n in names):
         raise InputError(f"backend must be a name or a non-empty list of names, got {backend!r}")
     spec = normalize_compile_spec(module, compile_spec)
-    if len(names) > 1:
-        return _to_several_backends(module, names, spec, keep_source)
+    if not isinstance(backend, str) or submodules is not None:
+        from .partition.lowered import lower_partitioned
+
+        if len(set(names)) != len(names):
+            raise InputError(f"backend list {names} names a backend twice")
+        return lower_partitioned(module, names, spec, submodules=submodules, keep_source=keep_source)
     chosen = get_backend(names[0])
     payload = chosen.preprocess(module, copy.deepcopy(spec))
     record = DelegateRecord(
@@ -58,16 +68,6 @@ def to_backend(
         name=module.name,
     )
     return LoweredModule._created(record, chosen)
-
-
-def _to_several_backends(
-    module: Module, names: list[str], spec: dict[str, dict[str, Any]], keep_source: bool
-) -> LoweredModule:
-    """Extension point for partitioning (issue 4): lower parts of ``module`` to ``names``."""
-    raise LowerkitError(
-        f"lowering to several backends {names} needs partitioning, which is not available yet; "
-        f"lower to one backend"
-    )
 
 
 def normalize_compile_spec(

@@ -16,12 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import warnings
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import FormatError, InputError, LowerkitError, VerificationError
+from ..errors import BackendUnavailableWarning, FormatError, InputError, LowerkitError, VerificationError
 from ..ir.graph import Graph
 from ..ir.module import GraphMethod, Method, Module, Signature
 from ..ir.node import AttrValue, Node, SourceLocation, Value
@@ -30,6 +31,7 @@ from . import lowerkit_pb2 as pb
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._lowered import DelegateRecord, LoweredModule
+    from ..partition.lowered import PartitionedModule
 
 __all__ = [
     "MAX_ELEMENTS",
@@ -64,10 +66,14 @@ def file_to_proto(obj: object) -> pb.File:
     """
     from .._lowered import LoweredModule
 
+    from ..partition.lowered import PartitionedModule
+
     msg = pb.File()
     if isinstance(obj, Module):
         _verify_before_saving(obj)
         _encoding(module_to_proto, obj, msg.module)
+    elif isinstance(obj, PartitionedModule):
+        _encoding(partitioned_to_proto, obj, msg.partitioned)
     elif isinstance(obj, LoweredModule):
         _encoding(record_to_proto, obj.record, msg.lowered)
     else:
@@ -96,6 +102,7 @@ def _encoding(encode: Any, obj: Any, msg: Any) -> None:
 
 def module_to_proto(module: Module, msg: pb.Module) -> pb.Module:
     from .._lowered import LoweredModule
+    from ..partition.lowered import PartitionedModule
 
     msg.name = module.name
     for name, array in module.parameters.items():
@@ -113,6 +120,8 @@ def module_to_proto(module: Module, msg: pb.Module) -> pb.Module:
         entry = msg.submodules.add(name=name)
         if isinstance(sub, Module):
             module_to_proto(sub, entry.module)
+        elif isinstance(sub, PartitionedModule):
+            partitioned_to_proto(sub, entry.partitioned)
         elif isinstance(sub, LoweredModule):
             record_to_proto(sub.record, entry.lowered)
         else:
@@ -149,6 +158,16 @@ def record_to_proto(record: DelegateRecord, msg: pb.LoweredModule) -> pb.Lowered
         module_to_proto(record.original, msg.original)
     for key, value in record.extra.items():
         msg.extra[key] = value
+    return msg
+
+
+def partitioned_to_proto(partitioned: PartitionedModule, msg: pb.Partitioned) -> pb.Partitioned:
+    module_to_proto(partitioned.outer, msg.outer)
+    msg.backends.extend(partitioned.backend)
+    msg.compile_spec_json = canonical_json(partitioned.compile_spec)
+    msg.report_json = partitioned.partition_report().dumps()
+    if partitioned.original is not None:
+        module_to_proto(partitioned.original, msg.original)
     return msg
 
 
@@ -242,6 +261,8 @@ def file_from_proto(msg: pb.File, *, rebuild: Rebuild | None = None) -> Module |
         return module_from_proto(msg.module, "module", rebuild=rebuild)
     if kind == "lowered":
         return _lowered_from_proto(msg.lowered, "lowered module", rebuild)
+    if kind == "partitioned":
+        return partitioned_from_proto(msg.partitioned, "partitioned module", rebuild)
     raise FormatError("the file holds no module (empty or written by a newer lowerkit)")
 
 
@@ -281,6 +302,8 @@ def module_from_proto(
             )
         elif kind == "lowered":
             submodules[entry.name] = _lowered_from_proto(entry.lowered, sub_where, rebuild)
+        elif kind == "partitioned":
+            submodules[entry.name] = partitioned_from_proto(entry.partitioned, sub_where, rebuild)
         else:
             raise FormatError(f"{sub_where} {entry.name!r} holds no module")
     module = Module(parameters, methods, submodules, name=msg.name)
@@ -353,6 +376,49 @@ def _lowered_from_proto(msg: pb.LoweredModule, where: str, rebuild: Rebuild | No
             f"{where} {record.name!r}: backend {record.backend!r} "
             f"({record.distribution} {record.version}) could not load its payload: {err}"
         ) from err
+
+
+def partitioned_from_proto(
+    msg: pb.Partitioned, where: str, rebuild: Rebuild | None
+) -> PartitionedModule:
+    """Rebuild a partitioned module; regions that fall back say so in one warning."""
+    from ..partition.lowered import PartitionedModule
+    from ..partition.report import PartitionReport
+
+    where = f"{where} {msg.outer.name!r}"
+    if not msg.backends:
+        raise FormatError(f"{where}: no backends listed")
+    try:
+        spec = json.loads(msg.compile_spec_json)
+        report = PartitionReport.from_json(json.loads(msg.report_json))
+    except (ValueError, TypeError, KeyError) as err:
+        raise FormatError(f"{where}: compile spec or partition report is malformed: {err}") from None
+    if not isinstance(spec, dict) or not all(isinstance(v, dict) for v in spec.values()):
+        raise FormatError(f"{where}: compile spec must map method names to option objects")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outer = module_from_proto(msg.outer, where, rebuild=rebuild)
+    original = None
+    if msg.HasField("original"):
+        original = module_from_proto(msg.original, f"{where}, original module", rebuild=rebuild)
+    region_names = {r.name for r in report.regions}
+    missing = sorted(region_names - set(outer.submodules))
+    if missing:
+        raise FormatError(f"{where}: regions {missing} of the report are not in the module")
+    partitioned = PartitionedModule(outer, list(msg.backends), spec, report, original)
+    fell_back = sorted(n for n, r in partitioned.regions.items() if getattr(r, "is_fallback", False))
+    if fell_back:
+        backends = sorted({r.backend for r in report.regions if r.name in fell_back})
+        warnings.warn(
+            f"backend(s) {backends} missing or unavailable here: region(s) {fell_back} run "
+            f"their kept original nodes on the fallback backend instead",
+            BackendUnavailableWarning,
+            stacklevel=4,
+        )
+    else:
+        for w in caught:  # nothing fell back: pass on what loading said
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return partitioned
 
 
 def _check_new(name: str, seen: Iterable[str], what: str) -> None:
