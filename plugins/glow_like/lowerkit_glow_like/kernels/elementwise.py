@@ -68,7 +68,7 @@ def _sigmoid(inputs, outputs, attrs, scratch):
         # 1 / (1 + exp(-x)), computed in out so no temporary is needed.
         np.negative(x, out=out)
         np.exp(out, out=out)
-        out += 1.0
+        np.add(out, 1.0, out=out)
         np.reciprocal(out, out=out)
 
     return run
