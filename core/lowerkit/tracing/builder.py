@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import InputError
 from ..ir.graph import Graph
 from ..ir.module import GraphMethod, Method
-from ..ir.node import AttrValue, Node, SourceLocation, Value
+from ..ir.node import Node, SourceLocation, Value
 from ..ir.types import TensorType, dtype_name
 from ..nn.parameter import Parameter
 from ..opset import ShapeError, get_schema, has_schema
