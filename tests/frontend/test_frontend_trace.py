@@ -372,3 +372,18 @@ def test_traced_tensor_type():
     seen = []
     lk.trace(lambda x: seen.append(x) or x, X)
     assert isinstance(seen[0], TracedTensor)
+
+
+def test_function_closing_over_layers_and_parameters():
+    lin = nn.Linear(3, 4, rng=np.random.default_rng(0))
+    scale = nn.Parameter(np.full(4, 2.0, np.float32))
+    m = lk.trace(lambda x: lin(x) * scale, X)
+    assert list(m.parameters) == ["linear.weight", "linear.bias", "param"]
+    assert nodes_of(m, "linear")[0].scope == "linear"
+    np.testing.assert_array_equal(m.parameters["linear.weight"], lin.weight.data)
+
+
+def test_varargs_input_names():
+    m = lk.trace(lambda first, *rest: ops.concat([first, *rest], dim=0), X, X, X)
+    assert [v.name for v in lk.graph_of(m).inputs] == ["first", "rest0", "rest1"]
+    assert lk.graph_of(m).outputs[0].type.shape == (6, 3)
