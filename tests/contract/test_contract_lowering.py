@@ -18,7 +18,6 @@ from lowerkit.errors import (
     BackendUnavailableWarning,
     FormatError,
     InputError,
-    LowerkitError,
     NodeExecutionError,
 )
 from lowerkit.ir import graph_of
@@ -108,7 +107,6 @@ def test_to_backend_argument_errors(toy):
         lk.to_backend("module", "toy")
     with pytest.raises(BackendNotFoundError, match="no backend named 'nope'"):
         lk.to_backend(module, "nope")
-    assert lk.to_backend(module, ["toy"]).backend == "toy"
 
 
 def test_unavailable_backend_semantics(toy, monkeypatch, tmp_path, xh):
@@ -267,11 +265,6 @@ def test_execution_failures_name_backend_method_and_node(xh):
             lowered(*xh)
     finally:
         unregister_backend("faulty")
-
-
-def test_several_backends_wait_for_partitioning(toy):
-    with pytest.raises(LowerkitError, match=r"several backends \['toy', 'reference'\]"):
-        lk.to_backend(accum_module(), ["toy", "reference"])
 
 
 def test_creation_when_available_does_not_warn(toy):
