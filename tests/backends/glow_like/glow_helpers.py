@@ -71,3 +71,22 @@ def conv_bn_relu_graph(with_bias: bool = True) -> tuple[Graph, dict[str, np.ndar
         "beta": rng.normal(0, 0.1, 4).astype(np.float32),
     }
     return g, params
+
+
+_TRACED: dict[tuple, object] = {}
+
+
+def traced(name: str, batch: int = 1, hw: int | None = None):
+    """A traced lowerkit.models network (cached per process) and an example input."""
+    import lowerkit as lk
+    from lowerkit import models
+
+    key = (name, batch, hw)
+    if key not in _TRACED:
+        shape = list(models.MODEL_INPUTS[name])
+        shape[0] = batch
+        if hw is not None:
+            shape[2] = shape[3] = hw
+        x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+        _TRACED[key] = (lk.trace(getattr(models, name)(), x), x)
+    return _TRACED[key]

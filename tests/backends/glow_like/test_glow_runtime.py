@@ -1,0 +1,96 @@
+"""Execution: planned buffers reused across calls, no large temporaries, threads, concurrency."""
+
+from __future__ import annotations
+
+import threading
+import tracemalloc
+
+import numpy as np
+import pytest
+from glow_helpers import assert_close, reference, traced
+
+import lowerkit_glow_like as glow
+
+
+def _handle(module, **options):
+    payload = glow.lowerkit_preprocess(module=module, compile_spec={"forward": options})
+    return glow.lowerkit_compile(processed=payload, compile_spec={})["forward"]
+
+
+def test_steady_state_calls_allocate_no_large_temporaries():
+    module, x = traced("resnet18")
+    handle = _handle(module)
+    handle.run([x])  # first call in this thread binds the arena
+    activation_bytes = handle.program.plan.peak_bytes
+    tracemalloc.start()
+    try:
+        handle.run([x])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # Allowed: the returned output (4 KB) and numpy's fixed-size ufunc iteration buffers
+    # (8192 elements per strided operand, whatever the tensor size); nothing tensor-sized.
+    assert peak < 256 * 1024, f"a call allocated {peak} bytes (arena is {activation_bytes})"
+    assert peak < activation_bytes / 10
+
+
+def test_outputs_are_fresh_arrays_not_arena_views():
+    module, x = traced("small_cnn")
+    handle = _handle(module)
+    first = handle.run([x])[0]
+    kept = first.copy()
+    handle.run([x * 2])
+    np.testing.assert_array_equal(first, kept)
+
+
+def test_eight_threads_get_the_serial_results():
+    module, x = traced("resnet18", hw=32)
+    handle = _handle(module)
+    inputs = [np.random.default_rng(i).standard_normal(x.shape).astype(np.float32) for i in range(8)]
+    serial = [handle.run([a])[0] for a in inputs]
+    results: dict[int, list[np.ndarray]] = {}
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def worker(i: int) -> None:
+        try:
+            start.wait()
+            results[i] = [handle.run([inputs[i]])[0] for _ in range(3)]
+        except BaseException as err:  # surfaced below
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i in range(8):
+        for got in results[i]:
+            np.testing.assert_array_equal(got, serial[i])
+
+
+def test_threads_option_limits_blas_and_keeps_results():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    module, x = traced("small_cnn")
+    handle = _handle(module, threads=1)
+    seen = []
+    original = handle.program.instructions
+    assert original  # the program runs under the limit; check the limit is in force inside
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        from lowerkit_glow_like import runtime
+
+        controller = runtime._blas_controller()
+        with controller.limit(limits=1, user_api="blas"):
+            seen.append([i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"])
+    assert all(n == 1 for n in seen[0])
+    assert_close(handle.run([x]), reference(module, x))
+
+
+def test_wrong_input_shape_is_an_input_error():
+    from lowerkit.errors import InputError
+
+    module, x = traced("small_cnn")
+    handle = _handle(module)
+    with pytest.raises(InputError, match=r"expected input shape \[1, 3, 8, 8\], got \[1, 3, 4, 4\]"):
+        handle.run([x[:, :, :4, :4]])
