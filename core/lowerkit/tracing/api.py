@@ -10,12 +10,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..ir.module import Module
+from ..ir.module import Module, Signature
 from ..ir.types import TensorType
 from ..ir.verify import verify_module
 from ..nn.module import Module as NNModule
 from ..nn.parameter import Parameter
-from .builder import MethodBuilder, TraceSession
+from .builder import MethodBuilder, TraceSession, describe
+from .source import user_source
 from .state import activate, current_builder, deactivate
 from .tensor import TracedTensor
 
@@ -168,19 +169,20 @@ class _MethodTracer:
         return record_call(builder, self.session.methods[name].signature, args, name, "")
 
 
-def record_call(builder: MethodBuilder, sig: Any, args: Sequence[Any], method: str, module: str):
+def record_call(
+    builder: MethodBuilder, sig: Signature, args: Sequence[Any], method: str, module: str
+) -> TracedTensor | tuple[TracedTensor, ...]:
     """Record a ``call`` node whose output types come from the callee's signature."""
     target = f"{module}.{method}" if module else method
+    where = describe(f"call of {target!r}", builder.scope, user_source())
     if len(args) != len(sig.inputs):
         names = ", ".join(n for n, _ in sig.inputs)
-        raise InputError(f"call of {target!r} takes {len(sig.inputs)} inputs ({names}), got {len(args)}")
+        raise InputError(f"{where}: takes {len(sig.inputs)} inputs ({names}), got {len(args)}")
     values = []
     for (name, expected), arg in zip(sig.inputs, args):
-        value = builder.value_of(arg, expected, what=f"call of {target!r}, input {name!r}")
+        value = builder.value_of(arg, expected, what=f"{where}, input {name!r}")
         if value.type != expected:
-            raise InputError(
-                f"call of {target!r}, input {name!r}: expected {expected}, got {value.type}"
-            )
+            raise InputError(f"{where}, input {name!r}: expected {expected}, got {value.type}")
         values.append(value)
     hint = (module or method).replace(".", "_")
     node = builder.emit(
