@@ -271,3 +271,29 @@ def test_creation_when_available_does_not_warn(toy):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         lk.to_backend(accum_module(), "toy")
+
+
+def test_traced_outer_module_calls_lowered_modules(toy, tmp_path):
+    from lowerkit import nn, ops
+
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    twice = lk.to_backend(lk.trace(lambda a: ops.relu(a * 2.0), x), "toy")
+    thrice = lk.to_backend(lk.trace(lambda a: ops.relu(a * 3.0), x), "toy")
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = twice
+            self.b = thrice
+
+        def forward(self, a):
+            return self.a(a) - self.b(a)
+
+    expected = np.maximum(x * 2, 0) - np.maximum(x * 3, 0)
+    from_function = lk.trace(lambda a: twice(a) - thrice(a), x)
+    from_module = lk.trace(Net(), x)
+    for traced in (from_function, from_module):
+        assert all(isinstance(s, lk.LoweredModule) for s in traced.submodules.values())
+        np.testing.assert_allclose(traced(x), expected, rtol=1e-6)
+        lk.save(traced, tmp_path / "traced.lkm")
+        np.testing.assert_allclose(lk.load(tmp_path / "traced.lkm")(x), expected, rtol=1e-6)
