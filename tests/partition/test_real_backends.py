@@ -1,0 +1,37 @@
+"""ResNet-18 over the shipped backends, in priority order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lowerkit as lk
+from lowerkit import models
+
+pytest.importorskip("lowerkit_nnpack")
+pytest.importorskip("lowerkit_glow_like")
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    x = np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)
+    module = lk.trace(models.resnet18(num_classes=100), x)
+    return module, x, module(x)
+
+
+@pytest.mark.parametrize("backends", [["nnpack", "glow_like", "reference"], ["nnpack", "reference"]])
+def test_resnet18_matches_reference_before_and_after_save_load(resnet, backends, tmp_path):
+    module, x, expected = resnet
+    lowered = lk.to_backend(module, backends)
+    scale = np.abs(expected).max()
+    np.testing.assert_allclose(lowered(x), expected, rtol=0, atol=1e-4 * scale)
+    lk.save(lowered, tmp_path / "r.lkm")
+    loaded = lk.load(tmp_path / "r.lkm")
+    np.testing.assert_array_equal(loaded(x), lowered(x))
+    report = loaded.partition_report()
+    # nnpack has no batch_norm, add or global pooling: each went to the next backend, with a reason.
+    bn = next(n for n in report.nodes if n.op == "batch_norm")
+    assert bn.backend == backends[1]
+    assert bn.declines[0].backend == "nnpack" and "batch_norm" in bn.declines[0].reason
+    convs = [n for n in report.nodes if n.op == "conv2d"]
+    assert len(convs) == 20 and all(n.backend == "nnpack" for n in convs)
