@@ -152,3 +152,23 @@ def test_main_returns_codes_in_process(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)
     assert main(["inspect", str(tmp_path / "none.lkm")]) == 1
     assert capsys.readouterr().err.startswith("lowerkit: error:")
+
+
+def test_lower_to_several_backends_partitions_and_inspect_shows_regions(cli, tmp_path):
+    g = Graph()
+    x = g.add_input("x", T)
+    s = g.add_node("add", [x, x], [T], debug_handle=1).output
+    g.set_outputs([g.add_node("exp", [s], [T], debug_handle=2).output])
+    lk.save(Module({}, {"forward": GraphMethod(g)}, name="AddExp"), tmp_path / "addexp.lkm")
+    x_value = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    np.save(tmp_path / "x.npy", x_value)
+    out = cli("lower", "addexp.lkm", "-b", "toy,reference", "-o", "part.lkm", dists=True)
+    assert out.returncode == 0, out.stderr
+    out = cli("run", "part.lkm", "--input", "x=x.npy", "-o", "y.npz", dists=True)
+    assert out.returncode == 0, out.stderr
+    with np.load(tmp_path / "y.npz", allow_pickle=False) as saved:
+        np.testing.assert_allclose(saved["output0"], np.exp(x_value + x_value), rtol=1e-6)
+    out = cli("inspect", "part.lkm", dists=True)
+    assert out.returncode == 0, out.stderr
+    assert "partitioned over backends ['toy', 'reference']" in out.stdout
+    assert "backend: toy" in out.stdout and "backend: reference" in out.stdout

@@ -31,7 +31,18 @@ def describe_file(path: str) -> str:
         obj = file_from_proto(msg)
     installed = {b.name: b for b in backends(check=False)}
     lines = [f"file: {path} ({len(data)} bytes), lowerkit format {version[0]}.{version[1]}"]
-    if isinstance(obj, LoweredModule):
+    outer = _partition_outer(obj)
+    if outer is not None:
+        lines.append(f"content: a module partitioned over backends {obj.backend} ({obj.name})")
+        lines.append(f"compile spec: {json.dumps(obj.compile_spec, sort_keys=True)}")
+        lines.append(f"original module: {'kept' if obj.original is not None else 'not kept'}")
+        lines.append("")
+        lines.append(str(outer).rstrip())
+        for name, sub in _lowered_parts(outer, ""):
+            lines.append("")
+            lines.append(f"lowered region {name}:")
+            lines += _describe_lowered(sub, "  ", installed)
+    elif isinstance(obj, LoweredModule):
         lines.append(f"content: a lowered module ({obj.name})")
         lines += _describe_lowered(obj, "", installed)
     else:
@@ -45,11 +56,21 @@ def describe_file(path: str) -> str:
     return "\n".join(lines)
 
 
+def _partition_outer(obj: Any) -> Any:
+    """The glue module of a partitioned module, or ``None`` for anything else."""
+    from ..partition.lowered import PartitionedModule
+
+    return obj.outer if isinstance(obj, PartitionedModule) else None
+
+
 def _lowered_parts(module: Any, prefix: str) -> list[tuple[str, LoweredModule]]:
     found = []
     for name, sub in module.submodules.items():
         qualified = f"{prefix}{name}"
-        if isinstance(sub, LoweredModule):
+        outer = _partition_outer(sub)
+        if outer is not None:
+            found += _lowered_parts(outer, qualified + ".")
+        elif isinstance(sub, LoweredModule):
             found.append((qualified, sub))
         else:
             found += _lowered_parts(sub, qualified + ".")
