@@ -172,3 +172,26 @@ def test_lower_to_several_backends_partitions_and_inspect_shows_regions(cli, tmp
     assert out.returncode == 0, out.stderr
     assert "partitioned over backends ['toy', 'reference']" in out.stdout
     assert "backend: toy" in out.stdout and "backend: reference" in out.stdout
+
+
+def test_lower_an_onnx_model(cli, tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(tmp_path / "relu.onnx"))
+    np.save(tmp_path / "x.npy", np.array([[-1, 0, 2], [3, -4, 5]], np.float32))
+    out = cli("lower", "relu.onnx", "-b", "reference", "-o", "relu.lkm", "--input-shape", "x=2,3")
+    assert out.returncode == 0, out.stderr
+    out = cli("run", "relu.lkm", "--input", "x=x.npy", "-o", "y.npz")
+    assert out.returncode == 0, out.stderr
+    with np.load(tmp_path / "y.npz", allow_pickle=False) as saved:
+        np.testing.assert_array_equal(saved["output0"], [[0, 0, 2], [3, 0, 5]])
+    out = cli("lower", "relu.onnx", "-b", "reference", "-o", "relu.lkm", "--input-shape", "x")
+    assert out.returncode == 1 and "--input-shape expects NAME=D,D,..." in out.stderr
