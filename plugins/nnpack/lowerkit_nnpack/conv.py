@@ -31,7 +31,8 @@ class Conv2d:
     """A convolution compiled for one geometry: kernel transformed once, workspaces reused.
 
     ``weight`` may be ``None`` when it only arrives at call time (a graph input rather than
-    a parameter); the kernel is then transformed on every call.
+    a parameter); the kernel is then transformed on every call. ``batch_hint`` is the batch
+    size ``auto`` selects the algorithm for (any batch size runs).
     """
 
     def __init__(
@@ -44,6 +45,7 @@ class Conv2d:
         relu: bool = False,
         transform_strategy: str = "precompute",
         options: RunOptions = RunOptions(),
+        batch_hint: int = 1,
     ) -> None:
         geom.check()
         if weight is not None:
@@ -55,7 +57,7 @@ class Conv2d:
                 f"transform_strategy must be 'precompute' or 'compute', got {transform_strategy!r}"
             )
         self.geom = geom
-        self.algorithm = select_algorithm(geom) if algorithm == "auto" else algorithm
+        self.algorithm = select_algorithm(geom, batch_hint) if algorithm == "auto" else algorithm
         cls = ALGORITHM_CLASSES.get(self.algorithm)
         if cls is None:
             raise GeometryError(
@@ -149,6 +151,6 @@ def conv2d(
     )
     kernel = Conv2d(
         geom, weight, bias, algorithm=algorithm, relu=relu,
-        transform_strategy=transform_strategy, options=options,
+        transform_strategy=transform_strategy, options=options, batch_hint=int(x.shape[0]),
     )
     return kernel(x)

@@ -38,6 +38,7 @@ class Conv2dInputGrad:
         algorithm: str = "auto",
         transform_strategy: str = "precompute",
         options: RunOptions = RunOptions(),
+        batch_hint: int = 1,
     ) -> None:
         _require_stride1("conv2d_input_grad", geom.stride)
         geom.check()
@@ -52,7 +53,7 @@ class Conv2dInputGrad:
             raise GeometryError(f"input size {geom.in_hw} does not match the gradient geometry")
         self.conv = Conv2d(
             self.backward, None if weight is None else _rotate(weight), algorithm=algorithm,
-            transform_strategy=transform_strategy, options=options,
+            transform_strategy=transform_strategy, options=options, batch_hint=batch_hint,
         )
 
     def __call__(self, grad_output: np.ndarray, weight: np.ndarray | None = None) -> np.ndarray:

@@ -101,6 +101,7 @@ class Plan:
             conv = Conv2d(
                 conv_geometry(node), weight, bias, algorithm=opts["algorithm"], relu=fuse_relu,
                 transform_strategy=opts["transform_strategy"], options=run,
+                batch_hint=node.inputs[0].type.shape[0],
             )
             self.algorithms[node.debug_handle] = conv.algorithm
             live = [ids[0]] + [ids[i] for i in (1, 2) if i < len(ids) and ids[i] not in self.constants]
@@ -118,6 +119,7 @@ class Plan:
             grad = Conv2dInputGrad(
                 conv_geometry(node), weight, algorithm=opts["algorithm"],
                 transform_strategy=opts["transform_strategy"], options=run,
+                batch_hint=node.inputs[1].type.shape[0],
             )
             self.algorithms[node.debug_handle] = grad.conv.algorithm
             if weight is not None:

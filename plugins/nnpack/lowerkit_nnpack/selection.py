@@ -1,18 +1,29 @@
-"""``auto``: NNPACK's published algorithm selection (nnp_convolution_inference)."""
+"""``auto``: which algorithm a convolution gets.
+
+Two policies. :func:`nnpack_rules` is NNPACK's published selection
+(``nnp_convolution_inference``). :func:`select_algorithm` (what ``auto`` uses) is a cost
+model measured on this backend: in numpy the fast algorithms pay for their transforms in
+memory passes, and the transformed kernel (64 floats per 3x3 filter for wt8x8, 16x9
+complex for ft16x16) must be read once per call, so they only win when the call has enough
+tiles to amortise it. The thresholds come from the measurements in docs/nnpack.md.
+"""
 
 from __future__ import annotations
 
 from .geometry import ConvGeometry
 from .tiles import tile_counts
 
+# wt8x8 beats implicit GEMM from this many 6x6 output tiles per call (batch x tiles).
+WINOGRAD_MIN_TILES = 64
+# ft16x16 beats implicit GEMM when (batch x 16x16 tiles) x kernel area reaches this.
+FFT16_MIN_WORK = 400
 
-def select_algorithm(geom: ConvGeometry) -> str:
-    """The algorithm ``auto`` picks for ``geom``.
 
-    NNPACK's rules: stride 1 -> 1x1 ``direct``, 3x3 ``wt8x8``, kernels from 2x2 up to 8x8
-    ``ft8x8`` unless 8x8 tiles need more than 4x the tiles of 16x16 (then ``ft16x16``),
-    up to 16x16 ``ft16x16``; everything else ``implicit_gemm``. NNPACK sends strided 1x1
-    to implicit GEMM; ours goes to ``direct``, which handles a stride by slicing.
+def nnpack_rules(geom: ConvGeometry) -> str:
+    """NNPACK's choice: stride 1 -> 1x1 ``direct``, 3x3 ``wt8x8``, kernels 2..8 ``ft8x8``
+    unless 8x8 tiles need more than 4x the tiles of 16x16 (then ``ft16x16``), up to 16
+    ``ft16x16``; anything else ``implicit_gemm``. (NNPACK sends strided 1x1 to implicit
+    GEMM; ``direct`` here handles a stride by slicing, so it keeps 1x1.)
     """
     kh, kw = geom.kernel
     if (kh, kw) == (1, 1):
@@ -28,3 +39,24 @@ def select_algorithm(geom: ConvGeometry) -> str:
     if min(kh, kw) >= 2 and max(kh, kw) <= 16:
         return "ft16x16"
     return "implicit_gemm"
+
+
+def select_algorithm(geom: ConvGeometry, batch: int = 1) -> str:
+    """The measured policy behind ``auto`` for a call of ``batch`` images.
+
+    1x1 -> ``direct``; strided -> ``implicit_gemm``; 3x3 -> ``wt8x8`` from
+    :data:`WINOGRAD_MIN_TILES` tiles per call, else ``implicit_gemm``; kernels from 2x2
+    to 16x16 -> ``ft16x16`` when batch x tiles x kernel area reaches
+    :data:`FFT16_MIN_WORK`, else ``implicit_gemm``. ``ft8x8`` is never picked: on 8x8
+    tiles a kernel of 4 or more leaves few outputs per tile, and 3x3 goes to Winograd.
+    """
+    kh, kw = geom.kernel
+    if (kh, kw) == (1, 1):
+        return "direct"
+    if geom.stride != (1, 1) or min(kh, kw) < 2 or max(kh, kw) > 16:
+        return "implicit_gemm"
+    if (kh, kw) == (3, 3):
+        th, tw = tile_counts(geom.out_hw, (6, 6))
+        return "wt8x8" if batch * th * tw >= WINOGRAD_MIN_TILES else "implicit_gemm"
+    th, tw = tile_counts(geom.out_hw, (16 - kh + 1, 16 - kw + 1))
+    return "ft16x16" if batch * th * tw * kh * kw >= FFT16_MIN_WORK else "implicit_gemm"

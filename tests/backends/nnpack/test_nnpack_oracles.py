@@ -58,7 +58,7 @@ def test_forward_sweep_against_reference_and_torch(rng, n, c, oc, h, w, k, strid
     expected = torch.nn.functional.conv2d(xt, torch.from_numpy(weight), torch.from_numpy(bias), stride=stride).numpy()
     geom = ConvGeometry(c, oc, (h, w), (k, k), (stride, stride), padding)
     for algorithm in _serving(geom):
-        tol = TOLERANCE[select_algorithm(geom) if algorithm == "auto" else algorithm]
+        tol = TOLERANCE[select_algorithm(geom, n) if algorithm == "auto" else algorithm]
         got = conv2d(x, weight, bias, (stride, stride), padding, algorithm=algorithm)
         assert rel_error(got, reference) < tol, algorithm
         assert rel_error(got, expected) < tol, algorithm

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from lowerkit_nnpack.geometry import ConvGeometry
-from lowerkit_nnpack.selection import select_algorithm
+from lowerkit_nnpack.selection import nnpack_rules, select_algorithm
 
 
 @pytest.mark.parametrize(
@@ -20,5 +20,25 @@ from lowerkit_nnpack.selection import select_algorithm
         ((16, 16), (1, 1), (40, 40), "ft16x16"),
     ],
 )
-def test_nnpack_selection_rules(kernel, stride, hw, expected):
-    assert select_algorithm(ConvGeometry(4, 4, hw, kernel, stride)) == expected
+def test_nnpack_published_rules(kernel, stride, hw, expected):
+    assert nnpack_rules(ConvGeometry(4, 4, hw, kernel, stride)) == expected
+
+
+@pytest.mark.parametrize(
+    "kernel,stride,hw,batch,expected",
+    [
+        ((1, 1), (2, 2), (56, 56), 1, "direct"),
+        ((3, 3), (1, 1), (56, 56), 1, "wt8x8"),  # 100 tiles
+        ((3, 3), (1, 1), (14, 14), 1, "implicit_gemm"),  # 9 tiles: the transformed kernel read dominates
+        ((3, 3), (1, 1), (14, 14), 8, "wt8x8"),  # 72 tiles
+        ((3, 3), (2, 2), (56, 56), 8, "implicit_gemm"),
+        ((5, 5), (1, 1), (13, 13), 1, "implicit_gemm"),
+        ((7, 7), (1, 1), (28, 28), 1, "ft16x16"),
+        ((5, 5), (1, 1), (12, 12), 64, "ft16x16"),
+        ((2, 2), (1, 1), (12, 12), 64, "implicit_gemm"),  # 64 tiles x area 4 < 400
+        ((1, 7), (1, 1), (30, 30), 8, "implicit_gemm"),
+    ],
+)
+def test_measured_policy(kernel, stride, hw, batch, expected):
+    pad = (kernel[0] // 2, kernel[1] // 2) * 2
+    assert select_algorithm(ConvGeometry(4, 4, hw, kernel, stride, pad), batch) == expected

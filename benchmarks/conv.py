@@ -1,0 +1,269 @@
+"""Convolution benchmark: nnpack algorithms vs ONNX Runtime, PyTorch and a numpy im2col+GEMM baseline.
+
+Runs every engine in one process on the ResNet-18 / VGG 3x3 layers (64..512 channels,
+56x56..7x7), a 1x1 and a stride-2 layer, at batch 1 and 8, and prints effective GFLOP/s
+(direct-convolution FLOPs 2*N*OC*OH*OW*IC*KH*KW over the median time) and ratios. Then the
+stride-1 gradient kernels against PyTorch's CPU backward.
+
+    python benchmarks/conv.py --quick      # a minute: batch 1, four layers
+    python benchmarks/conv.py              # full table (a few minutes on 2 cores)
+    python benchmarks/conv.py --markdown   # the same, as the tables in docs/nnpack.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from lowerkit_nnpack.algorithms import check_algorithm
+from lowerkit_nnpack.conv import Conv2d, RunOptions
+from lowerkit_nnpack.geometry import ConvGeometry, GeometryError
+from lowerkit_nnpack.grad import Conv2dInputGrad, Conv2dWeightGrad
+from lowerkit_nnpack.threads import cpu_count
+
+ALGORITHMS = ("wt8x8", "ft8x8", "ft16x16", "implicit_gemm", "direct")
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    c: int
+    oc: int
+    hw: int
+    k: int
+    stride: int = 1
+
+    @property
+    def pad(self) -> int:
+        return self.k // 2
+
+    def geometry(self) -> ConvGeometry:
+        p = self.pad
+        return ConvGeometry(self.c, self.oc, (self.hw, self.hw), (self.k, self.k), (self.stride,) * 2, (p,) * 4)
+
+
+LAYERS = [
+    Layer("resnet18 conv2_x 3x3", 64, 64, 56, 3),
+    Layer("resnet18 conv3_x 3x3", 128, 128, 28, 3),
+    Layer("resnet18 conv4_x 3x3", 256, 256, 14, 3),
+    Layer("resnet18 conv5_x 3x3", 512, 512, 7, 3),
+    Layer("vgg conv3 3x3", 256, 256, 56, 3),
+    Layer("vgg conv4 3x3", 512, 512, 28, 3),
+    Layer("vgg conv5 3x3", 512, 512, 14, 3),
+    Layer("resnet18 1x1 256->256", 256, 256, 14, 1),
+    Layer("resnet18 downsample 1x1/2", 64, 128, 56, 1, 2),
+    Layer("resnet18 conv3_1 3x3/2", 64, 128, 56, 3, 2),
+]
+QUICK = [LAYERS[0], LAYERS[2], LAYERS[3], LAYERS[8]]
+
+
+def timeit(fn: Callable[[], object], budget: float, reps: int) -> float:
+    """Median seconds per call: 1 warm-up, then up to ``reps`` calls within ``budget`` seconds."""
+    fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < reps and (len(times) < 3 or time.perf_counter() - start < budget):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def im2col_baseline(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    """The plain numpy convolution: pad, im2col via sliding windows (a copy), one GEMM per batch."""
+    n, c, _, _ = x.shape
+    oc, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::stride, ::stride]
+    oh, ow = win.shape[2], win.shape[3]
+    cols = win.transpose(1, 4, 5, 0, 2, 3).reshape(c * kh * kw, n * oh * ow)
+    out = w.reshape(oc, -1) @ cols
+    return out.reshape(oc, n, oh, ow).transpose(1, 0, 2, 3)
+
+
+def onnxruntime_conv(x: np.ndarray, w: np.ndarray, stride: int, pad: int, threads: int):
+    """A one-node ONNX model (Conv, weight as initializer) in an ONNX Runtime session, or None."""
+    try:
+        import onnx
+        import onnxruntime as ort
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError:
+        return None
+    oc, c, kh, kw = w.shape
+    node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[kh, kw], strides=[stride] * 2, pads=[pad] * 4)
+    graph = helper.make_graph(
+        [node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [numpy_helper.from_array(w, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = min(model.ir_version, 9)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return lambda: session.run(None, {"x": x})[0]
+
+
+def torch_module():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def serving(geom: ConvGeometry) -> list[str]:
+    names = []
+    for name in ALGORITHMS:
+        try:
+            check_algorithm(name, geom)
+            names.append(name)
+        except GeometryError:
+            pass
+    return names
+
+
+def geomean(values: list[float]) -> float:
+    values = [v for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
+
+
+def forward_table(layers: list[Layer], batches: list[int], args) -> list[dict]:
+    cores = cpu_count()
+    torch = torch_module()
+    if torch is not None:
+        torch.set_num_threads(cores)
+    rows = []
+    rng = np.random.default_rng(0)
+    for layer in layers:
+        geom = layer.geometry()
+        w = rng.standard_normal((layer.oc, layer.c, layer.k, layer.k)).astype(np.float32) * 0.05
+        for n in batches:
+            x = rng.standard_normal((n, layer.c, layer.hw, layer.hw)).astype(np.float32)
+            flops = geom.flops(n)
+            row: dict = {"layer": layer.name, "shape": f"{layer.c}->{layer.oc} {layer.hw}x{layer.hw} k{layer.k}/s{layer.stride}", "batch": n}
+            gf = lambda seconds: flops / seconds / 1e9  # noqa: E731
+            for name in serving(geom) + ["auto"]:
+                conv = Conv2d(geom, w, algorithm=name, options=RunOptions(args.threads))
+                row[name] = gf(timeit(lambda: conv(x), args.budget, args.reps))
+                if name == "auto":
+                    row["auto_is"] = conv.algorithm
+            best = 0.0
+            for blas in sorted({1, cores}):
+                with threadpool_limits(blas, user_api="blas"):
+                    best = max(best, gf(timeit(lambda: im2col_baseline(x, w, layer.stride, layer.pad), args.budget, args.reps)))
+            row["im2col"] = best
+            ort = onnxruntime_conv(x, w, layer.stride, layer.pad, cores)
+            row["onnxruntime"] = gf(timeit(ort, args.budget, args.reps)) if ort else float("nan")
+            if torch is not None:
+                xt, wt = torch.from_numpy(x), torch.from_numpy(w)
+                with torch.no_grad():
+                    row["torch"] = gf(timeit(lambda: torch.nn.functional.conv2d(xt, wt, stride=layer.stride, padding=layer.pad), args.budget, args.reps))
+            else:
+                row["torch"] = float("nan")
+            rows.append(row)
+            print_row(row, args.markdown)
+    return rows
+
+
+COLUMNS = ["wt8x8", "ft8x8", "ft16x16", "implicit_gemm", "direct", "auto", "im2col", "onnxruntime", "torch"]
+
+
+def print_header(markdown: bool) -> None:
+    cols = ["layer", "N", "auto is"] + COLUMNS + ["auto/im2col", "auto/ORT", "auto/torch"]
+    if markdown:
+        print("| " + " | ".join(cols) + " |")
+        print("|" + "---|" * len(cols))
+    else:
+        print(f"{'layer':<44} {'N':>2} {'auto is':>13} " + " ".join(f"{c[:9]:>9}" for c in COLUMNS[:-3])
+              + f" {'im2col':>7} {'ORT':>7} {'torch':>7} {'a/im2col':>8} {'a/ORT':>6} {'a/torch':>7}")
+
+
+def print_row(row: dict, markdown: bool) -> None:
+    def fmt(v) -> str:
+        return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1f}"
+
+    ratios = [row["auto"] / row["im2col"], row["auto"] / row["onnxruntime"], row["auto"] / row["torch"]]
+    name = f"{row['layer']} ({row['shape']})"
+    if markdown:
+        cells = [name, str(row["batch"]), row["auto_is"]] + [fmt(row.get(c)) for c in COLUMNS] + [f"{r:.2f}" for r in ratios]
+        print("| " + " | ".join(cells) + " |")
+    else:
+        print(f"{name[:44]:<44} {row['batch']:>2} {row['auto_is']:>13} "
+              + " ".join(f"{fmt(row.get(c)):>9}" for c in COLUMNS[:-3])
+              + f" {fmt(row['im2col']):>7} {fmt(row['onnxruntime']):>7} {fmt(row['torch']):>7}"
+              + f" {ratios[0]:>8.2f} {ratios[1]:>6.2f} {ratios[2]:>7.2f}", flush=True)
+
+
+def gradient_table(layers: list[Layer], batch: int, args) -> None:
+    torch = torch_module()
+    rng = np.random.default_rng(1)
+    print()
+    header = ["layer", "N", "input grad nnpack", "input grad torch", "ratio", "weight grad nnpack", "weight grad torch", "ratio"]
+    if args.markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+    else:
+        print("gradients (GFLOP/s, stride-1 3x3 layers): " + ", ".join(header))
+    for layer in layers:
+        if layer.stride != 1 or layer.k != 3:
+            continue
+        geom = layer.geometry()
+        flops = geom.flops(batch)
+        w = rng.standard_normal((layer.oc, layer.c, 3, 3)).astype(np.float32)
+        x = rng.standard_normal((batch, layer.c, layer.hw, layer.hw)).astype(np.float32)
+        dy = rng.standard_normal((batch, layer.oc, *geom.out_hw)).astype(np.float32)
+        dgrad = Conv2dInputGrad(geom, w, options=RunOptions(args.threads))
+        wgrad = Conv2dWeightGrad(geom, options=RunOptions(args.threads))
+        ours_in = flops / timeit(lambda: dgrad(dy), args.budget, args.reps) / 1e9
+        ours_w = flops / timeit(lambda: wgrad(x, dy), args.budget, args.reps) / 1e9
+        theirs_in = theirs_w = float("nan")
+        if torch is not None:
+            wt, xt, dyt = torch.from_numpy(w), torch.from_numpy(x), torch.from_numpy(dy)
+            theirs_in = flops / timeit(lambda: torch.nn.grad.conv2d_input(x.shape, wt, dyt, padding=1), args.budget, args.reps) / 1e9
+            theirs_w = flops / timeit(lambda: torch.nn.grad.conv2d_weight(xt, w.shape, dyt, padding=1), args.budget, args.reps) / 1e9
+        cells = [f"{layer.name} ({layer.c}->{layer.oc} {layer.hw}x{layer.hw})", str(batch),
+                 f"{ours_in:.1f}", f"{theirs_in:.1f}", f"{ours_in / theirs_in:.2f}",
+                 f"{ours_w:.1f}", f"{theirs_w:.1f}", f"{ours_w / theirs_w:.2f}"]
+        print(("| " + " | ".join(cells) + " |") if args.markdown else "  ".join(cells), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="batch 1, four layers, short budget")
+    parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    parser.add_argument("--threads", type=int, default=0, help="nnpack pool threads (0: all cores)")
+    parser.add_argument("--reps", type=int, default=15, help="max timed calls per measurement")
+    parser.add_argument("--budget", type=float, default=1.0, help="seconds per measurement (after 3 calls)")
+    parser.add_argument("--no-gradients", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.reps, args.budget = min(args.reps, 5), min(args.budget, 0.3)
+    layers, batches = (QUICK, [1]) if args.quick else (LAYERS, [1, 8])
+
+    print(f"cores: {cpu_count()}  load: {os.getloadavg()}  OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '<unset>')}")
+    for info in threadpool_info():
+        print(f"BLAS: {info.get('internal_api')} {info.get('version')} kernel={info.get('architecture')} "
+              f"threads={info.get('num_threads')} ({info.get('filepath')})")
+    print("effective GFLOP/s = 2*N*OC*OH*OW*IC*KH*KW / median time; im2col = best of BLAS 1 and all-core threads")
+    print()
+    print_header(args.markdown)
+    rows = forward_table(layers, batches, args)
+    three = [r for r in rows if "3x3" in r["layer"] and "/2" not in r["layer"]]
+    print()
+    for label, key in (("im2col", "im2col"), ("ONNX Runtime", "onnxruntime"), ("torch", "torch")):
+        print(f"geomean auto/{label} over the stride-1 3x3 rows: {geomean([r['auto'] / r[key] for r in three]):.2f}")
+    print(f"geomean auto/ONNX Runtime over all rows: {geomean([r['auto'] / r['onnxruntime'] for r in rows]):.2f}")
+    if not args.no_gradients:
+        gradient_table(layers, 1 if args.quick else 8, args)
+
+
+if __name__ == "__main__":
+    main()
