@@ -8,6 +8,7 @@ failure into a lowerkit error that names the backend.
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 import os
 import sys
@@ -33,7 +34,11 @@ _wrapper_counter = iter(range(1, sys.maxsize))
 
 def disabled_names() -> frozenset[str]:
     """Backend names blocked by ``LOWERKIT_DISABLE_PLUGINS`` (read now, not at import)."""
-    raw = os.environ.get(DISABLE_ENV, "")
+    return _parse_disabled(os.environ.get(DISABLE_ENV, ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_disabled(raw: str) -> frozenset[str]:
     return frozenset(part.strip() for part in raw.split(",") if part.strip())
 
 
@@ -71,9 +76,12 @@ class Backend:
 
     @property
     def pm(self) -> pluggy.PluginManager:
-        self._ensure_loaded()
-        assert self._pm is not None
-        return self._pm
+        pm = self._pm
+        if pm is None:  # the common case skips the lock
+            self._ensure_loaded()
+            pm = self._pm
+            assert pm is not None
+        return pm
 
     def load_error(self) -> PluginError | None:
         """Import and validate the plugin if not done; the error that made it broken, if any."""
