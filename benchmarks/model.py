@@ -1,0 +1,228 @@
+"""Whole-model benchmark: ResNet-18 on glow_like (each opt level, and int8), on
+["nnpack", "glow_like"], on reference, on ONNX Runtime and on PyTorch, same weights, one process.
+
+ONNX Runtime gets an ONNX graph built with onnx.helper from the lowerkit module; PyTorch
+runs the same graph op by op with torch.nn.functional under inference_mode (what the
+equivalent torch model's forward does). Prints the median latency, each ratio to ONNX
+Runtime, the glow_like memory-plan numbers and the BLAS kernel in use.
+
+    python benchmarks/model.py              # batch 1 and 8 (a few minutes on 2 cores)
+    python benchmarks/model.py --batch 1    # batch 1 only
+    python benchmarks/model.py --repeat 5   # fewer timed runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+from threadpoolctl import threadpool_info
+
+import lowerkit as lk
+from lowerkit import graph_of, models
+
+
+def median_ms(fn: Callable[[], object], repeat: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+# -- ONNX export of the (traced) lowerkit graph ---------------------------------------------------
+def to_onnx(module: lk.Module):
+    """An ONNX model computing ``module.forward`` (the ops a traced ResNet uses)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = graph_of(module, "forward")
+    names = {id(v): v.name for v in graph.inputs}
+    nodes, inits = [], []
+
+    def init(name: str, array: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        return name
+
+    for node in graph.nodes:
+        out = node.output.name
+        names[id(node.output)] = out
+        ins = [names[id(v)] for v in node.inputs]
+        a = node.attrs
+        if node.op == "param":
+            init(out, module.parameters[a["name"]])
+        elif node.op == "constant":
+            init(out, a["value"])
+        elif node.op == "conv2d":
+            nodes.append(helper.make_node("Conv", ins, [out], strides=list(a["stride"]), pads=list(a["padding"]),
+                                          dilations=list(a["dilation"]), group=a["groups"]))
+        elif node.op == "batch_norm":
+            x, mean, var, w, b = ins
+            nodes.append(helper.make_node("BatchNormalization", [x, w, b, mean, var], [out], epsilon=a["eps"]))
+        elif node.op in ("relu", "add"):
+            nodes.append(helper.make_node(node.op.capitalize(), ins, [out]))
+        elif node.op == "max_pool2d":
+            nodes.append(helper.make_node("MaxPool", ins, [out], kernel_shape=list(a["kernel_size"]),
+                                          strides=list(a["stride"]), pads=list(a["padding"]),
+                                          ceil_mode=int(a["ceil_mode"])))
+        elif node.op == "global_avg_pool2d":
+            nodes.append(helper.make_node("GlobalAveragePool", ins, [out]))
+        elif node.op == "flatten" and a["end_dim"] in (-1, node.inputs[0].type.rank - 1):
+            nodes.append(helper.make_node("Flatten", ins, [out], axis=a["start_dim"]))
+        elif node.op == "linear":
+            nodes.append(helper.make_node("Gemm", ins, [out], transB=1))
+        else:
+            raise NotImplementedError(f"benchmark ONNX export: no mapping for {node.op}")
+    io = lambda v: helper.make_tensor_value_info(names[id(v)], TensorProto.FLOAT, list(v.type.shape))  # noqa: E731
+    g = helper.make_graph(nodes, "forward", [io(v) for v in graph.inputs], [io(v) for v in graph.outputs], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+# -- PyTorch, same weights ---------------------------------------------------------------------
+def torch_runner(module: lk.Module):
+    """A function running ``module.forward`` with torch.nn.functional on torch tensors."""
+    import torch
+    import torch.nn.functional as F
+
+    graph = graph_of(module, "forward")
+    params = {k: torch.from_numpy(np.array(v)) for k, v in module.parameters.items()}
+
+    def pads(p):  # symmetric padding only, as ResNet uses
+        top, left, bottom, right = p
+        assert (top, left) == (bottom, right)
+        return (top, left)
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        env = {id(graph.inputs[0]): x}
+        for node in graph.nodes:
+            a = node.attrs
+            ins = [env[id(v)] for v in node.inputs]
+            if node.op == "param":
+                y = params[a["name"]]
+            elif node.op == "conv2d":
+                y = F.conv2d(*ins, stride=a["stride"], padding=pads(a["padding"]), dilation=a["dilation"],
+                             groups=a["groups"])
+            elif node.op == "batch_norm":
+                x_, mean, var, w, b = ins
+                y = F.batch_norm(x_, mean, var, w, b, training=False, eps=a["eps"])
+            elif node.op == "relu":
+                y = F.relu(ins[0])
+            elif node.op == "add":
+                y = ins[0] + ins[1]
+            elif node.op == "max_pool2d":
+                y = F.max_pool2d(ins[0], a["kernel_size"], a["stride"], pads(a["padding"]), ceil_mode=a["ceil_mode"])
+            elif node.op == "global_avg_pool2d":
+                y = F.adaptive_avg_pool2d(ins[0], 1)
+            elif node.op == "flatten":
+                y = torch.flatten(ins[0], a["start_dim"], a["end_dim"])
+            elif node.op == "linear":
+                y = F.linear(*ins)
+            else:
+                raise NotImplementedError(f"benchmark torch runner: no mapping for {node.op}")
+            env[id(node.output)] = y
+        return env[id(graph.outputs[0])]
+
+    return run
+
+
+def bench_batch(batch: int, repeat: int, with_int8: bool) -> None:
+    x = models.example_input("resnet18", batch=batch)
+    module = lk.trace(models.resnet18(), x)
+    expected = None
+    rows: list[tuple[str, float | None, str]] = []
+
+    try:
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        sess = ort.InferenceSession(to_onnx(module).SerializeToString(), so, providers=["CPUExecutionProvider"])
+        expected = sess.run(None, {graph_of(module).inputs[0].name: x})[0]
+        rows.append(("onnxruntime", median_ms(lambda: sess.run(None, {graph_of(module).inputs[0].name: x}), repeat), ""))
+    except ImportError as err:
+        rows.append(("onnxruntime", None, f"skipped: {err}"))
+
+    try:
+        import torch
+
+        run = torch_runner(module)
+        tx = torch.from_numpy(x)
+        with torch.inference_mode():
+            got = run(tx).numpy()
+            rows.append(("pytorch (F ops, same weights)", median_ms(lambda: run(tx), repeat),
+                         f"threads={torch.get_num_threads()}"))
+        expected = got if expected is None else expected
+    except ImportError as err:
+        rows.append(("pytorch", None, f"skipped: {err}"))
+
+    if expected is None:
+        expected = module(x)
+
+    def check(out) -> str:
+        err = float(np.abs(out - expected).max() / np.abs(expected).max())
+        return f"max rel err {err:.1e}"
+
+    plans = {}
+    for level in (0, 1, 2):
+        lowered = lk.to_backend(module, "glow_like", {"forward": {"opt_level": level}})
+        rows.append((f"glow_like opt {level}", median_ms(lambda: lowered(x), repeat), check(lowered(x))))
+        plans[level] = lowered
+    if with_int8:
+        import lowerkit_glow_like as glow
+
+        rng = np.random.default_rng(1)
+        calib = [rng.standard_normal(x.shape).astype(np.float32) for _ in range(4)]
+        profile = glow.calibrate(module, calib, progress=False)
+        q = lk.to_backend(module, "glow_like", {"forward": {"precision": "int8", "profile": profile}})
+        rows.append(("glow_like int8 (opt 2)", median_ms(lambda: q(x), max(3, repeat // 2)), check(q(x)) + " (quantized)"))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mixed = lk.to_backend(module, ["nnpack", "glow_like"])
+        rows.append(('["nnpack", "glow_like"]', median_ms(lambda: mixed(x), repeat), check(mixed(x))))
+    except Exception as err:  # partitioning or nnpack missing: say so and go on
+        rows.append(('["nnpack", "glow_like"]', None, f"skipped: {type(err).__name__}: {err}"))
+    ref = lk.to_backend(module, "reference")
+    rows.append(("reference", median_ms(lambda: ref(x), max(3, repeat // 4), warmup=1), check(ref(x))))
+
+    base = next((ms for name, ms, _ in rows if name == "onnxruntime" and ms is not None), None)
+    print(f"\nResNet-18, batch {batch}, input {list(x.shape)} (median of {repeat} runs)")
+    print(f"  {'engine':32s} {'ms':>9s} {'/ ORT':>7s}  note")
+    for name, ms, note in rows:
+        if ms is None:
+            print(f"  {name:32s} {'-':>9s} {'-':>7s}  {note}")
+        else:
+            ratio = f"{ms / base:6.2f}x" if base else "-"
+            print(f"  {name:32s} {ms:9.2f} {ratio:>7s}  {note}")
+    from lowerkit_glow_like.payload.codec import decode
+
+    for level, lowered in plans.items():
+        (program,) = decode(lowered.record.payload)
+        p = program.plan
+        print(f"  memory plan opt {level}: peak {p.peak_bytes / 2**20:.2f} MiB, no reuse {p.sum_bytes / 2**20:.2f} MiB, "
+              f"lower bound {p.lower_bound_bytes / 2**20:.2f} MiB (peak/bound {p.peak_bytes / p.lower_bound_bytes:.3f}, "
+              f"saves {1 - p.peak_bytes / p.sum_bytes:.1%}), scratch {p.scratch_bytes / 2**20:.2f} MiB, "
+              f"{len(program.instructions)} instructions")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, action="append", help="batch size(s); default 1 and 8")
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--no-int8", action="store_true")
+    args = parser.parse_args()
+    for info in threadpool_info():
+        print(f"BLAS: {info.get('internal_api')} {info.get('version')} {info.get('architecture')} "
+              f"threads={info.get('num_threads')} ({info.get('user_api')})")
+    for batch in args.batch or [1, 8]:
+        bench_batch(batch, args.repeat if batch == 1 else max(3, args.repeat // 4), not args.no_int8)
+
+
+if __name__ == "__main__":
+    main()
