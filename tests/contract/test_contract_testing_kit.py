@@ -16,6 +16,7 @@ def _toy_dists(dists):
 class TestToyConformance(BackendConformance):
     backend_name = "toy"
     supported_ops = frozenset({"add", "sub", "mul", "neg", "relu"})
+    compile_options = {"threads": 2, "note": "any JSON the backend accepts"}
 
 
 class TestToyUnavailableConformance(BackendConformance):

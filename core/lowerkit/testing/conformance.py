@@ -56,6 +56,8 @@ class BackendConformance:
     skip_cases: ClassVar[dict[str, str]] = {}
     #: The op case the contract tests lower; ``None`` picks a supported basic case.
     contract_case: ClassVar[str | None] = None
+    #: Options for ``forward`` the backend accepts; the save/load test checks they round-trip.
+    compile_options: ClassVar[dict[str, Any]] = {}
 
     # -- helpers ----------------------------------------------------------------------------
     def info(self) -> BackendInfo:
@@ -134,7 +136,7 @@ class BackendConformance:
 
     def test_save_load_round_trip(self) -> None:
         module, inputs = self.contract_module()
-        spec = {"forward": {"conformance": True}}
+        spec = {"forward": dict(self.compile_options)}
         lowered = self.lower(module, compile_spec=spec, keep_source=True)
         data = lk.dumps(lowered)
         if not self.info().available:
@@ -146,7 +148,7 @@ class BackendConformance:
             return
         loaded = lk.loads(data)
         assert loaded.backend == self.backend_name
-        assert loaded.compile_spec == {"forward": {"conformance": True}, "again": {}}
+        assert loaded.compile_spec == {"forward": dict(self.compile_options), "again": {}}
         self.assert_close(loaded(*inputs), module(*inputs), self.the_case().op)
         assert lk.dumps(loaded) == data
 
