@@ -266,6 +266,16 @@ class LoweredModule:
             return lambda *inputs: self.run(name, *inputs)
         raise AttributeError(f"{type(self).__name__} has no attribute or method {name!r}")
 
+    def __copy__(self) -> LoweredModule:
+        # A copy shares the immutable record and compiles its own handles when first called.
+        twin = type(self)(self._record)
+        twin._backend = self._backend
+        twin._fallback = self._fallback
+        return twin
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LoweredModule:
+        return self.__copy__()
+
     def __repr__(self) -> str:
         return f"<lowerkit.LoweredModule {self.name} backend={self.backend!r} methods={sorted(self.methods)}>"
 

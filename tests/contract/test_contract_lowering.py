@@ -297,3 +297,13 @@ def test_traced_outer_module_calls_lowered_modules(toy, tmp_path):
         np.testing.assert_allclose(traced(x), expected, rtol=1e-6)
         lk.save(traced, tmp_path / "traced.lkm")
         np.testing.assert_allclose(lk.load(tmp_path / "traced.lkm")(x), expected, rtol=1e-6)
+
+
+def test_copies_share_the_record_and_compile_their_own_handles(toy, xh):
+    import copy
+
+    lowered = lk.to_backend(accum_module(), "toy")
+    for twin in (copy.copy(lowered), copy.deepcopy(lowered)):
+        assert twin.record is lowered.record and not twin.is_compiled
+        _same(twin(*xh), lowered(*xh))
+        assert twin._handles is not lowered._handles
