@@ -140,3 +140,12 @@ def test_failing_self_test_reports_reason(monkeypatch):
     answer = lowerkit_nnpack.lowerkit_is_available()
     assert not answer and "self-test failed" in answer.reason
     monkeypatch.setattr(selftest, "_result", None)
+
+
+def test_resnet18_partitioned_with_reference_matches_reference():
+    from lowerkit import models
+
+    x = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    module = lowerkit.trace(models.resnet18(num_classes=10), x)
+    lowered = lowerkit.to_backend(module, ["nnpack", "reference"])
+    np.testing.assert_allclose(lowered(x), module(x), rtol=1e-4, atol=1e-4)
