@@ -190,3 +190,34 @@ def test_register_backend_accepts_a_class():
         assert (info.available, info.note) == (False, "no device")
     finally:
         unregister_backend("klass")
+
+
+def test_each_backend_has_its_own_manager_and_wrappers_reach_all(dists, monkeypatch):
+    import numpy as np
+
+    from contract_modules import scaled_module
+    from lowerkit._plugins import add_wrapper
+
+    toy, noavail = get_backend("toy"), get_backend("noavail")
+    assert toy.pm is not noavail.pm
+    assert [i.plugin_name for i in toy.pm.hook.lowerkit_execute.get_hookimpls()] == ["toy"]
+    seen = []
+
+    class Tracer:
+        def __init__(self, backend):
+            self.backend = backend
+
+        @hookimpl(wrapper=True)
+        def lowerkit_execute(self, method):
+            seen.append((self.backend, method))
+            return (yield)
+
+    remove = add_wrapper(Tracer)
+    try:
+        x = np.ones((2, 3), np.float32)
+        lk.to_backend(scaled_module(1.0), "toy")(x)
+        lk.to_backend(scaled_module(1.0), "noavail")(x)
+    finally:
+        remove()
+    assert seen == [("toy", "forward"), ("noavail", "forward")]
+    assert len(toy.pm.hook.lowerkit_execute.get_hookimpls()) == 1
