@@ -185,16 +185,18 @@ class Backend:
 
         try:
             handles = self.pm.hook.lowerkit_compile(processed=processed, compile_spec=compile_spec)
-        except (FormatError, ValueError) as err:
-            made = made_by or "unknown"
-            raise FormatError(
-                f"backend {self.name!r} rejected its payload: {err} (payload made by "
-                f"{self.distribution or self.name} version {made}, installed version "
-                f"{self.version or 'unknown'})"
-            ) from err
-        except LowerkitError:
-            raise
         except Exception as err:
+            rejected = isinstance(err, FormatError) or (
+                isinstance(err, ValueError) and not isinstance(err, LowerkitError)
+            )
+            if rejected:
+                raise FormatError(
+                    f"backend {self.name!r} rejected its payload: {err} (payload made by "
+                    f"{self.distribution or self.name} version {made_by or 'unknown'}, "
+                    f"installed version {self.version or 'unknown'})"
+                ) from err
+            if isinstance(err, LowerkitError):  # e.g. InputError for a bad option
+                raise
             raise self._execution_error("lowerkit_compile", err) from err
         if not isinstance(handles, dict):
             raise PluginError(

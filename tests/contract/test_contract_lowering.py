@@ -307,3 +307,41 @@ def test_copies_share_the_record_and_compile_their_own_handles(toy, xh):
         assert twin.record is lowered.record and not twin.is_compiled
         _same(twin(*xh), lowered(*xh))
         assert twin._handles is not lowered._handles
+
+
+class _Picky:
+    """Backend whose compile fails in different ways, selected by the payload."""
+
+    @lk.hookimpl
+    def lowerkit_preprocess(self, module, compile_spec):
+        return compile_spec["forward"].get("payload", "ok").encode()
+
+    @lk.hookimpl
+    def lowerkit_compile(self, processed, compile_spec):
+        if processed == b"value":
+            raise ValueError("payload version 7 is too new")
+        if processed == b"option":
+            raise InputError("option 'threads' must be positive")
+        if processed == b"crash":
+            raise KeyError("boom")
+        return {m: m for m in compile_spec}
+
+    @lk.hookimpl
+    def lowerkit_execute(self, handle, inputs):
+        return [inputs[0]]
+
+
+def test_compile_failures_are_classified():
+    from lowerkit._plugins import register_backend, unregister_backend
+
+    register_backend(_Picky, "picky", distribution="lowerkit-picky", version="2.0")
+    module = scaled_module(1.0)
+    try:
+        with pytest.raises(FormatError, match=r"backend 'picky' rejected its payload: payload version 7 is too new \(payload made by lowerkit-picky version 2.0, installed version 2.0\)"):
+            lk.to_backend(module, "picky", {"forward": {"payload": "value"}})
+        with pytest.raises(InputError, match="option 'threads' must be positive"):
+            lk.to_backend(module, "picky", {"forward": {"payload": "option"}})
+        with pytest.raises(BackendExecutionError, match=r"backend 'picky': lowerkit_compile raised KeyError: 'boom'"):
+            lk.to_backend(module, "picky", {"forward": {"payload": "crash"}})
+    finally:
+        unregister_backend("picky")
