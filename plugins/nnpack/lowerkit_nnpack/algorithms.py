@@ -237,15 +237,30 @@ class FourierTiles16(FourierTiles):
     size = 16
 
 
+# Below this many output pixels per image, the images of a chunk share one GEMM (batch
+# folded into the GEMM's columns) instead of one thin GEMM each; see docs/nnpack.md.
+FOLD_BATCH_BELOW_PIXELS = 1024
+
+
 class ImplicitGemm(ConvAlgorithm):
-    """implicit_gemm: im2col of each image into a reused column buffer, then one BLAS GEMM per image."""
+    """implicit_gemm: im2col into a reused column buffer, then BLAS GEMMs.
+
+    Large images get one GEMM per image written straight into the output; small ones
+    (fewer than :data:`FOLD_BATCH_BELOW_PIXELS` pixels) fold the batch into one wider
+    GEMM whose result is then transposed into NCHW.
+    """
 
     name = "implicit_gemm"
 
     def _transform_kernel(self, ws: Workspace | None, weight: np.ndarray) -> np.ndarray:
         return weight.reshape(self.geom.out_channels, -1)
 
+    def _fold(self, n: int) -> bool:
+        oh, ow = self.geom.out_hw
+        return n > 1 and oh * ow < FOLD_BATCH_BELOW_PIXELS
+
     def transform_input(self, x: np.ndarray) -> np.ndarray:
+        """Columns [N, C*KH*KW, OH*OW], or [C*KH*KW, N*OH*OW] when the batch is folded."""
         g = self.geom
         n, c = x.shape[0], g.in_channels
         t, l, b, r = g.padding
@@ -256,9 +271,12 @@ class ImplicitGemm(ConvAlgorithm):
             src = x
         (kh, kw), (oh, ow), (s0, s1) = g.kernel, g.out_hw, g.stride
         sn, sc, sh, sw = src.strides
-        view = as_strided(
-            src, (n, c, kh, kw, oh, ow), (sn, sc, sh, sw, sh * s0, sw * s1), writeable=False
-        )
+        if self._fold(n):
+            view = as_strided(src, (c, kh, kw, n, oh, ow), (sc, sh, sw, sn, sh * s0, sw * s1), writeable=False)
+            cols = self.ws.get("cols_folded", (c, kh, kw, n, oh, ow))
+            np.copyto(cols, view)
+            return cols.reshape(c * kh * kw, n * oh * ow)
+        view = as_strided(src, (n, c, kh, kw, oh, ow), (sn, sc, sh, sw, sh * s0, sw * s1), writeable=False)
         cols = self.ws.get("cols", (n, c, kh, kw, oh, ow))
         np.copyto(cols, view)
         return cols.reshape(n, c * kh * kw, oh * ow)
@@ -268,13 +286,25 @@ class ImplicitGemm(ConvAlgorithm):
     ) -> None:
         w = kernel[block]
         out_block = out[:, block]
-        for i in range(out.shape[0]):
-            np.matmul(w, state[i], out=out_block[i].reshape(w.shape[0], -1))
+        n, ocb = out.shape[0], w.shape[0]
+        if state.ndim == 2:  # batch folded into the columns
+            res = self.ws.get("gemm", (ocb, state.shape[1]))
+            np.matmul(w, state, out=res)
+            np.copyto(out_block, res.reshape(ocb, n, *out.shape[2:]).transpose(1, 0, 2, 3))
+        else:
+            for i in range(n):
+                dst = out_block[i]
+                if dst.flags.c_contiguous:
+                    np.matmul(w, state[i], out=dst.reshape(ocb, -1))
+                else:  # pragma: no cover - callers pass contiguous outputs
+                    res = self.ws.get("gemm", (ocb, state.shape[2]))
+                    np.matmul(w, state[i], out=res)
+                    np.copyto(dst, res.reshape(dst.shape))
         self._epilogue(out_block, bias, block)
 
 
 class Direct(ImplicitGemm):
-    """direct (1x1): a plain GEMM per image; a stride reads a strided slice of the input."""
+    """direct (1x1): a plain GEMM per image (or per folded batch); a stride reads a strided slice."""
 
     name = "direct"
 
@@ -282,10 +312,16 @@ class Direct(ImplicitGemm):
         g = self.geom
         n, c = x.shape[0], g.in_channels
         oh, ow = g.out_hw
+        s0, s1 = g.stride
+        src = x if g.stride == (1, 1) else x[:, :, : (oh - 1) * s0 + 1 : s0, : (ow - 1) * s1 + 1 : s1]
+        if self._fold(n):
+            cols = self.ws.get("cols_folded", (c, n, oh, ow))
+            np.copyto(cols, src.transpose(1, 0, 2, 3))
+            return cols.reshape(c, n * oh * ow)
         if g.stride == (1, 1):
             return x.reshape(n, c, oh * ow)
         sub = self.ws.get("sub", (n, c, oh, ow))
-        np.copyto(sub, x[:, :, : (oh - 1) * g.stride[0] + 1 : g.stride[0], : (ow - 1) * g.stride[1] + 1 : g.stride[1]])
+        np.copyto(sub, src)
         return sub.reshape(n, c, oh * ow)
 
 

@@ -92,12 +92,19 @@ class Conv2dWeightGrad:
 
         def run_block(block: slice) -> None:
             dst = out[block]
+            if cols.ndim == 2:  # batch folded: one GEMM over all images
+                np.matmul(dy_folded[block], cols.T, out=dst)
+                return
             part = ws.get("partial", dst.shape)
             for i in range(n):
                 np.matmul(dy[i, block], cols[i].T, out=part)
                 dst += part
 
         with blas_limit(workers):
-            cols = self.im2col.transform_input(x)  # [N, C*KH*KW, OH*OW]
+            cols = self.im2col.transform_input(x)  # [N, C*KH*KW, P] or folded [C*KH*KW, N*P]
+            if cols.ndim == 2:
+                dy_folded = ws.get("dy_folded", (g.out_channels, n, oh * ow))
+                np.copyto(dy_folded, dy.transpose(1, 0, 2))
+                dy_folded = dy_folded.reshape(g.out_channels, n * oh * ow)
             run_parallel(workers, run_block, split(g.out_channels, workers))
         return out.reshape(g.out_channels, g.in_channels, *g.kernel)
