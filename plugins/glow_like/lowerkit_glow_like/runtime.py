@@ -20,19 +20,40 @@ from lowerkit.ir import DTYPES
 from .kernels import KERNELS
 from .lir import ALIGNMENT, Program
 
-_controller_lock = threading.Lock()
-_controller = None
+class _BlasLimit:
+    """Process-wide BLAS thread limit shared by concurrent calls.
+
+    The BLAS thread count is global, so nested per-thread save/restore would race (a call
+    could restore another call's limit and leave BLAS reduced for good). Instead the first
+    call to enter sets the limit, later ones join it, and the last to leave restores the
+    original setting.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._restore = None
+        self._controller = None  # made on first use: it inspects the loaded libraries
+
+    def enter(self, threads: int) -> None:
+        with self._lock:
+            if self._users == 0:
+                if self._controller is None:
+                    from threadpoolctl import ThreadpoolController
+
+                    self._controller = ThreadpoolController()
+                self._restore = self._controller.limit(limits=threads, user_api="blas")
+            self._users += 1
+
+    def exit(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users == 0 and self._restore is not None:
+                self._restore.restore_original_limits()
+                self._restore = None
 
 
-def _blas_controller():
-    """threadpoolctl's controller, made on first use (it inspects loaded libraries)."""
-    global _controller
-    with _controller_lock:
-        if _controller is None:
-            from threadpoolctl import ThreadpoolController
-
-            _controller = ThreadpoolController()
-        return _controller
+BLAS_LIMIT = _BlasLimit()
 
 
 def _aligned_bytes(nbytes: int) -> np.ndarray:
@@ -112,9 +133,12 @@ class Executable:
                 )
             np.copyto(dst, src, casting="same_kind")
         if self.threads:
-            with _blas_controller().limit(limits=int(self.threads), user_api="blas"):
+            BLAS_LIMIT.enter(int(self.threads))
+            try:
                 for call in state.calls:
                     call()
+            finally:
+                BLAS_LIMIT.exit()
         else:
             for call in state.calls:
                 call()

@@ -25,14 +25,26 @@ def _is_pointwise(w_shape, stride, padding, dilation) -> bool:
     return w_shape[2] == 1 and w_shape[3] == 1 and stride == (1, 1) and not any(padding)
 
 
+# Below this many output pixels per image, a batch runs as one GEMM over all images (the
+# per-image GEMM would be too skinny for BLAS); the result is then transposed into NCHW.
+BATCHED_PIXELS = 1024
+
+
+def _batched(n: int, oh: int, ow: int, groups: int) -> bool:
+    return n > 1 and groups == 1 and oh * ow < BATCHED_PIXELS
+
+
 def conv_scratch_bytes(in_types, out_types, attrs, itemsize: int = 4) -> int:
-    """Bytes of the column buffer one image and group needs."""
+    """Bytes of the column buffer (one image and group, or the whole batch) and GEMM result."""
     x, w = in_types[0], in_types[1]
     stride, padding, dilation, groups = _geometry(x.shape, w.shape, out_types[0].shape, attrs)
-    if _is_pointwise(w.shape, stride, padding, dilation) and groups == 1:
-        return 0
-    _, cg, kh, kw = w.shape
+    n = x.shape[0]
+    oc, cg, kh, kw = w.shape
     _, _, oh, ow = out_types[0].shape
+    if _batched(n, oh, ow, groups):
+        return (cg * kh * kw + oc) * n * oh * ow * itemsize
+    if _is_pointwise(w.shape, stride, padding, dilation):
+        return 0
     return cg * kh * kw * oh * ow * itemsize
 
 
@@ -71,6 +83,8 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, col_dtype=np.float32):
     act = attrs.get("act", "none")
     pointwise = _is_pointwise(w.shape, stride, padding, dilation)
     tap_list = taps((h, wd), (oh, ow), (kh, kw), stride, padding, dilation)
+    if _batched(n, oh, ow, groups):
+        return _prepare_batched(x, w2[0], b3, out, attrs, tap_list, scratch, col_dtype)
     col = None if pointwise else scratch_array(scratch, col_dtype, (cg, kh, kw, oh, ow))
     col2 = None if col is None else col.reshape(k, oh * ow)
 
@@ -88,6 +102,32 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, col_dtype=np.float32):
                 np.add(out[i], b3, out=out[i])
             if act != "none":
                 apply_activation(out[i], attrs)
+
+    return run
+
+
+def _prepare_batched(x, w2, b3, out, attrs, tap_list, scratch, col_dtype):
+    """One GEMM for the whole batch: columns [K, N, OH, OW], result [OC, N, OH*OW]."""
+    n, cg = x.shape[0], x.shape[1]
+    oc, k = w2.shape
+    _, _, oh, ow = out.shape
+    kh = max(t.kh for t in tap_list) + 1
+    kw = max(t.kw for t in tap_list) + 1
+    col = scratch_array(scratch, col_dtype, (cg, kh, kw, n, oh, ow))
+    acc = scratch_array(scratch, col_dtype, (oc, n, oh * ow), offset=col.nbytes)
+    col2, acc2 = col.reshape(k, n * oh * ow), acc.reshape(oc, n * oh * ow)
+    act = attrs.get("act", "none")
+    out3 = out.reshape(n, oc, oh * ow)
+
+    def run():
+        for i in range(n):
+            fill_columns(col[:, :, :, i], x[i], tap_list, (oh, ow))
+        np.matmul(w2, col2, out=acc2)
+        np.copyto(out3, acc.transpose(1, 0, 2))
+        if b3 is not None:
+            np.add(out, b3, out=out)
+        if act != "none":
+            apply_activation(out, attrs)
 
     return run
 
