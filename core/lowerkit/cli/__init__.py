@@ -36,6 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-source", action="store_true", help="also store the original module (for fallback)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D,D,...",
                    help="static shape of an ONNX input with symbolic dims")
+    p.add_argument("--submodules", metavar="PATH,PATH2",
+                   help="lower only the nodes under these module paths (selective lowering)")
+    p.add_argument("--report", action="store_true", help="print the partition report")
+    p.add_argument("--json", action="store_true", help="print the partition report as JSON")
     p.set_defaults(func=commands.cmd_lower)
 
     p = sub.add_parser("run", help="run a saved module on .npy inputs")
@@ -48,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect", help="show what a saved file holds")
     p.add_argument("file", metavar="FILE")
+    p.add_argument("--dot", action="store_true",
+                   help="print a Graphviz drawing of a partitioned module, one colour per backend")
     p.set_defaults(func=commands.cmd_inspect)
 
     p = sub.add_parser("demo", help="trace, run, save, load and lower a small CNN")

@@ -7,30 +7,35 @@ from typing import Any
 
 from .._lowered import LoweredModule, deferred_compile
 from .._plugins import backends
-from ..errors import FormatError
+from ..errors import InputError
 
-__all__ = ["describe_file"]
+__all__ = ["describe_file", "partition_dot"]
+
+
+def _read(path: str) -> tuple[tuple[int, int], int, Any]:
+    """(format version, file size, object) without compiling anything."""
+    from ..serialization import decode
+    from ..serialization.container import read_file
+
+    data = read_file(path)
+    with deferred_compile():
+        decoded = decode(data)
+    return decoded.version, len(data), decoded.obj
+
+
+def partition_dot(path: str) -> str:
+    """The Graphviz drawing of a partitioned module's report."""
+    _, _, obj = _read(path)
+    if _partition_outer(obj) is None:
+        raise InputError(f"{path} holds no partitioned module: --dot draws partitions only")
+    return obj.partition_report().to_dot()
 
 
 def describe_file(path: str) -> str:
     """Format version, then the module's IR and every lowered part (backend, payload, spec)."""
-    from google.protobuf.message import DecodeError
-
-    from ..serialization import lowerkit_pb2 as pb
-    from ..serialization.container import read_file, unframe
-    from ..serialization.convert import file_from_proto
-
-    data = read_file(path)
-    version, payload = unframe(data)
-    msg = pb.File()
-    try:
-        msg.ParseFromString(payload)
-    except (DecodeError, RecursionError, ValueError, RuntimeError) as err:
-        raise FormatError(f"{path}: payload does not decode: {err}") from None
-    with deferred_compile():
-        obj = file_from_proto(msg)
+    version, size, obj = _read(path)
     installed = {b.name: b for b in backends(check=False)}
-    lines = [f"file: {path} ({len(data)} bytes), lowerkit format {version[0]}.{version[1]}"]
+    lines = [f"file: {path} ({size} bytes), lowerkit format {version[0]}.{version[1]}"]
     outer = _partition_outer(obj)
     if outer is not None:
         lines.append(f"content: a module partitioned over backends {obj.backend} ({obj.name})")
@@ -38,6 +43,8 @@ def describe_file(path: str) -> str:
         lines.append(f"original module: {'kept' if obj.original is not None else 'not kept'}")
         lines.append("")
         lines.append(str(outer).rstrip())
+        lines.append("")
+        lines.append(str(obj.partition_report()))
         for name, sub in _lowered_parts(outer, ""):
             lines.append("")
             lines.append(f"lowered region {name}:")

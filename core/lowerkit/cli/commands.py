@@ -100,13 +100,18 @@ def cmd_lower(args: argparse.Namespace) -> int:
     import lowerkit as lk
 
     module = load_model(args.model, _parse_shapes(args.input_shape))
-    names = [n.strip() for n in args.backend.split(",") if n.strip()]
+    names = _split(args.backend)
     if not names:
         raise InputError(f"-b expects a backend name or NAME,NAME2, got {args.backend!r}")
+    submodules = _split(args.submodules) if args.submodules else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", BackendUnavailableWarning)
         lowered = lk.to_backend(
-            module, names[0] if len(names) == 1 else names, _parse_spec(args.spec), keep_source=args.keep_source
+            module,
+            names[0] if len(names) == 1 else names,
+            _parse_spec(args.spec),
+            keep_source=args.keep_source,
+            submodules=submodules,
         )
     for w in caught:
         if issubclass(w.category, BackendUnavailableWarning):
@@ -114,9 +119,19 @@ def cmd_lower(args: argparse.Namespace) -> int:
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     lk.save(lowered, args.output)
+    report = lowered.partition_report() if hasattr(lowered, "partition_report") else None
+    if args.json or args.report:
+        if report is None:
+            raise InputError("--report and --json describe a partition: give several backends or --submodules")
+        print(json.dumps(report.to_json(), indent=2) if args.json else report)
     size = Path(args.output).stat().st_size
-    print(f"lowered {args.model} to {','.join(names)}: {args.output} ({size} bytes)")
+    print(f"lowered {args.model} to {','.join(names)}: {args.output} ({size} bytes)",
+          file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def _split(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def _read_inputs(items: list[str], sig: Any, method: str) -> list[np.ndarray]:
@@ -162,9 +177,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from ._inspect import describe_file
+    from ._inspect import describe_file, partition_dot
 
-    print(describe_file(args.file))
+    print(partition_dot(args.file) if args.dot else describe_file(args.file), end="" if args.dot else "\n")
     return 0
 
 

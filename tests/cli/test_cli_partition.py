@@ -1,0 +1,62 @@
+"""``lowerkit lower`` over several backends: --report, --json, --submodules; ``inspect --dot``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import lowerkit as lk
+from lowerkit import models
+
+pytest.importorskip("lowerkit_nnpack")
+pytest.importorskip("lowerkit_glow_like")
+
+
+@pytest.fixture
+def cnn_file(tmp_path):
+    x = models.example_input("small_cnn")
+    module = lk.trace(models.small_cnn(), x)
+    lk.save(module, tmp_path / "m.lkm")
+    np.save(tmp_path / "x.npy", x)
+    return tmp_path / "m.lkm", module(x)
+
+
+def test_lower_report_json_and_dot(cli, cnn_file, tmp_path):
+    path, expected = cnn_file
+    out = cli("lower", str(path), "-b", "nnpack,glow_like,reference", "--report", "-o", "out.lkm")
+    assert out.returncode == 0, out.stderr
+    assert "forward_region1        glow_like" in out.stdout
+    assert "nnpack: op 'batch_norm' is not in NNPACK's layer set" in out.stdout
+
+    out = cli("lower", str(path), "-b", "nnpack,glow_like,reference", "--json", "-o", "out.lkm")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["backends"] == ["nnpack", "glow_like", "reference"]
+    assert [r["backend"] for r in report["regions"]] == ["nnpack", "glow_like", "nnpack", "glow_like", "nnpack"]
+
+    out = cli("inspect", "out.lkm", "--dot")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("digraph partition {") and out.stdout.count("subgraph \"cluster_") == 5
+
+    out = cli("run", "out.lkm", "--input", f"x={tmp_path / 'x.npy'}", "-o", "y.npz")
+    assert out.returncode == 0, out.stderr
+    with np.load(tmp_path / "y.npz", allow_pickle=False) as y:
+        np.testing.assert_allclose(y["output0"], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_selective_lowering_from_the_command_line(cli, cnn_file):
+    path, _ = cnn_file
+    out = cli("lower", str(path), "-b", "nnpack", "--submodules", "conv,fc", "--json", "-o", "sel.lkm")
+    assert out.returncode == 0, out.stderr
+    taken = {n["op"]: n["backend"] for n in json.loads(out.stdout)["nodes"]}
+    assert taken == {"conv2d": "nnpack", "batch_norm": None, "relu": None, "max_pool2d": None,
+                     "flatten": None, "linear": "nnpack"}
+
+
+def test_dot_of_an_unpartitioned_file_is_a_user_error(cli, cnn_file):
+    path, _ = cnn_file
+    out = cli("inspect", str(path), "--dot")
+    assert out.returncode == 1
+    assert "draws partitions only" in out.stderr
