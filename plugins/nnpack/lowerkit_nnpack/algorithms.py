@@ -55,6 +55,22 @@ class ConvAlgorithm:
     def transform_input(self, x: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    # Algorithms whose input transform can be split over input-channel blocks (so the
+    # per-image path runs it on every worker) override these three.
+    splits_channels = False
+
+    def new_state(self, n: int) -> np.ndarray:
+        """The (caller-thread) buffer that :meth:`transform_channels` calls fill."""
+        raise NotImplementedError
+
+    def transform_channels(self, x: np.ndarray, channels: slice, state: np.ndarray) -> None:
+        """Transform input channels ``channels`` of ``x`` into ``state`` (any thread)."""
+        raise NotImplementedError
+
+    def finish_state(self, state: np.ndarray, n: int) -> np.ndarray:
+        """``state`` (for ``n`` images) as :meth:`compute_output` reads it."""
+        return state
+
     def compute_output(
         self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray
     ) -> None:
@@ -90,6 +106,14 @@ def check_algorithm(name: str, geom: ConvGeometry) -> None:
         raise GeometryError(f"unknown algorithm {name!r}; expected one of {list(ALGORITHMS)}")
 
 
+def _merge_last(view: np.ndarray) -> np.ndarray:
+    """``view`` [..., a, b] as [..., a*b] without copying (its last two axes must be contiguous)."""
+    if view.strides[-2] != view.strides[-1] * view.shape[-1]:
+        raise ValueError("last two axes are not contiguous")  # an invariant of the callers
+    shape = view.shape[:-2] + (view.shape[-2] * view.shape[-1],)
+    return as_strided(view, shape, view.strides[:-2] + (view.strides[-1],))
+
+
 class Winograd(ConvAlgorithm):
     """wt8x8: Winograd F(6x6, 3x3) on 8x8 input tiles; transforms are GEMMs with 8x8 matrices."""
 
@@ -116,21 +140,36 @@ class Winograd(ConvAlgorithm):
         np.copyto(u, t2.transpose(2, 3, 0, 1))
         return u.reshape(64, oc, ic)
 
-    def transform_input(self, x: np.ndarray) -> np.ndarray:
-        n, c = x.shape[0], self.geom.in_channels
+    splits_channels = True
+
+    def new_state(self, n: int) -> np.ndarray:
+        th, tw = self.tiles
+        return self.ws.get("v", (8, 8, self.geom.in_channels, n * th * tw))
+
+    def transform_channels(self, x: np.ndarray, channels: slice, state: np.ndarray) -> None:
+        n = x.shape[0]
+        xs = x[:, channels]
+        c = xs.shape[1]
         th, tw = self.tiles
         top, left = self.geom.padding[0], self.geom.padding[1]
         padded = self.ws.get("pad", (n, c, 6 * th + 2, 6 * tw + 2))
-        pad_into(x, padded, top, left)
+        pad_into(xs, padded, top, left)
         rest = c * n * th * tw
         tiles = self.ws.get("tiles", (8, 8, c, n, th, tw))
         np.copyto(tiles, tile_view(padded, (8, 8), (6, 6), (th, tw)))
-        # B^T d B as two GEMMs: rows (axis 0) first, then columns (axis 1) per row.
+        # B^T d B as two GEMMs: rows (axis 0) first, then columns (axis 1) per row; the
+        # second writes straight into this channel block of the shared state.
         v1 = self.ws.get("v1", (8, 8 * rest))
         np.matmul(self.bt, tiles.reshape(8, 8 * rest), out=v1)
-        v = self.ws.get("v", (8, 8, rest))
-        np.matmul(self.bt, v1.reshape(8, 8, rest), out=v)
-        return v.reshape(64, c, n * th * tw)
+        np.matmul(self.bt, v1.reshape(8, 8, rest), out=_merge_last(state[:, :, channels]))
+
+    def finish_state(self, state: np.ndarray, n: int) -> np.ndarray:
+        return state.reshape(64, state.shape[2], state.shape[3])
+
+    def transform_input(self, x: np.ndarray) -> np.ndarray:
+        state = self.new_state(x.shape[0])
+        self.transform_channels(x, slice(None), state)
+        return self.finish_state(state, x.shape[0])
 
     def compute_output(
         self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray
@@ -259,27 +298,44 @@ class ImplicitGemm(ConvAlgorithm):
         oh, ow = self.geom.out_hw
         return n > 1 and oh * ow < FOLD_BATCH_BELOW_PIXELS
 
-    def transform_input(self, x: np.ndarray) -> np.ndarray:
-        """Columns [N, C*KH*KW, OH*OW], or [C*KH*KW, N*OH*OW] when the batch is folded."""
+    splits_channels = True
+
+    def new_state(self, n: int) -> np.ndarray:
+        """Columns [N, C, KH, KW, OH, OW], or [C, KH, KW, N, OH, OW] when the batch is folded."""
         g = self.geom
-        n, c = x.shape[0], g.in_channels
+        (kh, kw), (oh, ow) = g.kernel, g.out_hw
+        if self._fold(n):
+            return self.ws.get("cols_folded", (g.in_channels, kh, kw, n, oh, ow))
+        return self.ws.get("cols", (n, g.in_channels, kh, kw, oh, ow))
+
+    def transform_channels(self, x: np.ndarray, channels: slice, state: np.ndarray) -> None:
+        g = self.geom
+        xs = x[:, channels]
+        n, c = xs.shape[0], xs.shape[1]
         t, l, b, r = g.padding
         if any(g.padding):
             src = self.ws.get("pad", (n, c, g.in_hw[0] + t + b, g.in_hw[1] + l + r))
-            pad_into(x, src, t, l)
+            pad_into(xs, src, t, l)
         else:
-            src = x
+            src = xs
         (kh, kw), (oh, ow), (s0, s1) = g.kernel, g.out_hw, g.stride
         sn, sc, sh, sw = src.strides
         if self._fold(n):
             view = as_strided(src, (c, kh, kw, n, oh, ow), (sc, sh, sw, sn, sh * s0, sw * s1), writeable=False)
-            cols = self.ws.get("cols_folded", (c, kh, kw, n, oh, ow))
-            np.copyto(cols, view)
-            return cols.reshape(c * kh * kw, n * oh * ow)
-        view = as_strided(src, (n, c, kh, kw, oh, ow), (sn, sc, sh, sw, sh * s0, sw * s1), writeable=False)
-        cols = self.ws.get("cols", (n, c, kh, kw, oh, ow))
-        np.copyto(cols, view)
-        return cols.reshape(n, c * kh * kw, oh * ow)
+            np.copyto(state[channels], view)
+        else:
+            view = as_strided(src, (n, c, kh, kw, oh, ow), (sn, sc, sh, sw, sh * s0, sw * s1), writeable=False)
+            np.copyto(state[:, channels], view)
+
+    def finish_state(self, state: np.ndarray, n: int) -> np.ndarray:
+        """[C*KH*KW, N*OH*OW] when the batch is folded, else [N, C*KH*KW, OH*OW]."""
+        ckk = self.geom.in_channels * self.geom.kernel[0] * self.geom.kernel[1]
+        return state.reshape(ckk, -1) if self._fold(n) else state.reshape(n, ckk, -1)
+
+    def transform_input(self, x: np.ndarray) -> np.ndarray:
+        state = self.new_state(x.shape[0])
+        self.transform_channels(x, slice(None), state)
+        return self.finish_state(state, x.shape[0])
 
     def compute_output(
         self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray

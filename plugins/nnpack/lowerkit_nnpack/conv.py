@@ -125,8 +125,17 @@ class Conv2d:
 
                 run_parallel(workers, run_chunk, split(n, workers))
             else:
-                # Per-image ("inference") path: transform once, split output channels over workers.
-                state = impl.transform_input(x)
+                # Per-image ("inference") path: split the input transform over input-channel
+                # blocks and the channel GEMM + output transform over output-channel blocks.
+                if impl.splits_channels:
+                    buffer = impl.new_state(n)
+                    run_parallel(
+                        workers, lambda cb: impl.transform_channels(x, cb, buffer),
+                        split(g.in_channels, workers),
+                    )
+                    state = impl.finish_state(buffer, n)
+                else:
+                    state = impl.transform_input(x)
                 blocks = split(g.out_channels, workers)
                 run_parallel(workers, lambda b: impl.compute_output(state, kernel, bias, b, out), blocks)
         return out
