@@ -32,25 +32,36 @@ class _BlasLimit:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._users = 0
-        self._restore = None
-        self._controller = None  # made on first use: it inspects the loaded libraries
+        self._saved: list[tuple[object, int]] = []
+        self._libraries = None  # found on first use: threadpoolctl inspects loaded libraries
 
     def enter(self, threads: int) -> None:
         with self._lock:
             if self._users == 0:
-                if self._controller is None:
+                if self._libraries is None:
                     from threadpoolctl import ThreadpoolController
 
-                    self._controller = ThreadpoolController()
-                self._restore = self._controller.limit(limits=threads, user_api="blas")
+                    self._libraries = ThreadpoolController().select(user_api="blas").lib_controllers
+                self._saved = [(lib, lib.get_num_threads()) for lib in self._libraries]
+                for lib, _ in self._saved:
+                    self._set(lib, threads)
             self._users += 1
 
     def exit(self) -> None:
         with self._lock:
             self._users -= 1
-            if self._users == 0 and self._restore is not None:
-                self._restore.restore_original_limits()
-                self._restore = None
+            if self._users == 0:
+                for lib, n in self._saved:
+                    self._set(lib, n)
+                self._saved = []
+
+    @staticmethod
+    def _set(lib, threads: int) -> None:
+        # threadpoolctl (3.6+) lets only one "controlling" Python thread change a
+        # process-wide OpenBLAS pool and silently ignores the others; our lock already
+        # serialises the changes, so use its unguarded setter when it has one.
+        setter = getattr(lib, "_real_set_num_threads", None) or lib.set_num_threads
+        setter(threads)
 
 
 BLAS_LIMIT = _BlasLimit()
