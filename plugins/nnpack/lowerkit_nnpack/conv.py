@@ -57,8 +57,10 @@ class Conv2d:
                 f"transform_strategy must be 'precompute' or 'compute', got {transform_strategy!r}"
             )
         self.geom = geom
-        self.algorithm = select_algorithm(geom, batch_hint) if algorithm == "auto" else algorithm
-        cls = ALGORITHM_CLASSES.get(self.algorithm)
+        if algorithm == "auto":
+            algorithm = select_algorithm(geom, batch_hint, options.workers, options.batch_threshold)
+        self.algorithm = algorithm
+        cls = ALGORITHM_CLASSES.get(algorithm)
         if cls is None:
             raise GeometryError(
                 f"unknown algorithm {algorithm!r}; expected one of {['auto', *ALGORITHM_CLASSES]}"

@@ -13,9 +13,10 @@ from __future__ import annotations
 from .geometry import ConvGeometry
 from .tiles import tile_counts
 
-# wt8x8 beats implicit GEMM from this many 6x6 output tiles per call (batch x tiles).
-WINOGRAD_MIN_TILES = 64
-# ft16x16 beats implicit GEMM when (batch x 16x16 tiles) x kernel area reaches this.
+# wt8x8 beats implicit GEMM from this many 6x6 output tiles per unit of work (the images
+# one worker transforms together x tiles per image).
+WINOGRAD_MIN_TILES = 24
+# ft16x16 beats implicit GEMM when (images per unit of work x 16x16 tiles) x kernel area reaches this.
 FFT16_MIN_WORK = 400
 
 
@@ -41,15 +42,25 @@ def nnpack_rules(geom: ConvGeometry) -> str:
     return "implicit_gemm"
 
 
-def select_algorithm(geom: ConvGeometry, batch: int = 1) -> str:
-    """The measured policy behind ``auto`` for a call of ``batch`` images.
+def images_per_chunk(batch: int, workers: int, batch_threshold: int) -> int:
+    """How many images one unit of work transforms together: all of them on the per-image
+    path, a worker's share of the batch on the batched path."""
+    if workers > 1 and batch > 1 and batch >= batch_threshold:
+        return -(-batch // workers)
+    return batch
 
-    1x1 -> ``direct``; strided -> ``implicit_gemm``; 3x3 -> ``wt8x8`` from
-    :data:`WINOGRAD_MIN_TILES` tiles per call, else ``implicit_gemm``; kernels from 2x2
-    to 16x16 -> ``ft16x16`` when batch x tiles x kernel area reaches
-    :data:`FFT16_MIN_WORK`, else ``implicit_gemm``. ``ft8x8`` is never picked: on 8x8
-    tiles a kernel of 4 or more leaves few outputs per tile, and 3x3 goes to Winograd.
+
+def select_algorithm(geom: ConvGeometry, batch: int = 1, workers: int = 1, batch_threshold: int = 2) -> str:
+    """The measured policy behind ``auto`` for calls of ``batch`` images on ``workers`` threads.
+
+    With ``m`` = :func:`images_per_chunk`: 1x1 -> ``direct``; strided -> ``implicit_gemm``;
+    3x3 -> ``wt8x8`` from :data:`WINOGRAD_MIN_TILES` tiles (m x tiles per image), else
+    ``implicit_gemm``; kernels from 2x2 to 16x16 -> ``ft16x16`` when m x tiles x kernel
+    area reaches :data:`FFT16_MIN_WORK`, else ``implicit_gemm``. ``ft8x8`` is never
+    picked: on 8x8 tiles a kernel of 4 or more leaves few outputs per tile, and 3x3 goes
+    to Winograd.
     """
+    batch = images_per_chunk(batch, workers, batch_threshold)
     kh, kw = geom.kernel
     if (kh, kw) == (1, 1):
         return "direct"

@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 
 from lowerkit_nnpack.algorithms import check_algorithm
-from lowerkit_nnpack.conv import conv2d
+from lowerkit_nnpack.conv import Conv2d
 from lowerkit_nnpack.geometry import ConvGeometry, GeometryError
 from lowerkit_nnpack.grad import Conv2dInputGrad, Conv2dWeightGrad
-from lowerkit_nnpack.selection import select_algorithm
 from lowerkit_reference.kernels import KERNELS
 from nnpack_oracles import TOLERANCE, rel_error
 
@@ -58,8 +57,9 @@ def test_forward_sweep_against_reference_and_torch(rng, n, c, oc, h, w, k, strid
     expected = torch.nn.functional.conv2d(xt, torch.from_numpy(weight), torch.from_numpy(bias), stride=stride).numpy()
     geom = ConvGeometry(c, oc, (h, w), (k, k), (stride, stride), padding)
     for algorithm in _serving(geom):
-        tol = TOLERANCE[select_algorithm(geom, n) if algorithm == "auto" else algorithm]
-        got = conv2d(x, weight, bias, (stride, stride), padding, algorithm=algorithm)
+        conv = Conv2d(geom, weight, bias, algorithm=algorithm, batch_hint=n)
+        tol = TOLERANCE[conv.algorithm]
+        got = conv(x)
         assert rel_error(got, reference) < tol, algorithm
         assert rel_error(got, expected) < tol, algorithm
 

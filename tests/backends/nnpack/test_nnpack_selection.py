@@ -42,3 +42,10 @@ def test_nnpack_published_rules(kernel, stride, hw, expected):
 def test_measured_policy(kernel, stride, hw, batch, expected):
     pad = (kernel[0] // 2, kernel[1] // 2) * 2
     assert select_algorithm(ConvGeometry(4, 4, hw, kernel, stride, pad), batch) == expected
+
+
+def test_batched_path_counts_one_workers_share_of_the_batch():
+    geom = ConvGeometry(4, 4, (14, 14), (3, 3), (1, 1), (1, 1, 1, 1))  # 9 tiles per image
+    assert select_algorithm(geom, batch=4, workers=1) == "wt8x8"  # 36 tiles together
+    assert select_algorithm(geom, batch=4, workers=2, batch_threshold=2) == "implicit_gemm"  # 18 per worker
+    assert select_algorithm(geom, batch=4, workers=2, batch_threshold=8) == "wt8x8"  # per-image path
