@@ -9,6 +9,7 @@ Runtime, the glow_like memory-plan numbers and the BLAS kernel in use.
     python benchmarks/model.py              # batch 1 and 8 (a few minutes on 2 cores)
     python benchmarks/model.py --batch 1    # batch 1 only
     python benchmarks/model.py --repeat 5   # fewer timed runs
+    python benchmarks/model.py --int8-accuracy   # int8 vs fp32 accuracy on random inputs
 """
 
 from __future__ import annotations
@@ -211,12 +212,40 @@ def bench_batch(batch: int, repeat: int, with_int8: bool) -> None:
               f"{len(program.instructions)} instructions")
 
 
+def int8_accuracy(calibration: int, held_out: int, batch: int = 1) -> None:
+    """int8 against fp32 glow_like on random inputs: max abs error and top-1 agreement."""
+    import lowerkit_glow_like as glow
+
+    x = models.example_input("resnet18", batch=batch)
+    module = lk.trace(models.resnet18(), x)
+    rng = np.random.default_rng(2024)
+    calib = [rng.standard_normal(x.shape).astype(np.float32) for _ in range(calibration)]
+    profile = glow.calibrate(module, calib)
+    fp32 = lk.to_backend(module, "glow_like")
+    int8 = lk.to_backend(module, "glow_like", {"forward": {"precision": "int8", "profile": profile}})
+    max_abs, max_ref, agree, total = 0.0, 0.0, 0, 0
+    for _ in range(held_out):
+        inp = rng.standard_normal(x.shape).astype(np.float32)
+        a, b = fp32(inp), int8(inp)
+        max_abs = max(max_abs, float(np.abs(a - b).max()))
+        max_ref = max(max_ref, float(np.abs(a).max()))
+        agree += int((a.argmax(axis=1) == b.argmax(axis=1)).sum())
+        total += a.shape[0]
+    print(f"\nint8 ResNet-18 vs fp32 ({calibration} calibration inputs, {held_out * batch} held-out random inputs):")
+    print(f"  max abs error {max_abs:.4f} (largest |fp32 logit| {max_ref:.3f}, ratio {max_abs / max_ref:.4f}); "
+          f"top-1 agreement {agree}/{total} ({agree / total:.0%})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, action="append", help="batch size(s); default 1 and 8")
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--no-int8", action="store_true")
+    parser.add_argument("--int8-accuracy", action="store_true", help="only measure int8 accuracy against fp32")
     args = parser.parse_args()
+    if args.int8_accuracy:
+        int8_accuracy(calibration=16, held_out=32)
+        return
     for info in threadpool_info():
         print(f"BLAS: {info.get('internal_api')} {info.get('version')} {info.get('architecture')} "
               f"threads={info.get('num_threads')} ({info.get('user_api')})")
