@@ -69,3 +69,14 @@ def test_calls_to_other_methods_and_submodules_are_inlined():
     module = Module({}, {"forward": GraphMethod(g), "twice": GraphMethod(tw)}, {"sub": sub}, name="Outer")
     inp = rand(3)
     assert_close(run_glow(module, inp), reference(module, inp))
+
+
+def test_describe_hook_is_exposed_exactly_when_the_core_declares_it():
+    from lowerkit import hookspecs
+
+    assert hasattr(glow, "lowerkit_describe") == ("lowerkit_describe" in hookspecs.HOOK_NAMES)
+    g = Graph()
+    x = g.add_input("x", f32(2))
+    g.set_outputs([g.add_node("relu", [x], [f32(2)]).output])
+    text = glow.describe(glow.lowerkit_preprocess(module=module_of(g), compile_spec={}))
+    assert text.startswith("method forward (opt_level=2") and "relu(%x:f32[2]@" in text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._base import kernel
 from ._window import taps
 
 
@@ -68,8 +69,6 @@ def prepare_global_avg_pool(inputs, outputs, attrs, scratch):
     (x,), (out,) = inputs, outputs
     return lambda: np.mean(x, axis=(2, 3), keepdims=True, out=out)
 
-
-from ._base import kernel  # noqa: E402  (registration below the definitions it names)
 
 kernel("max_pool2d")(prepare_max_pool)
 kernel("avg_pool2d")(prepare_avg_pool)
