@@ -31,6 +31,12 @@ CASES = [
     ("conv_explicit_pads",
      [node("Conv", ["x", "w"], ["y"], pads=[0, 1, 2, 1], kernel_shape=[3, 3], dilations=[2, 1])],
      [("x", [1, 2, 6, 6])], [("y", None)], {"w": rand(3, 2, 3, 3)}, 13),
+    ("conv_and_pools_1d",
+     [node("Conv", ["x", "w", "b"], ["c"], pads=[1, 2], strides=[2], dilations=[2]),
+      node("MaxPool", ["c"], ["m"], kernel_shape=[3], pads=[1, 1], ceil_mode=1, strides=[2]),
+      node("AveragePool", ["m"], ["a"], kernel_shape=[2], auto_pad="SAME_UPPER"),
+      node("GlobalAveragePool", ["a"], ["y"])],
+     [("x", [2, 3, 11])], [("y", None)], {"w": rand(4, 3, 3, seed=9), "b": rand(4, seed=10)}, 17),
     ("maxpool_ceil_pads_dilations",
      [node("MaxPool", ["x"], ["y"], kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 1],
            dilations=[1, 2], ceil_mode=1)],
@@ -191,8 +197,9 @@ def test_unsupported_configurations_name_the_node() -> None:
                        [("y", None)], elem_type=TensorProto.INT32)
     with pytest.raises(lowerkit.UnsupportedOperatorError, match=r"Div 'int_div': integer Div"):
         lowerkit.onnx.load(model)
-    model = make_model([node("MaxPool", ["x"], ["y"], kernel_shape=[2])], [("x", [1, 1, 4])], [("y", None)])
-    with pytest.raises(lowerkit.UnsupportedOperatorError, match=r"only 2-D .* rank 3"):
+    model = make_model([node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2, 2])], [("x", [1, 1, 4, 4, 4])],
+                       [("y", None)])
+    with pytest.raises(lowerkit.UnsupportedOperatorError, match=r"only 1-D \(NCL\) and 2-D .* rank 5"):
         lowerkit.onnx.load(model)
 
 

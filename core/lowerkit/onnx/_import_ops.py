@@ -100,11 +100,31 @@ def _spatial_pads(
     return (begin[0], begin[1], end[0], end[1])
 
 
-def _require_2d(ctx: ImportContext, x: Value) -> None:
-    if x.type.rank != 4:
+def _lift_1d(ctx: ImportContext, x: Value, attrs: dict) -> tuple[Value, dict, bool]:
+    """A 1-D (NCL) input as 2-D (N, C, 1, L) with matching attributes; 2-D passes through."""
+    if x.type.rank == 4:
+        return x, attrs, False
+    if x.type.rank != 3:
         raise ctx.unsupported(
-            f"only 2-D (NCHW, rank-4) inputs are supported, got rank {x.type.rank} ({x.type})"
+            f"only 1-D (NCL) and 2-D (NCHW) inputs are supported, got rank {x.type.rank} ({x.type})"
         )
+    n, c, length = x.type.shape
+    lifted = ctx.emit("reshape", [x], {"shape": (n, c, 1, length)})
+    attrs = dict(attrs)
+    for key in ("kernel_shape", "strides", "dilations"):
+        if key in attrs:
+            attrs[key] = [1, *attrs[key]]
+    if "pads" in attrs:
+        pads = list(attrs["pads"])
+        if len(pads) != 2:
+            raise FormatError(f"{ctx.where()}: pads must have 2 entries for 1-D, got {pads}")
+        attrs["pads"] = [0, pads[0], 0, pads[1]]
+    return lifted, attrs, True
+
+
+def _drop_1d(ctx: ImportContext, y: Value) -> Value:
+    n, c, _, length = y.type.shape
+    return ctx.emit("reshape", [y], {"shape": (n, c, length)})
 
 
 def _pair(ctx: ImportContext, attrs: dict, name: str, default: Sequence[int]) -> tuple[int, int]:
@@ -117,8 +137,10 @@ def _pair(ctx: ImportContext, attrs: dict, name: str, default: Sequence[int]) ->
 @importer("Conv")
 def import_conv(ctx: ImportContext, node) -> list[Value]:
     x, weight, bias = ctx.input(0), ctx.input(1), ctx.optional_input(2)
-    _require_2d(ctx, x)
-    attrs = ctx.attrs()
+    x, attrs, lifted = _lift_1d(ctx, x, ctx.attrs())
+    if lifted:
+        oc, icg, k = weight.type.shape
+        weight = ctx.emit("reshape", [weight], {"shape": (oc, icg, 1, k)})
     kernel = _pair(ctx, attrs, "kernel_shape", weight.type.shape[2:])
     if kernel != tuple(weight.type.shape[2:]):
         raise FormatError(f"{ctx.where()}: kernel_shape {list(kernel)} differs from the weight's {weight.type}")
@@ -126,12 +148,12 @@ def import_conv(ctx: ImportContext, node) -> list[Value]:
     dilation = _pair(ctx, attrs, "dilations", (1, 1))
     padding = _spatial_pads(ctx, attrs, x.type.shape[2:], kernel, stride, dilation)
     inputs = [x, weight] + ([bias] if bias is not None else [])
-    return [ctx.emit("conv2d", inputs, {"stride": stride, "padding": padding, "dilation": dilation,
-                                         "groups": int(attrs.get("group", 1))})]
+    y = ctx.emit("conv2d", inputs, {"stride": stride, "padding": padding, "dilation": dilation,
+                                    "groups": int(attrs.get("group", 1))})
+    return [_drop_1d(ctx, y) if lifted else y]
 
 
 def _pool_geometry(ctx: ImportContext, x: Value, attrs: dict) -> dict:
-    _require_2d(ctx, x)
     if "kernel_shape" not in attrs:
         raise FormatError(f"{ctx.where()}: kernel_shape is required")
     kernel = _pair(ctx, attrs, "kernel_shape", ())
@@ -146,27 +168,28 @@ def _pool_geometry(ctx: ImportContext, x: Value, attrs: dict) -> dict:
 def import_max_pool(ctx: ImportContext, node) -> list[Value]:
     if ctx.output_requested(1):
         raise ctx.unsupported("the Indices output of MaxPool is not supported")
-    x = ctx.input(0)
-    return [ctx.emit("max_pool2d", [x], _pool_geometry(ctx, x, ctx.attrs()))]
+    x, attrs, lifted = _lift_1d(ctx, ctx.input(0), ctx.attrs())
+    y = ctx.emit("max_pool2d", [x], _pool_geometry(ctx, x, attrs))
+    return [_drop_1d(ctx, y) if lifted else y]
 
 
 @importer("AveragePool")
 def import_avg_pool(ctx: ImportContext, node) -> list[Value]:
-    x = ctx.input(0)
-    attrs = ctx.attrs()
+    x, attrs, lifted = _lift_1d(ctx, ctx.input(0), ctx.attrs())
     geometry = _pool_geometry(ctx, x, attrs)
     if geometry.pop("dilation") != (1, 1):
         raise ctx.unsupported("AveragePool with dilations is not supported (avg_pool2d has none)")
     # ONNX's count_include_pad defaults to 0, torch's (and lowerkit's) to True.
     geometry["count_include_pad"] = bool(attrs.get("count_include_pad", 0))
-    return [ctx.emit("avg_pool2d", [x], geometry)]
+    y = ctx.emit("avg_pool2d", [x], geometry)
+    return [_drop_1d(ctx, y) if lifted else y]
 
 
 @importer("GlobalAveragePool")
 def import_global_avg_pool(ctx: ImportContext, node) -> list[Value]:
-    x = ctx.input(0)
-    _require_2d(ctx, x)
-    return [ctx.emit("global_avg_pool2d", [x])]
+    x, _, lifted = _lift_1d(ctx, ctx.input(0), {})
+    y = ctx.emit("global_avg_pool2d", [x])
+    return [_drop_1d(ctx, y) if lifted else y]
 
 
 @importer("BatchNormalization")
