@@ -6,11 +6,13 @@ from __future__ import annotations
 import itertools
 
 from glow_helpers import f32, module_of, traced
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lowerkit.ir import Graph
 from lowerkit_glow_like._compiler import compile_method
 from lowerkit_glow_like._options import Options
-from lowerkit_glow_like.lir import ALIGNMENT, live_intervals, liveness_lower_bound
+from lowerkit_glow_like.lir import ALIGNMENT, Interval, assign_offsets, live_intervals, liveness_lower_bound
 
 
 def _check_no_overlap(program) -> None:
@@ -85,3 +87,20 @@ def test_reshapes_are_views_of_their_input():
     g.set_outputs([g.add_node("neg", [r], [f32(16)]).output])
     program = compile_method(module_of(g), "forward", Options(opt_level=0))
     assert [i.op for i in program.instructions] == ["exp", "neg"]
+
+
+_INTERVAL = st.tuples(st.integers(0, 20), st.integers(0, 8), st.integers(1, 16)).map(
+    lambda t: (t[0], t[0] + t[1], t[2] * ALIGNMENT)
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_INTERVAL, min_size=1, max_size=25))
+def test_greedy_placement_never_overlaps_live_buffers(raw):
+    intervals = [Interval(i, s, e, size) for i, (s, e, size) in enumerate(raw)]
+    offsets = assign_offsets(intervals)
+    for a, b in itertools.combinations(intervals, 2):
+        if a.overlaps(b):
+            assert offsets[a.root] + a.size <= offsets[b.root] or offsets[b.root] + b.size <= offsets[a.root]
+    peak = max(offsets[i.root] + i.size for i in intervals)
+    assert peak >= liveness_lower_bound(intervals, 30)
