@@ -26,6 +26,7 @@ from lowerkit_nnpack.algorithms import check_algorithm
 from lowerkit_nnpack.conv import Conv2d, RunOptions
 from lowerkit_nnpack.geometry import ConvGeometry, GeometryError
 from lowerkit_nnpack.grad import Conv2dInputGrad, Conv2dWeightGrad
+from lowerkit_nnpack.selection import nnpack_rules
 from lowerkit_nnpack.threads import cpu_count
 
 ALGORITHMS = ("wt8x8", "ft8x8", "ft16x16", "implicit_gemm", "direct")
@@ -151,10 +152,12 @@ def forward_table(layers: list[Layer], batches: list[int], args) -> list[dict]:
             row: dict = {"layer": layer.name, "shape": f"{layer.c}->{layer.oc} {layer.hw}x{layer.hw} k{layer.k}/s{layer.stride}", "batch": n}
             gf = lambda seconds: flops / seconds / 1e9  # noqa: E731
             for name in serving(geom) + ["auto"]:
-                conv = Conv2d(geom, w, algorithm=name, options=RunOptions(args.threads))
+                conv = Conv2d(geom, w, algorithm=name, options=RunOptions(args.threads), batch_hint=n)
                 row[name] = gf(timeit(lambda: conv(x), args.budget, args.reps))
                 if name == "auto":
                     row["auto_is"] = conv.algorithm
+            row["nnpack_rules_is"] = nnpack_rules(geom)
+            row["nnpack_rules"] = row[row["nnpack_rules_is"]]
             best = 0.0
             for blas in sorted({1, cores}):
                 with threadpool_limits(blas, user_api="blas"):
@@ -261,6 +264,8 @@ def main() -> None:
     for label, key in (("im2col", "im2col"), ("ONNX Runtime", "onnxruntime"), ("torch", "torch")):
         print(f"geomean auto/{label} over the stride-1 3x3 rows: {geomean([r['auto'] / r[key] for r in three]):.2f}")
     print(f"geomean auto/ONNX Runtime over all rows: {geomean([r['auto'] / r['onnxruntime'] for r in rows]):.2f}")
+    print(f"geomean auto (measured policy) / NNPACK's published rules over all rows: "
+          f"{geomean([r['auto'] / r['nnpack_rules'] for r in rows]):.2f}")
     if not args.no_gradients:
         gradient_table(layers, 1 if args.quick else 8, args)
 
