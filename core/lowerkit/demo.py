@@ -1,14 +1,20 @@
-"""``lowerkit demo``: the quick start end to end, printed as a short table.
+"""``lowerkit demo``: lower a real CNN to the installed backends and compare with reference.
 
-Traces :func:`lowerkit.models.small_cnn`, runs it on ``reference``, saves and loads it,
-lowers it to ``reference`` and does the same, checking every result against the first.
+Builds a deterministic model from :mod:`lowerkit.models` (ResNet-18 by default; no
+network), then for each plan — every single installed backend that takes whole models, and
+the partitions ``nnpack`` + ``glow_like`` and ``nnpack`` + ``reference`` — lowers, saves,
+loads and runs it, and prints latency against the un-lowered module on ``reference`` and the
+largest difference from it.
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 import tempfile
 import time
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -16,62 +22,126 @@ import numpy as np
 
 __all__ = ["run_demo"]
 
+# Plans tried in order; a plan whose backends are not all installed and available is skipped.
+PLANS: tuple[tuple[str, ...], ...] = (
+    ("glow_like",),
+    ("nnpack", "glow_like"),
+    ("nnpack", "reference"),
+    ("reference",),
+)
+RELATIVE_TOLERANCE = 1e-4  # of the largest reference output, per plan
 
-def run_demo(out_dir: str | Path | None = None, stream: TextIO | None = None) -> int:
-    """Run the demo; files go to ``out_dir`` (a temporary directory if ``None``).
 
-    Returns 0 when every step matches the first run, 1 otherwise.
+@dataclass(frozen=True, slots=True)
+class PlanResult:
+    plan: str
+    regions: str
+    lower_ms: float
+    run_ms: float
+    max_diff: float
+    path: Path
+
+
+def run_demo(
+    out_dir: str | Path | None = None,
+    stream: TextIO | None = None,
+    *,
+    model: str = "resnet18",
+    repeats: int = 5,
+) -> int:
+    """Run the demo, keeping its files in ``out_dir`` (default: a fresh temporary directory).
+
+    Returns 0 when every plan matches ``reference`` within 1e-4 of the largest output, else 1.
     """
-    stream = stream or sys.stdout
-    if out_dir is None:
-        with tempfile.TemporaryDirectory(prefix="lowerkit-demo-") as tmp:
-            return _demo(Path(tmp), stream)
-    path = Path(out_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    return _demo(path, stream)
-
-
-def _demo(out: Path, stream: TextIO) -> int:
     import lowerkit as lk
     from lowerkit import models
 
-    rows: list[tuple[str, str, str, float]] = []
-    x = models.example_input("small_cnn")
+    stream = stream or sys.stdout
+    out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="lowerkit-demo-"))
+    out.mkdir(parents=True, exist_ok=True)
+    say = lambda text="": print(text, file=stream)  # noqa: E731
 
-    def step(name: str, detail, fn):
-        started = time.perf_counter()
-        result = fn()
-        elapsed = (time.perf_counter() - started) * 1e3
-        rows.append((name, detail(result) if callable(detail) else detail, "", elapsed))
-        return result
+    infos = lk.backends()
+    say("installed backends:")
+    for b in infos:
+        state = "broken: " + b.error if b.broken else ("available" if b.available else f"unavailable ({b.note})")
+        say(f"  {b.name:<11} {b.distribution or '(in-process)':<20} {b.version or '-':<8} {state}")
+    usable = {b.name for b in infos if b.available and not b.broken}
+    if "reference" not in usable:
+        say("the reference backend is needed to compare against: pip install plugins/reference")
+        return 1
 
-    module = step("trace small_cnn", lambda m: f"forward{m.signature('forward')}", lambda: lk.trace(models.small_cnn(), x))
-    expected = step("run on reference", lambda y: f"output {list(y.shape)}", lambda: module(x))
+    builder = getattr(models, model)
+    x = models.example_input(model)
+    module = lk.trace(builder(), x)
+    say(f"\nmodel: lowerkit.models.{model}() traced on input {list(x.shape)}, "
+        f"{sum(p.size for p in module.parameters.values()):,} parameters")
+    expected = module(x)
+    baseline_ms = _median_ms(lambda: module(x), repeats)
+    scale = float(np.max(np.abs(expected)))
 
-    plain_path = out / "small_cnn.lkm"
-    step("save module", lambda _: f"{plain_path.name}, {plain_path.stat().st_size} bytes", lambda: lk.save(module, plain_path))
-    loaded = step("load module", "", lambda: lk.load(plain_path))
-    checks = [("loaded module", loaded(x))]
+    results: list[PlanResult] = []
+    for plan in PLANS:
+        missing = [name for name in plan if name not in usable]
+        if missing:
+            say(f"skipping plan {'+'.join(plan)}: {', '.join(missing)} not installed or not available")
+            continue
+        results.append(_run_plan(lk, module, plan, x, expected, out, repeats))
 
-    lowered = step("to_backend(reference)", lambda m: f"payload {len(m.record.payload)} bytes", lambda: lk.to_backend(module, "reference"))
-    checks.append(("lowered module", lowered(x)))
-    lowered_path = out / "small_cnn.reference.lkm"
-    step("save lowered", lambda _: f"{lowered_path.name}, {lowered_path.stat().st_size} bytes", lambda: lk.save(lowered, lowered_path))
-    reloaded = step("load lowered", lambda m: f"backend {m.backend}", lambda: lk.load(lowered_path))
-    checks.append(("loaded lowered module", reloaded(x)))
-
+    say(f"\nlowering plans (regions per backend) and latency against reference "
+        f"({baseline_ms:.1f} ms, median of {repeats}):")
+    rows = [("PLAN", "REGIONS", "LOWER", "RUN", "VS REFERENCE", "MAX |DIFF|", "")]
     ok = True
-    for name, got in checks:
-        diff = float(np.max(np.abs(got - expected)))
-        same = diff == 0.0
-        ok &= same
-        rows.append((f"compare {name}", f"max |diff| = {diff:.3g}", "ok" if same else "MISMATCH", 0.0))
-
-    width = max(len(r[0]) for r in rows)
-    detail_width = max(len(r[1]) for r in rows)
-    print(f"lowerkit demo (files in {out})", file=stream)
-    for name, detail, status, ms in rows:
-        timing = f"{ms:8.1f} ms" if ms else " " * 11
-        print(f"  {name.ljust(width)}  {detail.ljust(detail_width)}  {timing}  {status}".rstrip(), file=stream)
-    print("all results match" if ok else "results differ!", file=stream)
+    for r in results:
+        good = r.max_diff <= RELATIVE_TOLERANCE * scale
+        ok &= good
+        rows.append((r.plan, r.regions, f"{r.lower_ms:.0f} ms", f"{r.run_ms:.1f} ms",
+                     f"{baseline_ms / r.run_ms:.2f}x faster" if r.run_ms < baseline_ms
+                     else f"{r.run_ms / baseline_ms:.2f}x slower",
+                     f"{r.max_diff:.2e}", "ok" if good else "MISMATCH"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        say("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    say(f"\nsaved files (each loaded back before running) in {out}:")
+    for r in results:
+        say(f"  {r.path.name:<32} {r.path.stat().st_size:>12,} bytes")
+    say("all plans match reference" if ok else "some plans differ from reference!")
     return 0 if ok else 1
+
+
+def _run_plan(lk, module, plan, x, expected, out: Path, repeats: int) -> PlanResult:
+    target = plan[0] if len(plan) == 1 else list(plan)
+    started = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lowered = lk.to_backend(module, target)
+    lower_ms = (time.perf_counter() - started) * 1e3
+    path = out / f"{module.name.lower()}.{'+'.join(plan)}.lkm"
+    lk.save(lowered, path)
+    loaded = lk.load(path)
+    got = loaded(x)
+    if hasattr(loaded, "partition_report"):
+        counts: dict[str, int] = {}
+        for region in loaded.partition_report().regions:
+            counts[region.backend] = counts.get(region.backend, 0) + 1
+        regions = ", ".join(f"{b} {n}" for b, n in counts.items())
+    else:
+        regions = f"{plan[0]} (whole)"
+    return PlanResult(
+        "+".join(plan),
+        regions,
+        lower_ms,
+        _median_ms(lambda: loaded(x), repeats),
+        float(np.max(np.abs(got - expected))),
+        path,
+    )
+
+
+def _median_ms(fn, repeats: int) -> float:
+    fn()  # warm-up: first calls compile and allocate
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - started) * 1e3)
+    return statistics.median(times)

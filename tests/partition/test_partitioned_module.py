@@ -147,11 +147,31 @@ def test_backend_error_names_the_node_and_source_line(cnn, subset_backends):
     assert "max_pool2d kernel crashed" in message
 
 
+def test_single_node_region_failure_names_its_node_without_a_handle(cnn, subset_backends):
+    module, x = cnn
+    subset_backends("convy", CONV_OPS)
+    subset_backends("resty", OTHER_OPS, fail_on="batch_norm")
+    lowered = lk.to_backend(module, ["convy", "resty"])
+    with pytest.raises(BackendExecutionError, match=r"region 'forward_region1'.*node batch_norm #\d+ in bn at .*models.py:\d+"):
+        lowered(x)
+
+
+def test_fallback_needs_kept_sources(cnn, subset_backends, tmp_path):
+    module, _ = cnn
+    subset_backends("convy", CONV_OPS)
+    resty = subset_backends("resty", OTHER_OPS)
+    lowered = lk.to_backend(module, ["convy", "resty"])
+    lk.save(lowered, tmp_path / "p.lkm")
+    resty.available = False
+    with pytest.raises(lk.BackendNotAvailableError, match="keep_source=True"):
+        lk.load(tmp_path / "p.lkm", fallback="reference")
+
+
 def test_fallback_on_load_reroutes_only_missing_regions(cnn, subset_backends, tmp_path):
     module, x = cnn
     subset_backends("convy", CONV_OPS)
     resty = subset_backends("resty", OTHER_OPS)
-    lk.save(lk.to_backend(module, ["convy", "resty"]), tmp_path / "p.lkm")
+    lk.save(lk.to_backend(module, ["convy", "resty"], keep_source=True), tmp_path / "p.lkm")
     resty.available = False
     with pytest.raises(lk.BackendNotAvailableError, match="resty"):
         lk.load(tmp_path / "p.lkm")

@@ -56,8 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print a Graphviz drawing of a partitioned module, one colour per backend")
     p.set_defaults(func=commands.cmd_inspect)
 
-    p = sub.add_parser("demo", help="trace, run, save, load and lower a small CNN")
-    p.add_argument("--out", help="directory for the demo's files (default: a temporary one)")
+    p = sub.add_parser("demo", help="lower a CNN to the installed backends, save, load, run, compare")
+    p.add_argument("--out", help="directory for the demo's files (default: a new temporary one)")
+    p.add_argument("--model", default="resnet18", choices=["resnet18", "small_cnn"])
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per plan (median shown)")
     p.set_defaults(func=commands.cmd_demo)
     return parser
 

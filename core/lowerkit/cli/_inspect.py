@@ -40,7 +40,8 @@ def describe_file(path: str) -> str:
     if outer is not None:
         lines.append(f"content: a module partitioned over backends {obj.backend} ({obj.name})")
         lines.append(f"compile spec: {json.dumps(obj.compile_spec, sort_keys=True)}")
-        lines.append(f"original module: {'kept' if obj.original is not None else 'not kept'}")
+        kept = all(r.original is not None for r in obj.regions.values())
+        lines.append(f"regions keep their original nodes: {'yes' if kept else 'no'}")
         lines.append("")
         lines.append(str(outer).rstrip())
         lines.append("")

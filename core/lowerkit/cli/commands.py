@@ -186,4 +186,4 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from ..demo import run_demo
 
-    return run_demo(args.out)
+    return run_demo(args.out, model=args.model, repeats=args.repeats)

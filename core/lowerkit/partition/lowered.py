@@ -39,13 +39,11 @@ class PartitionedModule(LoweredModule):
         backends: Sequence[str],
         compile_spec: Mapping[str, Mapping[str, Any]],
         report: PartitionReport,
-        original: Module | None = None,
     ) -> None:
         self._outer = outer
         self._backends = tuple(backends)
         self._spec = {m: dict(o) for m, o in compile_spec.items()}
         self._report = report
-        self._original = original
         self.methods = dict(outer.methods)
         # Glue made only of calls, parameters and constants runs without any backend.
         glue_ops = {n.op for m in outer.methods.values() for n in m.graph.nodes}
@@ -69,7 +67,8 @@ class PartitionedModule(LoweredModule):
 
     @property
     def original(self) -> Module | None:
-        return self._original
+        """Always None: with ``keep_source=True`` each region keeps its own original nodes."""
+        return None
 
     @property
     def outer(self) -> Module:
@@ -150,29 +149,32 @@ class _RegionCaller(Interpreter):
 
 
 def _describe_failure(owner: PartitionedModule, region: str, err: BackendExecutionError) -> str:
-    summary = next(r for r in owner.partition_report().regions if r.name == region)
-    lowered = owner.regions[region]
-    node = _failing_node(lowered, err)
-    where = f"; failing node: {node.where()}" if node is not None else ""
+    report = owner.partition_report()
+    summary = next(r for r in report.regions if r.name == region)
+    node = _failing_node(report, region, _debug_handle(err))
+    where = f"; failing node: {node}" if node else ""
+    ops = ", ".join(summary.ops[:6]) + ("..." if len(summary.ops) > 6 else "")
     return (
         f"backend {summary.backend!r} failed in method {summary.method!r}, region {region!r} "
-        f"({len(summary.ops)} nodes: {', '.join(summary.ops[:6])}{'...' if len(summary.ops) > 6 else ''})"
-        f"{where}: {err}"
+        f"({len(summary.ops)} nodes: {ops}){where}: {err}"
     )
 
 
-def _failing_node(lowered: LoweredModule, err: BackendExecutionError) -> Node | None:
-    """The region's original node the error names by debug handle, or its only node."""
-    original = lowered.original
-    if original is None:
-        return None
-    nodes = [n for n in original.methods["forward"].graph.nodes if n.op not in STRUCTURAL_OPS]
-    handle = _debug_handle(err)
-    if handle is not None:
-        for n in nodes:
-            if n.debug_handle == handle:
-                return n
-    return nodes[0] if len(nodes) == 1 else None
+def _failing_node(report: PartitionReport, region: str, handle: int | None) -> str:
+    """The original node the error names by debug handle, or the region's only node."""
+    nodes = [n for n in report.nodes if n.region == region]
+    chosen = [n for n in nodes if n.debug_handle == handle] if handle is not None else []
+    if not chosen and len(nodes) == 1:
+        chosen = nodes
+    if not chosen:
+        return ""
+    n = chosen[0]
+    text = f"node {n.op} #{n.debug_handle}"
+    if n.scope:
+        text += f" in {n.scope}"
+    if n.source:
+        text += f" at {n.source}"
+    return text
 
 
 def _debug_handle(err: BaseException | None) -> int | None:
@@ -193,7 +195,9 @@ def lower_partitioned(
 ) -> PartitionedModule:
     """Partition ``module`` over ``backends`` (priority order) and lower every region.
 
-    ``compile_spec`` maps each method to ``{backend name: options}``. Raises
+    ``compile_spec`` maps each method to ``{backend name: options}``. With
+    ``keep_source=True`` every region keeps its original nodes, so that loading with
+    ``fallback="reference"`` can run the regions whose backend is missing. Raises
     ``UnsupportedOperatorError`` listing every node no backend claims, and ``InputError``
     for unknown submodule paths or compile-spec backends.
     """
@@ -216,13 +220,13 @@ def lower_partitioned(
         for mp, region, name, sub in plan.regions():
             options = dict(compile_spec.get(mp.name, {}).get(region.backend, {}))
             lowered_regions.append(
-                to_backend(sub, region.backend, {"forward": options}, keep_source=True)
+                to_backend(sub, region.backend, {"forward": options}, keep_source=keep_source)
             )
     for warning in _merge_warnings(caught):
         warnings.warn(warning.message, warning.category, stacklevel=3)
     outer = build_outer_module(plan, lowered_regions)
     report = make_report(plan, [len(r.record.payload) for r in lowered_regions])
-    return PartitionedModule(outer, backends, compile_spec, report, module if keep_source else None)
+    return PartitionedModule(outer, backends, compile_spec, report)
 
 
 def _support_query(backend):

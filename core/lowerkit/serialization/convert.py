@@ -166,8 +166,6 @@ def partitioned_to_proto(partitioned: PartitionedModule, msg: pb.Partitioned) ->
     msg.backends.extend(partitioned.backend)
     msg.compile_spec_json = canonical_json(partitioned.compile_spec)
     msg.report_json = partitioned.partition_report().dumps()
-    if partitioned.original is not None:
-        module_to_proto(partitioned.original, msg.original)
     return msg
 
 
@@ -398,14 +396,11 @@ def partitioned_from_proto(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         outer = module_from_proto(msg.outer, where, rebuild=rebuild)
-    original = None
-    if msg.HasField("original"):
-        original = module_from_proto(msg.original, f"{where}, original module", rebuild=rebuild)
     region_names = {r.name for r in report.regions}
     missing = sorted(region_names - set(outer.submodules))
     if missing:
         raise FormatError(f"{where}: regions {missing} of the report are not in the module")
-    partitioned = PartitionedModule(outer, list(msg.backends), spec, report, original)
+    partitioned = PartitionedModule(outer, list(msg.backends), spec, report)
     fell_back = sorted(n for n, r in partitioned.regions.items() if getattr(r, "is_fallback", False))
     if fell_back:
         backends = sorted({r.backend for r in report.regions if r.name in fell_back})
