@@ -13,6 +13,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
 import lowerkit  # noqa: E402
+import lowerkit.onnx  # noqa: E402
 from lowerkit.onnx import backend  # noqa: E402
 
 from onnx_helpers import make_model, rand  # noqa: E402
@@ -79,6 +80,7 @@ def test_run_node_and_run_model() -> None:
 
 
 def test_devices_and_backend_choice() -> None:
+    assert lowerkit.onnx.backend is backend  # reachable as an attribute, imported lazily
     assert backend.supports_device("CPU") and not backend.supports_device("CUDA")
     with pytest.raises(lowerkit.InputError, match="device 'CPU', not 'CUDA'"):
         backend.prepare(_relu_add(batch=1), "CUDA")

@@ -67,8 +67,13 @@ def export(module: Any, path: Any = None, *, opset: int = 17, method: str = "for
 
 
 def __getattr__(name: str) -> Any:
+    # Lazy, so that importing lowerkit.onnx does not import onnx.
     if name == "OnnxImport":
         from ._importer import OnnxImport
 
         return OnnxImport
+    if name == "backend":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.backend")
     raise AttributeError(f"module 'lowerkit.onnx' has no attribute {name!r}")

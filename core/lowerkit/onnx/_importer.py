@@ -81,6 +81,8 @@ class ImportContext:
         self.scope = node.name or f"{node.op_type}_{index}"
 
     def where(self) -> str:
+        if self.node is None:
+            return "the ONNX graph outputs"
         name = f" {self.node.name!r}" if self.node.name else ""
         return f"ONNX node #{self.index} {self.node.op_type}{name}"
 
@@ -395,7 +397,7 @@ def import_model(
         for out_name, value in zip(node.output, outputs):
             if out_name and value is not None:
                 ctx.bind(out_name, value)
-    ctx.node, ctx.index, ctx.scope = _OutputNode, len(graph.node), "outputs"
+    ctx.node, ctx.index, ctx.scope = None, len(graph.node), ""
     outputs = [ctx.value(vi.name) for vi in graph.output]
     ctx.graph.set_outputs(outputs)
     _check_outputs(proto, outputs, fixed_inputs=not input_shapes)
@@ -411,15 +413,6 @@ def import_model(
         output_names=tuple(vi.name for vi in graph.output),
         parameter_names=dict(ctx.parameter_names),
     )
-
-
-class _OutputNode:
-    """Stands in for a node while graph outputs are resolved (for messages)."""
-
-    op_type = "graph outputs"
-    name = ""
-    input: tuple[str, ...] = ()
-    output: tuple[str, ...] = ()
 
 
 def load(
