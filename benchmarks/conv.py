@@ -92,7 +92,6 @@ def im2col_baseline(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.n
 def onnxruntime_conv(x: np.ndarray, w: np.ndarray, stride: int, pad: int, threads: int):
     """A one-node ONNX model (Conv, weight as initializer) in an ONNX Runtime session, or None."""
     try:
-        import onnx
         import onnxruntime as ort
         from onnx import TensorProto, helper, numpy_helper
     except ImportError:

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-import lowerkit
 from lowerkit.errors import InputError, UnsupportedOperatorError
 from lowerkit.hookspecs import Unavailable, hookimpl
 from lowerkit.ir.module import GraphMethod
