@@ -1,13 +1,15 @@
 """Convolution as im2col + one GEMM per image and group, into the planned output.
 
-The column buffer ``[C/g, KH, KW, OH, OW]`` lives in per-thread scratch; each tap fills its
-valid rectangle with one strided copy and zeroes only the padding borders around it.
-A 1x1, stride-1, unpadded convolution skips im2col: the input already is the column matrix.
+The column buffer ``[C/g, KH, KW, OH, OW]`` lives in per-thread scratch. :class:`Im2col`
+copies the image into a zero-bordered padded buffer (also scratch), then fills all columns
+with one copy from a strided window view of it. A 1x1, stride-1, unpadded convolution
+skips im2col: the input already is the column matrix.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ._base import apply_activation, kernel, scratch_array
 from ._window import Tap, taps
@@ -23,6 +25,40 @@ def _geometry(x_shape, w_shape, out_shape, attrs):
 
 def _is_pointwise(w_shape, stride, padding, dilation) -> bool:
     return w_shape[2] == 1 and w_shape[3] == 1 and stride == (1, 1) and not any(padding)
+
+
+def padded_bytes(c: int, hw, padding, itemsize: int) -> int:
+    """Scratch bytes of the padded copy of one image (0 without padding)."""
+    pt, pl, pb, pr = padding
+    return c * (hw[0] + pt + pb) * (hw[1] + pl + pr) * itemsize if any(padding) else 0
+
+
+class Im2col:
+    """Fills columns ``[C, KH, KW, OH, OW]`` of one image ``[C, H, W]``."""
+
+    def __init__(self, c, hw, khw, out_hw, stride, padding, dilation, dtype, scratch, offset: int = 0):
+        (h, w), (pt, pl, pb, pr) = hw, padding
+        self.pad = None
+        self.borders: list[np.ndarray] = []
+        if any(padding):
+            self.pad = scratch_array(scratch, dtype, (c, h + pt + pb, w + pl + pr), offset)
+            self.interior = self.pad[:, pt : pt + h, pl : pl + w]
+            parts = [self.pad[:, :pt], self.pad[:, pt + h :], self.pad[:, :, :pl], self.pad[:, :, pl + w :]]
+            self.borders = [b for b in parts if b.size]
+        self.shape = (c, khw[0], khw[1], out_hw[0], out_hw[1])
+        self.stride, self.dilation = stride, dilation
+
+    def __call__(self, image: np.ndarray, col: np.ndarray) -> None:
+        src = image
+        if self.pad is not None:
+            for border in self.borders:  # the scratch may hold another instruction's data
+                border.fill(0)
+            np.copyto(self.interior, image)
+            src = self.pad
+        s0, s1, s2 = src.strides
+        (sh, sw), (dh, dw) = self.stride, self.dilation
+        window = as_strided(src, self.shape, (s0, s1 * dh, s2 * dw, s1 * sh, s2 * sw), writeable=False)
+        np.copyto(col, window)
 
 
 # Below this many output pixels per image, a batch runs as one GEMM over all images (the
@@ -41,11 +77,12 @@ def conv_scratch_bytes(in_types, out_types, attrs, itemsize: int = 4) -> int:
     n = x.shape[0]
     oc, cg, kh, kw = w.shape
     _, _, oh, ow = out_types[0].shape
+    pad = padded_bytes(cg, x.shape[2:], padding, itemsize)
     if _batched(n, oh, ow, groups):
-        return (cg * kh * kw + oc) * n * oh * ow * itemsize
+        return (cg * kh * kw + oc) * n * oh * ow * itemsize + pad
     if _is_pointwise(w.shape, stride, padding, dilation):
         return 0
-    return cg * kh * kw * oh * ow * itemsize
+    return cg * kh * kw * oh * ow * itemsize + pad
 
 
 def fill_columns(col: np.ndarray, image: np.ndarray, tap_list: list[Tap], out_hw) -> None:
@@ -82,11 +119,12 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, col_dtype=np.float32):
     b3 = bias.reshape(oc, 1, 1) if bias is not None else None
     act = attrs.get("act", "none")
     pointwise = _is_pointwise(w.shape, stride, padding, dilation)
-    tap_list = taps((h, wd), (oh, ow), (kh, kw), stride, padding, dilation)
     if _batched(n, oh, ow, groups):
-        return _prepare_batched(x, w2[0], b3, out, attrs, tap_list, scratch, col_dtype)
+        return _prepare_batched(x, w, b3, out, attrs, (stride, padding, dilation), scratch, col_dtype)
     col = None if pointwise else scratch_array(scratch, col_dtype, (cg, kh, kw, oh, ow))
     col2 = None if col is None else col.reshape(k, oh * ow)
+    im2col = None if pointwise else Im2col(cg, (h, wd), (kh, kw), (oh, ow), stride, padding, dilation,
+                                           col_dtype, scratch, offset=col.nbytes)
 
     def run():
         for i in range(n):
@@ -96,7 +134,7 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, col_dtype=np.float32):
                 if pointwise:
                     np.matmul(w2[g], image.reshape(cg, h * wd), out=dst)
                 else:
-                    fill_columns(col, image, tap_list, (oh, ow))
+                    im2col(image, col)
                     np.matmul(w2[g], col2, out=dst)
             if b3 is not None:
                 np.add(out[i], b3, out=out[i])
@@ -106,22 +144,24 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, col_dtype=np.float32):
     return run
 
 
-def _prepare_batched(x, w2, b3, out, attrs, tap_list, scratch, col_dtype):
+def _prepare_batched(x, w, b3, out, attrs, geometry, scratch, col_dtype):
     """One GEMM for the whole batch: columns [K, N, OH, OW], result [OC, N, OH*OW]."""
-    n, cg = x.shape[0], x.shape[1]
-    oc, k = w2.shape
+    stride, padding, dilation = geometry
+    n, cg, h, wd = x.shape
+    oc, _, kh, kw = w.shape
     _, _, oh, ow = out.shape
-    kh = max(t.kh for t in tap_list) + 1
-    kw = max(t.kw for t in tap_list) + 1
+    w2 = w.reshape(oc, -1)
     col = scratch_array(scratch, col_dtype, (cg, kh, kw, n, oh, ow))
     acc = scratch_array(scratch, col_dtype, (oc, n, oh * ow), offset=col.nbytes)
-    col2, acc2 = col.reshape(k, n * oh * ow), acc.reshape(oc, n * oh * ow)
+    im2col = Im2col(cg, (h, wd), (kh, kw), (oh, ow), stride, padding, dilation, col_dtype, scratch,
+                    offset=col.nbytes + acc.nbytes)
+    col2, acc2 = col.reshape(-1, n * oh * ow), acc.reshape(oc, n * oh * ow)
     act = attrs.get("act", "none")
     out3 = out.reshape(n, oc, oh * ow)
 
     def run():
         for i in range(n):
-            fill_columns(col[:, :, :, i], x[i], tap_list, (oh, ow))
+            im2col(x[i], col[:, :, :, i])
         np.matmul(w2, col2, out=acc2)
         np.copyto(out3, acc.transpose(1, 0, 2))
         if b3 is not None:

@@ -12,8 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._base import kernel, scratch_array
-from ._window import taps
-from .conv import _is_pointwise, fill_columns
+from .conv import Im2col, _is_pointwise, padded_bytes
 
 
 def _requantize(acc: np.ndarray, bias, mult, attrs, out: np.ndarray) -> None:
@@ -63,7 +62,8 @@ def _qconv_scratch(in_types, out_types, attrs):
     _, c, h, wd = x.shape
     oc, cg, kh, kw = w.shape
     _, _, oh, ow = out_types[0].shape
-    return 8 * (c * h * wd + cg * kh * kw * oh * ow + oc * oh * ow)
+    pad = padded_bytes(cg, (h, wd), tuple(attrs.get("padding", (0, 0, 0, 0))), 8)
+    return 8 * (c * h * wd + cg * kh * kw * oh * ow + oc * oh * ow) + pad
 
 
 @kernel("glow.qconv2d", scratch_bytes=_qconv_scratch, widen=(1,))
@@ -80,11 +80,12 @@ def _qconv(inputs, outputs, attrs, scratch):
     b2 = np.asarray(bias, dtype=np.float64).reshape(oc, 1)
     m2 = np.asarray(mult, dtype=np.float64).reshape(oc, 1)
     pointwise = _is_pointwise(w.shape, stride, padding, dilation)
-    tap_list = taps((h, wd), (oh, ow), (kh, kw), stride, padding, dilation)
     xs = scratch_array(scratch, np.float64, (c, h, wd))
     col = scratch_array(scratch, np.float64, (cg, kh, kw, oh, ow), offset=xs.nbytes)
     acc = scratch_array(scratch, np.float64, (oc, oh * ow), offset=xs.nbytes + col.nbytes)
     col2 = col.reshape(k, oh * ow)
+    im2col = Im2col(cg, (h, wd), (kh, kw), (oh, ow), stride, padding, dilation, np.float64, scratch,
+                    offset=xs.nbytes + col.nbytes + acc.nbytes)
     x_zp = attrs["x_zp"]
 
     def run():
@@ -95,7 +96,7 @@ def _qconv(inputs, outputs, attrs, scratch):
                 if pointwise:
                     src = part.reshape(cg, h * wd)
                 else:
-                    fill_columns(col, part, tap_list, (oh, ow))
+                    im2col(part, col)
                     src = col2
                 np.matmul(w2[g], src, out=acc[g * ocg : (g + 1) * ocg])
             _requantize(acc, b2, m2, attrs, out[i].reshape(oc, oh * ow))
