@@ -170,3 +170,26 @@ def test_lowered_modules_cannot_be_exported() -> None:
     lowered = lowerkit.to_backend(module, "reference")
     with pytest.raises(lowerkit.InputError, match="export the module before lowering it"):
         lowerkit.onnx.export(lowered)
+
+
+def test_pooling_geometries_match_onnxruntime() -> None:
+    """Pools in ceil mode are exported in floor mode with extra end padding (onnx's shape
+    inference ignores the ceil-mode rule that drops windows starting in the end padding)."""
+    import itertools
+
+    mismatches = []
+    grid = itertools.product([5, 7], [2, 3], [1, 2, 3, 4], [0, 1], [False, True], [False, True, None])
+    for size, k, stride, pad, ceil, cip in grid:
+        x = rand(1, 2, size, size, seed=size + k)
+
+        def pool(x):
+            if cip is None:  # max pool, with dilation when it fits
+                return ops.max_pool2d(x, k, stride=stride, padding=pad, dilation=1 + (k == 2), ceil_mode=ceil)
+            return ops.avg_pool2d(x, k, stride=stride, padding=pad, ceil_mode=ceil, count_include_pad=cip)
+
+        module = lowerkit.trace(pool, x)
+        proto = lowerkit.onnx.export(module)
+        (y,) = run_ort(proto, {proto.graph.input[0].name: x})
+        if y.shape != module(x).shape or not np.allclose(y, module(x), atol=1e-6):
+            mismatches.append((size, k, stride, pad, ceil, cip))
+    assert mismatches == []

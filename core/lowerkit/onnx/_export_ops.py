@@ -110,23 +110,81 @@ def export_conv2d(ctx: ExportContext, node: Node) -> None:
     )
 
 
+def _floor_mode_pads(x_shape, out_shape, attrs) -> list[int]:
+    """End pads that make floor-mode pooling produce the ceil-mode output size.
+
+    ONNX's ceil_mode drops a last window that would start in the end padding, as torch and
+    lowerkit do, and ONNX Runtime follows it, but onnx's shape inference does not, so a
+    ceil-mode pool can fail ``onnx.checker``'s full check. Floor mode with enough end padding
+    gives the same windows; the extra padding is never read (max ignores padding, and the
+    average counts only input elements, see the callers).
+    """
+    kernel, stride, dilation = attrs["kernel_size"], attrs["stride"], attrs.get("dilation", (1, 1))
+    pads = [int(p) for p in attrs["padding"]]
+    for i in range(2):
+        extent = dilation[i] * (kernel[i] - 1) + 1
+        needed = (out_shape[2 + i] - 1) * stride[i] + extent - x_shape[2 + i] - pads[i]
+        pads[2 + i] = max(pads[2 + i], needed)
+    return pads
+
+
+def _fits_onnxruntime(pads: list[int], kernel) -> bool:
+    # ONNX Runtime refuses pool pads not smaller than the (undilated) kernel.
+    return all(p < kernel[i % 2] for i, p in enumerate(pads))
+
+
+def _explicit_pad(ctx: ExportContext, node: Node, source: str, pads: list[int], value: float) -> str:
+    top, left, bottom, right = pads
+    where = ctx.initializer(np.array([0, 0, top, left, 0, 0, bottom, right], np.int64), "pool_pads")
+    fill = ctx.initializer(np.array(value, dtype=node.inputs[0].type.numpy_dtype), "pool_pad_value")
+    padded = ctx.fresh(f"{node.output.name}_padded")
+    ctx.add_node("Pad", [source, where, fill], [padded], mode="constant")
+    return padded
+
+
 @exporter("max_pool2d")
 def export_max_pool2d(ctx: ExportContext, node: Node) -> None:
     a = node.attrs
+    x = node.inputs[0]
+    source = ctx.name(x)
+    pads = _floor_mode_pads(x.type.shape, node.output.type.shape, a) if a["ceil_mode"] else list(a["padding"])
+    if not _fits_onnxruntime(pads, a["kernel_size"]):
+        source, pads = _explicit_pad(ctx, node, source, pads, -np.inf), [0, 0, 0, 0]
     ctx.add_node(
-        "MaxPool", [ctx.name(node.inputs[0])], [ctx.output()],
-        kernel_shape=list(a["kernel_size"]), strides=list(a["stride"]), pads=list(a["padding"]),
-        dilations=list(a["dilation"]), ceil_mode=int(a["ceil_mode"]),
+        "MaxPool", [source], [ctx.output()],
+        kernel_shape=list(a["kernel_size"]), strides=list(a["stride"]), pads=pads,
+        dilations=list(a["dilation"]),
     )
 
 
 @exporter("avg_pool2d")
 def export_avg_pool2d(ctx: ExportContext, node: Node) -> None:
-    a = node.attrs
+    a = dict(node.attrs)
+    x = node.inputs[0]
+    source, shape = ctx.name(x), x.type.shape
+    count_include_pad = int(a["count_include_pad"])
+    if a["ceil_mode"]:
+        if count_include_pad and any(a["padding"]):
+            # Counting the padding = averaging an explicitly zero-padded input without it.
+            top, left, bottom, right = a["padding"]
+            source = _explicit_pad(ctx, node, source, list(a["padding"]), 0.0)
+            shape = (shape[0], shape[1], shape[2] + top + bottom, shape[3] + left + right)
+            a["padding"] = (0, 0, 0, 0)
+        # Past the (original) padding a ceil-mode window counts input elements only.
+        count_include_pad = 0
+        pads = _floor_mode_pads(shape, node.output.type.shape, a)
+        if not _fits_onnxruntime(pads, a["kernel_size"]):  # keep ceil mode (stride > kernel)
+            ctx.add_node(
+                "AveragePool", [source], [ctx.output()], kernel_shape=list(a["kernel_size"]),
+                strides=list(a["stride"]), pads=list(a["padding"]), ceil_mode=1, count_include_pad=0,
+            )
+            return
+    else:
+        pads = list(a["padding"])
     ctx.add_node(
-        "AveragePool", [ctx.name(node.inputs[0])], [ctx.output()],
-        kernel_shape=list(a["kernel_size"]), strides=list(a["stride"]), pads=list(a["padding"]),
-        ceil_mode=int(a["ceil_mode"]), count_include_pad=int(a["count_include_pad"]),
+        "AveragePool", [source], [ctx.output()],
+        kernel_shape=list(a["kernel_size"]), strides=list(a["stride"]), pads=pads,
+        count_include_pad=count_include_pad,
     )
 
 
