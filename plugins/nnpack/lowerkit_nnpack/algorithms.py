@@ -31,12 +31,13 @@ class ConvAlgorithm:
         weight: np.ndarray | None,
         relu: bool = False,
         precompute: bool = True,
+        workspace: Workspace | None = None,
     ) -> None:
         check_algorithm(self.name, geom)
         self.geom = geom
         self.weight = None if weight is None else np.ascontiguousarray(weight, dtype=np.float32)
         self.relu = relu
-        self.ws = Workspace()
+        self.ws = workspace if workspace is not None else Workspace()
         self._kernel = None
         if precompute and self.weight is not None:
             self._kernel = self._transform_kernel(None, self.weight)
@@ -209,6 +210,7 @@ class FourierTiles(ConvAlgorithm):
             spectrum = np.fft.rfft2(w.astype(np.float64), s=(t, t), axes=(0, 1))
             return np.ascontiguousarray(np.conj(spectrum), dtype=np.complex64).reshape(-1, oc, ic)
         padded = ws.get("kpad", (t, t, oc, ic))
+        padded.fill(0.0)
         np.copyto(padded[:kh, :kw], w)
         spectrum = ws.get("kernel", (t, t // 2 + 1, oc, ic), np.complex64)
         _forward(padded, spectrum)

@@ -10,6 +10,7 @@ from .algorithms import ALGORITHM_CLASSES, ConvAlgorithm
 from .geometry import ConvGeometry, GeometryError
 from .selection import select_algorithm
 from .threads import blas_limit, cpu_count, run_parallel, split
+from .workspace import Workspace
 
 # Batches at or above this take the batched ("output") path; see docs/nnpack.md for the measurement.
 DEFAULT_BATCH_THRESHOLD = 2
@@ -32,7 +33,8 @@ class Conv2d:
 
     ``weight`` may be ``None`` when it only arrives at call time (a graph input rather than
     a parameter); the kernel is then transformed on every call. ``batch_hint`` is the batch
-    size ``auto`` selects the algorithm for (any batch size runs).
+    size ``auto`` selects the algorithm for (any batch size runs). Kernels that run one
+    after another (a plan's nodes) may share one ``workspace``.
     """
 
     def __init__(
@@ -46,6 +48,7 @@ class Conv2d:
         transform_strategy: str = "precompute",
         options: RunOptions = RunOptions(),
         batch_hint: int = 1,
+        workspace: Workspace | None = None,
     ) -> None:
         geom.check()
         if weight is not None:
@@ -66,7 +69,7 @@ class Conv2d:
                 f"unknown algorithm {algorithm!r}; expected one of {['auto', *ALGORITHM_CLASSES]}"
             )
         self.impl: ConvAlgorithm = cls(
-            geom, weight, relu=relu, precompute=transform_strategy == "precompute"
+            geom, weight, relu=relu, precompute=transform_strategy == "precompute", workspace=workspace
         )
         self.bias = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
         self.options = options

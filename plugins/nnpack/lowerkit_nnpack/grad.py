@@ -15,6 +15,7 @@ from .algorithms import ImplicitGemm
 from .conv import Conv2d, RunOptions
 from .geometry import ConvGeometry, GeometryError
 from .threads import blas_limit, run_parallel, split
+from .workspace import Workspace
 
 
 def _require_stride1(op: str, stride: tuple[int, int]) -> None:
@@ -39,6 +40,7 @@ class Conv2dInputGrad:
         transform_strategy: str = "precompute",
         options: RunOptions = RunOptions(),
         batch_hint: int = 1,
+        workspace: Workspace | None = None,
     ) -> None:
         _require_stride1("conv2d_input_grad", geom.stride)
         geom.check()
@@ -54,6 +56,7 @@ class Conv2dInputGrad:
         self.conv = Conv2d(
             self.backward, None if weight is None else _rotate(weight), algorithm=algorithm,
             transform_strategy=transform_strategy, options=options, batch_hint=batch_hint,
+            workspace=workspace,
         )
 
     def __call__(self, grad_output: np.ndarray, weight: np.ndarray | None = None) -> np.ndarray:
@@ -64,11 +67,13 @@ class Conv2dInputGrad:
 class Conv2dWeightGrad:
     """``grad_weight`` of a stride-1 convolution: im2col(input) times grad_output, summed over the batch."""
 
-    def __init__(self, geom: ConvGeometry, *, options: RunOptions = RunOptions()) -> None:
+    def __init__(
+        self, geom: ConvGeometry, *, options: RunOptions = RunOptions(), workspace: Workspace | None = None
+    ) -> None:
         _require_stride1("conv2d_weight_grad", geom.stride)
         geom.check()
         self.geom = geom
-        self.im2col = ImplicitGemm(geom, None, precompute=False)
+        self.im2col = ImplicitGemm(geom, None, precompute=False, workspace=workspace)
         self.options = options
 
     def __call__(self, x: np.ndarray, grad_output: np.ndarray) -> np.ndarray:

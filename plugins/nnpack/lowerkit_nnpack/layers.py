@@ -8,6 +8,7 @@ from numpy.lib.stride_tricks import as_strided
 from .conv import RunOptions
 from .geometry import GeometryError
 from .threads import blas_limit, run_parallel, split
+from .tiles import pad_into
 from .workspace import Workspace
 
 
@@ -49,7 +50,10 @@ class MaxPool2d:
     same strided-view reduction here (dilation 1, floor mode).
     """
 
-    def __init__(self, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int, int, int]) -> None:
+    def __init__(
+        self, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int, int, int],
+        workspace: Workspace | None = None,
+    ) -> None:
         kh, kw = kernel
         t, l, b, r = padding
         if min(kernel) < 1 or min(stride) < 1:
@@ -58,7 +62,7 @@ class MaxPool2d:
             if pad < 0 or pad >= k:
                 raise GeometryError(f"{side} padding must be in [0, pooling size - 1] = [0, {k - 1}], got {pad}")
         self.kernel, self.stride, self.padding = (kh, kw), tuple(stride), (t, l, b, r)
-        self.ws = Workspace()
+        self.ws = workspace if workspace is not None else Workspace()
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         (kh, kw), (sh, sw), (t, l, b, r) = self.kernel, self.stride, self.padding
@@ -68,8 +72,8 @@ class MaxPool2d:
             raise GeometryError(f"padded input {h + t + b}x{w + l + r} is smaller than the pooling window {kh}x{kw}")
         x = np.ascontiguousarray(x, dtype=np.float32)
         if any(self.padding):
-            src = self.ws.get("pad", (n, c, h + t + b, w + l + r), fill=-np.inf)
-            src[:, :, t : t + h, l : l + w] = x
+            src = self.ws.get("pad", (n, c, h + t + b, w + l + r))
+            pad_into(x, src, t, l, -np.inf)
         else:
             src = x
         out = np.empty((n, c, oh, ow), dtype=np.float32)

@@ -24,6 +24,7 @@ from .grad import Conv2dInputGrad, Conv2dWeightGrad
 from .layers import Linear, MaxPool2d, relu, softmax
 from .support import attrs_of, conv_geometry, support_reason
 from .threads import blas_limit
+from .workspace import SHARED
 
 # A step's kernel takes the arrays of its runtime inputs and returns its outputs.
 StepKernel = Callable[[list[np.ndarray]], list[np.ndarray]]
@@ -51,6 +52,9 @@ class Plan:
         self.constants: dict[int, np.ndarray] = {}
         self.algorithms: dict[int, str] = {}  # debug handle -> chosen conv algorithm (docs, tests)
         self.steps: list[Step] = []
+        # Nodes run one after another on a thread, so every kernel of every plan can share
+        # one per-thread workspace: it holds the largest layer's scratch, not the sum.
+        self.workspace = SHARED
         self._build(graph, parameters)
 
     # -- building -------------------------------------------------------------------
@@ -101,7 +105,7 @@ class Plan:
             conv = Conv2d(
                 conv_geometry(node), weight, bias, algorithm=opts["algorithm"], relu=fuse_relu,
                 transform_strategy=opts["transform_strategy"], options=run,
-                batch_hint=node.inputs[0].type.shape[0],
+                batch_hint=node.inputs[0].type.shape[0], workspace=self.workspace,
             )
             self.algorithms[node.debug_handle] = conv.algorithm
             live = [ids[0]] + [ids[i] for i in (1, 2) if i < len(ids) and ids[i] not in self.constants]
@@ -119,14 +123,14 @@ class Plan:
             grad = Conv2dInputGrad(
                 conv_geometry(node), weight, algorithm=opts["algorithm"],
                 transform_strategy=opts["transform_strategy"], options=run,
-                batch_hint=node.inputs[1].type.shape[0],
+                batch_hint=node.inputs[1].type.shape[0], workspace=self.workspace,
             )
             self.algorithms[node.debug_handle] = grad.conv.algorithm
             if weight is not None:
                 return (lambda args: [grad(args[0])]), [ids[1]]
             return (lambda args: [grad(args[1], args[0])]), ids
         if node.op == "conv2d_weight_grad":
-            wgrad = Conv2dWeightGrad(conv_geometry(node), options=run)
+            wgrad = Conv2dWeightGrad(conv_geometry(node), options=run, workspace=self.workspace)
             self.algorithms[node.debug_handle] = "implicit_gemm"
             return (lambda args: [wgrad(args[0], args[1])]), ids
         if node.op == "linear":
@@ -143,7 +147,9 @@ class Plan:
 
             return run_linear, live
         if node.op == "max_pool2d":
-            pool = MaxPool2d(tuple(attrs["kernel_size"]), tuple(attrs["stride"]), tuple(attrs["padding"]))
+            pool = MaxPool2d(
+                tuple(attrs["kernel_size"]), tuple(attrs["stride"]), tuple(attrs["padding"]), self.workspace
+            )
             return (lambda args: [pool(args[0])]), ids
         if node.op == "relu":
             return (lambda args: [relu(args[0])]), ids

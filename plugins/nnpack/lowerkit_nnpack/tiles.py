@@ -11,9 +11,13 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 
-def pad_into(x: np.ndarray, dst: np.ndarray, top: int, left: int) -> None:
-    """Copy ``x`` [N, C, H, W] into ``dst`` at offset (top, left); the rest of dst stays as is (zero)."""
+def pad_into(x: np.ndarray, dst: np.ndarray, top: int, left: int, value: float = 0.0) -> None:
+    """Copy ``x`` [N, C, H, W] into ``dst`` at offset (top, left) and set the border around it to ``value``."""
     h, w = x.shape[2], x.shape[3]
+    dst[:, :, :top] = value
+    dst[:, :, top + h :] = value
+    dst[:, :, top : top + h, :left] = value
+    dst[:, :, top : top + h, left + w :] = value
     np.copyto(dst[:, :, top : top + h, left : left + w], x)
 
 
