@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ..ir import Node
-from ._exporter import ExportContext, _callee
+from ._exporter import ExportContext, resolve_call
 from ._registry import exporter
 
 _ELEMENTWISE = {
@@ -40,7 +40,7 @@ def export_constant(ctx: ExportContext, node: Node) -> None:
 
 @exporter("call")
 def export_call(ctx: ExportContext, node: Node) -> None:
-    target, graph, sub = _callee(ctx.module, node)  # type: ignore[arg-type]
+    target, graph, sub = resolve_call(ctx.module, node)  # type: ignore[arg-type]
     results = ctx.emit_graph(target, graph, [ctx.name(v) for v in node.inputs], ctx.prefix + sub)
     for value, name in zip(node.outputs, results):
         ctx.bind(value, name)

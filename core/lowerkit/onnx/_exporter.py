@@ -107,7 +107,7 @@ class ExportContext:
             self.module, self.prefix, self.node, self._names = saved
 
 
-def _callee(module: Module, node: Node) -> tuple[Module, Graph, str]:
+def resolve_call(module: Module, node: Node) -> tuple[Module, Graph, str]:
     """The module and graph a ``call`` node runs, and the submodule's name prefix."""
     sub_name = node.attrs.get("module", "")
     method = node.attrs["method"]
@@ -134,7 +134,7 @@ def _check_exportable(module: Module, graph: Graph) -> None:
         seen_graphs.add(id(g))
         for node in g.nodes:
             if node.op == "call":
-                target, callee, sub = _callee(mod, node)
+                target, callee, sub = resolve_call(mod, node)
                 walk(target, callee, prefix + sub)
             elif node.op not in EXPORTERS:
                 missing.append(f"{node.op} ({node.where()}{' in ' + prefix.rstrip('.') if prefix else ''})")

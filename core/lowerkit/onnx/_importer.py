@@ -219,7 +219,7 @@ class ImportContext:
 
 
 # -- reading and checking the model --------------------------------------------------------------
-def _read_model(model: Any) -> Any:
+def read_model(model: Any) -> Any:
     onnx = require_onnx()
     if isinstance(model, onnx.ModelProto):
         proto = model
@@ -363,7 +363,7 @@ def import_model(
     from . import _import_ops  # noqa: F401  (registers the importers)
 
     onnx = require_onnx()
-    proto = _read_model(model)
+    proto = read_model(model)
     opset = _default_opset(proto)
     _check_ops(proto)
     ctx = ImportContext(opset)

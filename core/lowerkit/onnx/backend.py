@@ -31,7 +31,7 @@ _onnx = require_onnx()
 
 import onnx.backend.base as _base  # noqa: E402  (after the helpful ImportError above)
 
-from ._importer import MAX_OPSET, OnnxImport, _read_model, import_model  # noqa: E402
+from ._importer import MAX_OPSET, import_model, read_model  # noqa: E402
 
 __all__ = [
     "LowerkitBackend",
@@ -88,7 +88,7 @@ class LowerkitBackendRep(_base.BackendRep):
         backend: BackendChoice = "reference",
         input_shapes: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
-        self._proto = _read_model(model)
+        self._proto = read_model(model)
         self.backend = _backend_names(backend)
         self._input_shapes = dict(input_shapes or {})
         graph_inputs = _graph_inputs(self._proto)
