@@ -112,6 +112,7 @@ class _Registry:
         self._lock = threading.RLock()
         self._from_entry_points: dict[tuple[str, str, str], Backend] = {}
         self._in_process: dict[str, Backend] = {}
+        self._claims_cache: tuple[tuple[str, ...], dict[str, list[_Claim]]] | None = None
 
     def loaded(self) -> list[Backend]:
         with self._lock:
@@ -119,7 +120,21 @@ class _Registry:
         return [b for b in every if b._pm is not None]
 
     def claims(self) -> dict[str, list[_Claim]]:
-        """Entry points by backend name; reads metadata only, imports nothing."""
+        """Entry points by backend name; reads metadata only, imports nothing.
+
+        Reading every distribution's metadata takes milliseconds, and partitioning asks
+        once per region, so the answer is kept until ``sys.path`` changes.
+        """
+        key = tuple(sys.path)
+        cached = self._claims_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        result = self._read_claims()
+        self._claims_cache = (key, result)
+        return result
+
+    @staticmethod
+    def _read_claims() -> dict[str, list[_Claim]]:
         result: dict[str, list[_Claim]] = {}
         for ep in _metadata.entry_points(group=ENTRY_POINT_GROUP):
             dist = getattr(ep, "dist", None)
