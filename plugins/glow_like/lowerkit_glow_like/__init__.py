@@ -79,7 +79,9 @@ def lowerkit_execute(handle: Executable, inputs: list[np.ndarray]) -> list[np.nd
 
 @hookimpl
 def lowerkit_destroy(handles: dict[str, Executable]) -> None:
-    """Nothing to free explicitly: arenas are numpy arrays owned by the handles."""
+    """Stop the handles' worker threads; arenas are numpy arrays freed with the handles."""
+    for handle in handles.values():
+        handle.close()
 
 
 def describe(processed: bytes) -> str:

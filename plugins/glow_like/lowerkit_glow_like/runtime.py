@@ -73,6 +73,29 @@ def _aligned_bytes(nbytes: int) -> np.ndarray:
     return raw[start : start + nbytes]
 
 
+class Parallel:
+    """Runs ``task(j)`` for ``j in range(ways)``: task 0 on the calling thread, the others on
+    the handle's worker threads. Tasks never wait for each other, so calls from many
+    threads sharing the workers cannot deadlock."""
+
+    def __init__(self, ways: int) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.ways = ways
+        self._pool = ThreadPoolExecutor(max_workers=ways - 1, thread_name_prefix="glow_like")
+
+    def __call__(self, task) -> None:
+        futures = [self._pool.submit(task, j) for j in range(1, self.ways)]
+        try:
+            task(0)
+        finally:
+            for f in futures:
+                f.result()
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False)
+
+
 @dataclass
 class _ThreadState:
     inputs: list[np.ndarray]
@@ -97,6 +120,8 @@ class Executable:
                     wide.flags.writeable = False
                     self.widened[buf.constant] = wide
         self.threads = program.options.get("threads")
+        # threads > 1: intra-op parallelism on our workers, each running single-threaded BLAS.
+        self.parallel = Parallel(int(self.threads)) if self.threads and self.threads > 1 else None
         self._local = threading.local()
 
     def _state(self) -> _ThreadState:
@@ -125,7 +150,11 @@ class Executable:
                 buf = program.buffers[ins.inputs[pos]]
                 if buf.kind == "constant":
                     inputs[pos] = self.widened[buf.constant].reshape(buf.shape)
-            calls.append(spec.prepare(inputs, [views[b] for b in ins.outputs], ins.attrs, scratch))
+            outputs = [views[b] for b in ins.outputs]
+            if spec.parallel and self.parallel is not None:
+                calls.append(spec.prepare(inputs, outputs, ins.attrs, scratch, parallel=self.parallel))
+            else:
+                calls.append(spec.prepare(inputs, outputs, ins.attrs, scratch))
         return _ThreadState([views[b] for b in program.inputs], [views[b] for b in program.outputs], calls)
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -144,7 +173,7 @@ class Executable:
                 )
             np.copyto(dst, src, casting="same_kind")
         if self.threads:
-            BLAS_LIMIT.enter(int(self.threads))
+            BLAS_LIMIT.enter(1 if self.parallel is not None else int(self.threads))
             try:
                 for call in state.calls:
                     call()
@@ -154,3 +183,8 @@ class Executable:
             for call in state.calls:
                 call()
         return [out.copy() for out in state.outputs]
+
+    def close(self) -> None:
+        """Stop the worker threads; the handle must not run afterwards."""
+        if self.parallel is not None:
+            self.parallel.shutdown()

@@ -103,3 +103,24 @@ def test_wrong_input_shape_is_an_input_error():
     handle = _handle(module)
     with pytest.raises(InputError, match=r"expected input shape \[1, 3, 8, 8\], got \[1, 3, 4, 4\]"):
         handle.run([x[:, :, :4, :4]])
+
+
+def test_intra_op_parallel_threads_match_and_survive_concurrent_callers():
+    module, x = traced("resnet18", batch=2, hw=32)
+    expected = reference(module, x)
+    payload = glow.lowerkit_preprocess(module=module, compile_spec={"forward": {"threads": 2}})
+    handles = glow.lowerkit_compile(processed=payload, compile_spec={})
+    handle = handles["forward"]
+    assert handle.parallel is not None and handle.parallel.ways == 2
+    serial = handle.run([x])
+    assert_close(serial, expected)
+    results: list[np.ndarray] = []
+    workers = [threading.Thread(target=lambda: results.append(handle.run([x])[0])) for _ in range(4)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert len(results) == 4
+    for got in results:
+        np.testing.assert_array_equal(got, serial[0])
+    glow.lowerkit_destroy(handles=handles)

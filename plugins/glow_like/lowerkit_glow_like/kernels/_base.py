@@ -36,18 +36,28 @@ class KernelSpec:
     # Input positions that, when constant, compile binds widened to float64 once per handle
     # (int8 weights become exact float64 GEMM operands shared by all threads).
     widen: tuple[int, ...] = ()
+    # True when prepare accepts ``parallel=``: a callable running ``task(j)`` for
+    # j in range(parallel.ways) across the handle's worker threads.
+    parallel: bool = False
 
 
 KERNELS: dict[str, KernelSpec] = {}
 
 
-def kernel(op: str, *, scratch_bytes: ScratchSize = _no_scratch, inplace: bool = False, widen: tuple[int, ...] = ()):
+def kernel(
+    op: str,
+    *,
+    scratch_bytes: ScratchSize = _no_scratch,
+    inplace: bool = False,
+    widen: tuple[int, ...] = (),
+    parallel: bool = False,
+):
     """Register the decorated ``prepare`` function as the kernel of ``op``."""
 
     def decorate(prepare: Prepare) -> Prepare:
         if op in KERNELS:
             raise ValueError(f"kernel {op!r} registered twice")
-        KERNELS[op] = KernelSpec(op, prepare, scratch_bytes, inplace, widen)
+        KERNELS[op] = KernelSpec(op, prepare, scratch_bytes, inplace, widen, parallel)
         return prepare
 
     return decorate

@@ -48,7 +48,8 @@ class Im2col:
         self.shape = (c, khw[0], khw[1], out_hw[0], out_hw[1])
         self.stride, self.dilation = stride, dilation
 
-    def __call__(self, image: np.ndarray, col: np.ndarray) -> None:
+    def source(self, image: np.ndarray) -> np.ndarray:
+        """The read-only window view ``[C, KH, KW, OH, OW]`` of ``image`` (padded if needed)."""
         src = image
         if self.pad is not None:
             for border in self.borders:  # the scratch may hold another instruction's data
@@ -57,8 +58,10 @@ class Im2col:
             src = self.pad
         s0, s1, s2 = src.strides
         (sh, sw), (dh, dw) = self.stride, self.dilation
-        window = as_strided(src, self.shape, (s0, s1 * dh, s2 * dw, s1 * sh, s2 * sw), writeable=False)
-        np.copyto(col, window)
+        return as_strided(src, self.shape, (s0, s1 * dh, s2 * dw, s1 * sh, s2 * sw), writeable=False)
+
+    def __call__(self, image: np.ndarray, col: np.ndarray) -> None:
+        np.copyto(col, self.source(image))
 
 
 # Below this many output pixels per image, a batch runs as one GEMM over all images (the
@@ -104,7 +107,7 @@ def fill_columns(col: np.ndarray, image: np.ndarray, tap_list: list[Tap], out_hw
         dst[:, t.oh0 : t.oh1, t.ow0 : t.ow1] = image[:, t.rows, t.cols]
 
 
-def prepare_conv(inputs, outputs, attrs, scratch, *, col_dtype=np.float32):
+def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, col_dtype=np.float32):
     """Bind a float convolution (optionally biased, with a fused activation) to its arrays."""
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
@@ -120,7 +123,9 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, col_dtype=np.float32):
     act = attrs.get("act", "none")
     pointwise = _is_pointwise(w.shape, stride, padding, dilation)
     if _batched(n, oh, ow, groups):
-        return _prepare_batched(x, w, b3, out, attrs, (stride, padding, dilation), scratch, col_dtype)
+        return _prepare_batched(x, w, b3, out, attrs, (stride, padding, dilation), scratch, col_dtype, parallel)
+    if parallel is not None and groups == 1:
+        return _prepare_split(x, w, bias, out, attrs, (stride, padding, dilation), scratch, col_dtype, parallel)
     col = None if pointwise else scratch_array(scratch, col_dtype, (cg, kh, kw, oh, ow))
     col2 = None if col is None else col.reshape(k, oh * ow)
     im2col = None if pointwise else Im2col(cg, (h, wd), (kh, kw), (oh, ow), stride, padding, dilation,
@@ -144,7 +149,57 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, col_dtype=np.float32):
     return run
 
 
-def _prepare_batched(x, w, b3, out, attrs, geometry, scratch, col_dtype):
+def _split(size: int, ways: int) -> list[tuple[int, int]]:
+    return [(size * j // ways, size * (j + 1) // ways) for j in range(ways)]
+
+
+def _prepare_split(x, w, bias, out, attrs, geometry, scratch, col_dtype, parallel):
+    """Intra-op parallel form: each of ``parallel.ways`` tasks fills and multiplies a band of
+    output rows (its columns of the column buffer), then adds bias and activation there."""
+    stride, padding, dilation = geometry
+    n, c, h, wd = x.shape
+    oc, _, kh, kw = w.shape
+    _, _, oh, ow = out.shape
+    w2 = w.reshape(oc, -1)
+    b2 = bias.reshape(oc, 1) if bias is not None else None
+    act = attrs.get("act", "none")
+    pointwise = _is_pointwise(w.shape, stride, padding, dilation)
+    col = None if pointwise else scratch_array(scratch, col_dtype, (c, kh, kw, oh, ow))
+    col2 = None if col is None else col.reshape(-1, oh * ow)
+    im2col = None if pointwise else Im2col(c, (h, wd), (kh, kw), (oh, ow), stride, padding, dilation,
+                                           col_dtype, scratch, offset=col.nbytes)
+    bands = [(a, b) for a, b in _split(oh, parallel.ways)]
+    out3 = out.reshape(n, oc, oh * ow)
+    current: list = [None, 0]  # this thread's window view and image index (kernels are per thread)
+
+    def task(j: int) -> None:
+        a, b = bands[j]
+        if a == b:
+            return
+        window, i = current
+        cols = slice(a * ow, b * ow)
+        if pointwise:
+            src = x[i].reshape(c, h * wd)[:, cols]
+        else:
+            np.copyto(col[:, :, :, a:b], window[:, :, :, a:b])
+            src = col2[:, cols]
+        dst = out3[i][:, cols]
+        np.matmul(w2, src, out=dst)
+        if b2 is not None:
+            np.add(dst, b2, out=dst)
+        if act != "none":
+            apply_activation(dst, attrs)
+
+    def run():
+        for i in range(n):
+            current[0] = None if pointwise else im2col.source(x[i])
+            current[1] = i
+            parallel(task)
+
+    return run
+
+
+def _prepare_batched(x, w, b3, out, attrs, geometry, scratch, col_dtype, parallel=None):
     """One GEMM for the whole batch: columns [K, N, OH, OW], result [OC, N, OH*OW]."""
     stride, padding, dilation = geometry
     n, cg, h, wd = x.shape
@@ -159,10 +214,20 @@ def _prepare_batched(x, w, b3, out, attrs, geometry, scratch, col_dtype):
     act = attrs.get("act", "none")
     out3 = out.reshape(n, oc, oh * ow)
 
+    bands = _split(n * oh * ow, parallel.ways) if parallel is not None else [(0, n * oh * ow)]
+
+    def gemm(j: int) -> None:
+        a, b = bands[j]
+        if a < b:
+            np.matmul(w2, col2[:, a:b], out=acc2[:, a:b])
+
     def run():
         for i in range(n):
             im2col(x[i], col[:, :, :, i])
-        np.matmul(w2, col2, out=acc2)
+        if parallel is None:
+            gemm(0)
+        else:
+            parallel(gemm)
         np.copyto(out3, acc.transpose(1, 0, 2))
         if b3 is not None:
             np.add(out, b3, out=out)
@@ -176,5 +241,5 @@ def _scratch(in_types, out_types, attrs):
     return conv_scratch_bytes(in_types, out_types, attrs)
 
 
-kernel("conv2d", scratch_bytes=_scratch)(prepare_conv)
-kernel("glow.conv2d", scratch_bytes=_scratch)(prepare_conv)
+kernel("conv2d", scratch_bytes=_scratch, parallel=True)(prepare_conv)
+kernel("glow.conv2d", scratch_bytes=_scratch, parallel=True)(prepare_conv)
