@@ -1,10 +1,12 @@
-"""The convolution algorithms, each split into three steps the scheduler can spread over threads.
+"""The convolution algorithms, each split into steps the scheduler can spread over threads.
 
 ``kernel_data()`` gives the transformed kernel (precomputed once, or per call);
-``transform_input(x)`` turns an NCHW batch chunk into the algorithm's domain;
-``compute_output(state, kernel, bias, block, out)`` does the channel GEMM for the output-channel
-``block`` and the output transform, adding bias and (fused) ReLU. Every large temporary
-lives in the algorithm's per-thread :class:`Workspace` and is written with ``out=``.
+``transform_input(x)`` turns an NCHW batch chunk into the algorithm's domain (or, where
+``splits_channels``, ``new_state`` + ``transform_channels`` per input-channel block +
+``finish_state``); ``compute_output(state, kernel, bias, block, out)`` does the channel
+GEMM for the output-channel ``block`` and the output transform, adding bias and (fused)
+ReLU. Every large temporary lives in a per-thread :class:`Workspace` and is written with
+``out=``.
 """
 
 from __future__ import annotations
