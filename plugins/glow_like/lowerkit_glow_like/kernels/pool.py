@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import kernel
+from ._base import kernel, scratch_array
 from ._window import taps
 
 
@@ -16,17 +16,50 @@ def _pool_taps(x, out, attrs):
     return taps(x.shape[2:], out.shape[2:], ks, stride, padding, dilation), ks, stride, padding
 
 
+def _max_pool_geometry(x_shape, out_shape, attrs):
+    ks = tuple(attrs["kernel_size"])
+    stride = tuple(attrs.get("stride") or ks)
+    pt, pl, _, _ = tuple(attrs.get("padding", (0, 0, 0, 0)))
+    dh, dw = tuple(attrs.get("dilation", (1, 1)))
+    n, c, h, w = x_shape
+    oh, ow = out_shape[2:]
+    # The padded buffer holds every row/column any window reads (ceil_mode may read past
+    # the end padding; those positions hold the lowest value, like padding).
+    hp = max(pt + h, (oh - 1) * stride[0] + (ks[0] - 1) * dh + 1)
+    wp = max(pl + w, (ow - 1) * stride[1] + (ks[1] - 1) * dw + 1)
+    return ks, stride, (pt, pl), (dh, dw), (n, c, hp, wp)
+
+
+def _max_pool_scratch(in_types, out_types, attrs):
+    x, out = in_types[0], out_types[0]
+    _, _, _, _, (n, c, hp, wp) = _max_pool_geometry(x.shape, out.shape, attrs)
+    return (n * c * hp * wp + n * c * out.shape[2] * wp) * x.numpy_dtype.itemsize
+
+
 def prepare_max_pool(inputs, outputs, attrs, scratch):
+    """Separable max: over the window's rows into ``rows[N, C, OH, Wp]``, then its columns."""
     (x,), (out,) = inputs, outputs
-    tap_list = _pool_taps(x, out, attrs)[0]
+    (kh, kw), (sh, sw), (pt, pl), (dh, dw), (n, c, hp, wp) = _max_pool_geometry(x.shape, out.shape, attrs)
+    h, w = x.shape[2:]
+    oh, ow = out.shape[2:]
     lowest = -np.inf if out.dtype.kind == "f" else np.iinfo(out.dtype).min
+    pad = scratch_array(scratch, x.dtype, (n, c, hp, wp))
+    rows = scratch_array(scratch, x.dtype, (n, c, oh, wp), offset=pad.nbytes)
+    interior = pad[:, :, pt : pt + h, pl : pl + w]
+    borders = [b for b in (pad[:, :, :pt], pad[:, :, pt + h :], pad[:, :, :, :pl], pad[:, :, :, pl + w :]) if b.size]
+    row_taps = [pad[:, :, i * dh : i * dh + (oh - 1) * sh + 1 : sh] for i in range(kh)]
+    col_taps = [rows[:, :, :, j * dw : j * dw + (ow - 1) * sw + 1 : sw] for j in range(kw)]
 
     def run():
-        out.fill(lowest)
-        for t in tap_list:
-            if t.oh1 > t.oh0 and t.ow1 > t.ow0:
-                dst = out[:, :, t.oh0 : t.oh1, t.ow0 : t.ow1]
-                np.maximum(dst, x[:, :, t.rows, t.cols], out=dst)
+        for border in borders:
+            border.fill(lowest)
+        np.copyto(interior, x)
+        np.copyto(rows, row_taps[0])
+        for tap in row_taps[1:]:
+            np.maximum(rows, tap, out=rows)
+        np.copyto(out, col_taps[0])
+        for tap in col_taps[1:]:
+            np.maximum(out, tap, out=out)
 
     return run
 
@@ -70,6 +103,6 @@ def prepare_global_avg_pool(inputs, outputs, attrs, scratch):
     return lambda: np.mean(x, axis=(2, 3), keepdims=True, out=out)
 
 
-kernel("max_pool2d")(prepare_max_pool)
+kernel("max_pool2d", scratch_bytes=_max_pool_scratch)(prepare_max_pool)
 kernel("avg_pool2d")(prepare_avg_pool)
 kernel("global_avg_pool2d")(prepare_global_avg_pool)
