@@ -145,7 +145,12 @@ def bench_batch(batch: int, repeat: int, with_int8: bool) -> None:
         so = ort.SessionOptions()
         sess = ort.InferenceSession(to_onnx(module).SerializeToString(), so, providers=["CPUExecutionProvider"])
         expected = sess.run(None, {graph_of(module).inputs[0].name: x})[0]
-        rows.append(("onnxruntime", median_ms(lambda: sess.run(None, {graph_of(module).inputs[0].name: x}), repeat), ""))
+        feed = {graph_of(module).inputs[0].name: x}
+        rows.append(("onnxruntime", median_ms(lambda: sess.run(None, feed), repeat), "default threads"))
+        so1 = ort.SessionOptions()
+        so1.intra_op_num_threads = 1
+        sess1 = ort.InferenceSession(to_onnx(module).SerializeToString(), so1, providers=["CPUExecutionProvider"])
+        rows.append(("onnxruntime, 1 thread", median_ms(lambda: sess1.run(None, feed), repeat), "intra_op_num_threads=1"))
     except ImportError as err:
         rows.append(("onnxruntime", None, f"skipped: {err}"))
 
@@ -174,6 +179,10 @@ def bench_batch(batch: int, repeat: int, with_int8: bool) -> None:
         lowered = lk.to_backend(module, "glow_like", {"forward": {"opt_level": level}})
         rows.append((f"glow_like opt {level}", median_ms(lambda: lowered(x), repeat), check(lowered(x))))
         plans[level] = lowered
+    for threads, note in ((1, "single-threaded BLAS"), (2, "2 intra-op workers, single-threaded BLAS")):
+        lowered = lk.to_backend(module, "glow_like", {"forward": {"opt_level": 2, "threads": threads}})
+        rows.append((f"glow_like opt 2, threads={threads}", median_ms(lambda: lowered(x), repeat),
+                     f"{check(lowered(x))}; {note}"))
     if with_int8:
         import lowerkit_glow_like as glow
 
@@ -201,6 +210,10 @@ def bench_batch(batch: int, repeat: int, with_int8: bool) -> None:
         else:
             ratio = f"{ms / base:6.2f}x" if base else "-"
             print(f"  {name:32s} {ms:9.2f} {ratio:>7s}  {note}")
+    single = next((ms for name, ms, _ in rows if name == "onnxruntime, 1 thread" and ms is not None), None)
+    glow1 = next((ms for name, ms, _ in rows if name == "glow_like opt 2, threads=1" and ms is not None), None)
+    if single and glow1:
+        print(f"  single-threaded: glow_like opt 2 / onnxruntime = {glow1 / single:.2f}x")
     from lowerkit_glow_like.payload.codec import decode
 
     for level, lowered in plans.items():
@@ -246,6 +259,9 @@ def main() -> None:
     if args.int8_accuracy:
         int8_accuracy(calibration=16, held_out=32)
         return
+    import os
+
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (1 min) at start")
     for info in threadpool_info():
         print(f"BLAS: {info.get('internal_api')} {info.get('version')} {info.get('architecture')} "
               f"threads={info.get('num_threads')} ({info.get('user_api')})")
