@@ -111,18 +111,27 @@ class Executable:
         self.constants = [np.ascontiguousarray(c) for c in program.constants]
         for c in self.constants:
             c.flags.writeable = False
-        self.widened: dict[int, np.ndarray] = {}
+        # Derived constants (widened or transformed weights), computed once, shared by threads.
+        self.derived: dict[tuple, np.ndarray] = {}
         for ins in program.instructions:
-            for pos in KERNELS[ins.op].widen:
+            for pos, fn in KERNELS[ins.op].derive:
                 buf = program.buffers[ins.inputs[pos]]
-                if buf.kind == "constant" and buf.constant not in self.widened:
-                    wide = self.constants[buf.constant].astype(np.float64)
-                    wide.flags.writeable = False
-                    self.widened[buf.constant] = wide
+                key = self._derived_key(buf, fn, ins)
+                if key is not None and key not in self.derived:
+                    array = fn(self.constants[buf.constant].reshape(buf.shape), ins.attrs)
+                    if array.flags.writeable and array.base is None:
+                        array.flags.writeable = False
+                    self.derived[key] = array
         self.threads = program.options.get("threads")
         # threads > 1: intra-op parallelism on our workers, each running single-threaded BLAS.
         self.parallel = Parallel(int(self.threads)) if self.threads and self.threads > 1 else None
         self._local = threading.local()
+
+    @staticmethod
+    def _derived_key(buf, fn, ins) -> tuple | None:
+        if buf.kind != "constant":
+            return None
+        return (buf.constant, buf.shape, fn.__module__, fn.__qualname__, ins.attrs.get("algo", ""))
 
     def _state(self) -> _ThreadState:
         state = getattr(self._local, "state", None)
@@ -146,10 +155,10 @@ class Executable:
         for ins in program.instructions:
             spec = KERNELS[ins.op]
             inputs = [views[b] for b in ins.inputs]
-            for pos in spec.widen:
-                buf = program.buffers[ins.inputs[pos]]
-                if buf.kind == "constant":
-                    inputs[pos] = self.widened[buf.constant].reshape(buf.shape)
+            for pos, fn in spec.derive:
+                key = self._derived_key(program.buffers[ins.inputs[pos]], fn, ins)
+                if key is not None:
+                    inputs[pos] = self.derived[key]
             outputs = [views[b] for b in ins.outputs]
             if spec.parallel and self.parallel is not None:
                 calls.append(spec.prepare(inputs, outputs, ins.attrs, scratch, parallel=self.parallel))

@@ -17,6 +17,7 @@ from lowerkit.ir import TensorType
 
 Run = Callable[[], None]
 Prepare = Callable[[list[np.ndarray], list[np.ndarray], dict, "np.ndarray | None"], Run]
+Derive = Callable[[np.ndarray, dict], np.ndarray]
 ScratchSize = Callable[[Sequence[TensorType], Sequence[TensorType], dict], int]
 
 
@@ -33,9 +34,11 @@ class KernelSpec:
     scratch_bytes: ScratchSize = _no_scratch
     # True when out may alias the first input of equal shape (element-wise, read-before-write).
     inplace: bool = False
-    # Input positions that, when constant, compile binds widened to float64 once per handle
-    # (int8 weights become exact float64 GEMM operands shared by all threads).
-    widen: tuple[int, ...] = ()
+    # (input position, derive(array, attrs) -> array): when that input is a constant,
+    # compile computes the derived array once per handle and every thread's kernel gets it
+    # instead (int8 weights widened to float64, Winograd-transformed weights). Kernels also
+    # accept the raw array (constant folding and tests call prepare directly).
+    derive: tuple[tuple[int, Derive], ...] = ()
     # True when prepare accepts ``parallel=``: a callable running ``task(j)`` for
     # j in range(parallel.ways) across the handle's worker threads.
     parallel: bool = False
@@ -49,7 +52,7 @@ def kernel(
     *,
     scratch_bytes: ScratchSize = _no_scratch,
     inplace: bool = False,
-    widen: tuple[int, ...] = (),
+    derive: tuple[tuple[int, Derive], ...] = (),
     parallel: bool = False,
 ):
     """Register the decorated ``prepare`` function as the kernel of ``op``."""
@@ -57,7 +60,7 @@ def kernel(
     def decorate(prepare: Prepare) -> Prepare:
         if op in KERNELS:
             raise ValueError(f"kernel {op!r} registered twice")
-        KERNELS[op] = KernelSpec(op, prepare, scratch_bytes, inplace, widen, parallel)
+        KERNELS[op] = KernelSpec(op, prepare, scratch_bytes, inplace, derive, parallel)
         return prepare
 
     return decorate

@@ -15,6 +15,11 @@ from ._base import kernel, scratch_array
 from .conv import Im2col, _is_pointwise, padded_bytes
 
 
+def to_float64(array: np.ndarray, attrs: dict) -> np.ndarray:
+    """int8 weights as exact float64 GEMM operands (derived once per handle)."""
+    return np.asarray(array, dtype=np.float64)
+
+
 def _requantize(acc: np.ndarray, bias, mult, attrs, out: np.ndarray) -> None:
     if bias is not None:
         np.add(acc, bias, out=acc)
@@ -66,7 +71,7 @@ def _qconv_scratch(in_types, out_types, attrs):
     return 8 * (c * h * wd + cg * kh * kw * oh * ow + oc * oh * ow) + pad
 
 
-@kernel("glow.qconv2d", scratch_bytes=_qconv_scratch, widen=(1,))
+@kernel("glow.qconv2d", scratch_bytes=_qconv_scratch, derive=((1, to_float64),))
 def _qconv(inputs, outputs, attrs, scratch):
     x, w, bias, mult = inputs
     (out,) = outputs
@@ -110,7 +115,7 @@ def _qfc_scratch(in_types, out_types, attrs):
     return 8 * m * (w.shape[0] + w.shape[1])
 
 
-@kernel("glow.qfc", scratch_bytes=_qfc_scratch, widen=(1,))
+@kernel("glow.qfc", scratch_bytes=_qfc_scratch, derive=((1, to_float64),))
 def _qfc(inputs, outputs, attrs, scratch):
     x, w, bias, mult = inputs
     (out,) = outputs
