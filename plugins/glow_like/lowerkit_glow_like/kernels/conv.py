@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from . import winograd
 from ._base import apply_activation, kernel, scratch_array
 from ._window import Tap, taps
 
@@ -109,6 +110,8 @@ def fill_columns(col: np.ndarray, image: np.ndarray, tap_list: list[Tap], out_hw
 
 def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, col_dtype=np.float32):
     """Bind a float convolution (optionally biased, with a fused activation) to its arrays."""
+    if attrs.get("algo") == "winograd":
+        return winograd.prepare_winograd(inputs, outputs, attrs, scratch, parallel)
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     (out,) = outputs
@@ -238,8 +241,11 @@ def _prepare_batched(x, w, b3, out, attrs, geometry, scratch, col_dtype, paralle
 
 
 def _scratch(in_types, out_types, attrs):
+    if attrs.get("algo") == "winograd":
+        return winograd.scratch_bytes(in_types, out_types, attrs)
     return conv_scratch_bytes(in_types, out_types, attrs)
 
 
-kernel("conv2d", scratch_bytes=_scratch, parallel=True)(prepare_conv)
-kernel("glow.conv2d", scratch_bytes=_scratch, parallel=True)(prepare_conv)
+_DERIVE = ((1, winograd.winograd_weights),)
+kernel("conv2d", scratch_bytes=_scratch, parallel=True, derive=_DERIVE)(prepare_conv)
+kernel("glow.conv2d", scratch_bytes=_scratch, parallel=True, derive=_DERIVE)(prepare_conv)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from lowerkit.ir import Graph
 
+from .algorithm import select_conv_algorithm
 from .constant_fold import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
@@ -41,6 +42,7 @@ FULL: tuple[Pass, ...] = (
     eliminate_noop_reshapes,
     eliminate_common_subexpressions,
     eliminate_dead_code,
+    select_conv_algorithm,
 )
 
 PIPELINES: dict[int, tuple[Pass, ...]] = {0: (), 1: CLEANUP, 2: FULL}
@@ -58,5 +60,5 @@ def optimize(graph: Graph, opt_level: int) -> list[str]:
 __all__ = [
     "CLEANUP", "FULL", "PIPELINES", "eliminate_common_subexpressions", "eliminate_dead_code",
     "eliminate_noop_reshapes", "fold_batch_norm", "fold_constants", "fuse_activations", "fuse_bias",
-    "lower_high_level", "optimize",
+    "lower_high_level", "optimize", "select_conv_algorithm",
 ]
