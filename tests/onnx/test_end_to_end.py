@@ -153,3 +153,32 @@ def test_export_round_trip_of_lowerkit_resnet18_through_onnxruntime(tmp_path) ->
     _close(session.run(None, {proto.graph.input[0].name: x})[0], expected)
     # ... and back: import the exported file and run it again on the reference backend.
     _close(lowerkit.onnx.load(path)(x), expected)
+
+
+class _ViewNet(nn.Module):
+    """Flattens with x.view(x.size(0), -1): shape arithmetic in the exported graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4 * 6 * 6, 5)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x)).unsqueeze(1).squeeze(1)
+        return torch.log_softmax(self.fc(y.view(y.size(0), -1)), dim=-1)
+
+
+def test_pytorch_shape_arithmetic_is_folded_per_batch_size(tmp_path) -> None:
+    torch.manual_seed(0)
+    model = _ViewNet().eval()
+    path = tmp_path / "view.onnx"
+    _export_torch(model, torch.rand(2, 3, 8, 8), path, dynamic_batch=True)
+    ops_in_file = {n.op_type for n in onnx.load(str(path)).graph.node}
+    assert {"Shape", "Gather", "Concat", "Reshape"} <= ops_in_file
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for batch in (1, 3):
+        x = np.random.default_rng(batch).random((batch, 3, 8, 8), dtype=np.float32)
+        module = lowerkit.onnx.load(path, input_shapes={"x": [batch, 3, 8, 8]})
+        ops = {n.op for n in lowerkit.graph_of(module).nodes}
+        assert ops == {"param", "conv2d", "relu", "reshape", "linear", "log_softmax"}
+        np.testing.assert_allclose(module(x), session.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)

@@ -233,3 +233,40 @@ def test_load_from_path_and_bytes(tmp_path) -> None:
     x = rand(3)
     for source in (path, str(path), model.SerializeToString()):
         np.testing.assert_array_equal(lowerkit.onnx.load(source)(x), np.maximum(x, 0))
+
+
+def test_shape_arithmetic_is_evaluated_at_import() -> None:
+    # What PyTorch writes for x.view(x.size(0), -1) / x.numel(), with a dynamic batch.
+    model = make_model(
+        [node("Shape", ["x"], ["s"]), node("Gather", ["s", "zero"], ["n"], axis=0),
+         node("Unsqueeze", ["n", "axes"], ["n1"]), node("Concat", ["n1", "minus_one"], ["shape"], axis=0),
+         node("Reshape", ["x", "shape"], ["r"]), node("Size", ["x"], ["numel"]),
+         node("Cast", ["numel"], ["numel_f"], to=TensorProto.FLOAT), node("Div", ["r", "numel_f"], ["y"])],
+        [("x", ["batch", 3, 4])], [("y", ["batch", 12])],
+        {"zero": np.array(0, np.int64), "axes": np.array([0], np.int64), "minus_one": np.array([-1], np.int64)},
+    )
+    module = lowerkit.onnx.load(model, input_shapes={"x": [2, 3, 4]})
+    assert [n.op for n in lowerkit.graph_of(module).nodes] == ["reshape", "constant", "div"]
+    assert module.parameters == {}
+    x = rand(2, 3, 4)
+    np.testing.assert_allclose(module(x), x.reshape(2, 12) / 24, rtol=1e-6)
+
+
+def test_ops_that_cannot_be_folded_are_still_listed() -> None:
+    model = make_model(
+        [node("Shape", ["x"], ["s"]), node("Cast", ["x"], ["c"], to=TensorProto.FLOAT, name="cast_x"),
+         node("Relu", ["c"], ["y"])],
+        [("x", [2, 3])], [("y", None)],
+    )
+    with pytest.raises(lowerkit.UnsupportedOperatorError, match=r"1 node\(s\).*: Cast \(node #1 'cast_x'\)\."):
+        lowerkit.onnx.load(model)
+
+
+def test_squeeze_and_unsqueeze_are_reshapes() -> None:
+    model = make_model(
+        [node("Unsqueeze", ["x", "axes"], ["u"]), node("Relu", ["u"], ["r"]), node("Squeeze", ["r"], ["y"])],
+        [("x", [2, 3])], [("y", None)], {"axes": np.array([-1, 0], np.int64)},
+    )
+    graph = lowerkit.graph_of(lowerkit.onnx.load(model))
+    assert [(n.op, n.attrs.get("shape")) for n in graph.nodes] == [
+        ("reshape", (1, 2, 3, 1)), ("relu", None), ("reshape", (2, 3))]

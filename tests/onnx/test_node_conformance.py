@@ -39,6 +39,7 @@ INCLUDE = [
     r"^test_flatten_[a-z0-9_]+$",
     r"^test_reshape_[a-z_]+$",
     r"^test_transpose_[a-z0-9_]+$",
+    r"^test_(un)?squeeze(_[a-z0-9_]+)?$",
     r"^test_concat_[0-9a-z_]+$",
     r"^test_(log)?softmax_[a-z0-9_]+$",
     r"^test_constant$",

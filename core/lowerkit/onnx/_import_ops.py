@@ -269,6 +269,41 @@ def import_reshape(ctx: ImportContext, node) -> list[Value]:
     return [ctx.emit("reshape", [x], {"shape": tuple(target)})]
 
 
+def _raw_axes(ctx: ImportContext) -> list[int] | None:
+    """Squeeze/Unsqueeze axes: an input from opset 13, an attribute before; None if absent."""
+    axes = ctx.constant_input(1, "the axes") if ctx.opset >= 13 else ctx.attrs().get("axes")
+    return None if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
+
+
+@importer("Unsqueeze", constant_inputs=(1,))
+def import_unsqueeze(ctx: ImportContext, node) -> list[Value]:
+    x = ctx.input(0)
+    raw = _raw_axes(ctx)
+    if not raw:
+        raise FormatError(f"{ctx.where()}: Unsqueeze needs axes")
+    rank = x.type.rank + len(raw)
+    axes = {_axis(ctx, a, rank) for a in raw}
+    if len(axes) != len(raw):
+        raise FormatError(f"{ctx.where()}: Unsqueeze axes {raw} repeat an axis")
+    dims = iter(x.type.shape)
+    shape = tuple(1 if i in axes else next(dims) for i in range(rank))
+    return [ctx.emit("reshape", [x], {"shape": shape})]
+
+
+@importer("Squeeze", constant_inputs=(1,))
+def import_squeeze(ctx: ImportContext, node) -> list[Value]:
+    x = ctx.input(0)
+    raw = _raw_axes(ctx)
+    if raw is None:
+        axes = {i for i, d in enumerate(x.type.shape) if d == 1}
+    else:
+        axes = {_axis(ctx, a, x.type.rank) for a in raw}
+    if any(x.type.shape[a] != 1 for a in axes):
+        raise FormatError(f"{ctx.where()}: Squeeze axes {sorted(axes)} of {x.type} are not all of size 1")
+    shape = tuple(d for i, d in enumerate(x.type.shape) if i not in axes)
+    return [ctx.emit("reshape", [x], {"shape": shape})]
+
+
 @importer("Transpose")
 def import_transpose(ctx: ImportContext, node) -> list[Value]:
     x = ctx.input(0)

@@ -32,7 +32,7 @@ from ._types import ONNX_TO_DTYPE, onnx_type_name
 # on a best-effort basis (Clip's attribute bounds are handled).
 MIN_OPSET = 7
 MAX_OPSET = 25
-_DEFAULT_DOMAINS = ("", "ai.onnx")
+DEFAULT_DOMAINS = ("", "ai.onnx")
 _PARAM_INVALID = re.compile(r"[^A-Za-z0-9_.]")
 
 
@@ -106,6 +106,24 @@ class ImportContext:
 
     def is_known(self, name: str) -> bool:
         return name in self._known
+
+    def is_weight(self, name: str) -> bool:
+        """Whether ``name`` is a floating-point initializer (to be kept as a parameter)."""
+        known = self._known.get(name)
+        return known is not None and known.initializer and known.array.dtype.kind == "f"
+
+    def known_names(self) -> list[str]:
+        return list(self._known)
+
+    def known_array(self, name: str) -> np.ndarray:
+        """The value of a tensor known at import time (initializer, constant, folded)."""
+        return self._known[name].array
+
+    def shape_of(self, name: str) -> tuple[int, ...]:
+        """The static shape of ONNX tensor ``name``, without emitting anything."""
+        if name in self._known:
+            return tuple(self._known[name].array.shape)
+        return self.value(name).type.shape
 
     def value(self, name: str) -> Value:
         """The lowerkit value for ONNX name ``name``, emitting ``param``/``constant`` on first use."""
@@ -248,7 +266,7 @@ def read_model(model: Any) -> Any:
 
 
 def _default_opset(proto: Any) -> int:
-    versions = [o.version for o in proto.opset_import if o.domain in _DEFAULT_DOMAINS]
+    versions = [o.version for o in proto.opset_import if o.domain in DEFAULT_DOMAINS]
     if not versions:
         raise FormatError("the ONNX model imports no default-domain (ai.onnx) opset")
     opset = versions[0]
@@ -258,20 +276,6 @@ def _default_opset(proto: Any) -> int:
             "(11-21 documented); convert it with onnx.version_converter"
         )
     return opset
-
-
-def _check_ops(proto: Any) -> None:
-    missing = []
-    for index, node in enumerate(proto.graph.node):
-        if node.domain not in _DEFAULT_DOMAINS or node.op_type not in IMPORTERS:
-            op = node.op_type if node.domain in _DEFAULT_DOMAINS else f"{node.domain}::{node.op_type}"
-            missing.append(f"{op} (node #{index} {node.name!r})" if node.name else f"{op} (node #{index})")
-    if missing:
-        raise UnsupportedOperatorError(
-            f"the ONNX model has {len(missing)} node(s) lowerkit cannot import: "
-            + ", ".join(missing)
-            + f". Supported ONNX ops: {', '.join(sorted(IMPORTERS))}"
-        )
 
 
 def _tensor_type(array: np.ndarray, what: str) -> TensorType:
@@ -361,11 +365,11 @@ def import_model(
     know at import time, such as ``Reshape``'s shape or ``Clip``'s bounds).
     """
     from . import _import_ops  # noqa: F401  (registers the importers)
+    from ._folding import FOLD, fold, plan
 
     onnx = require_onnx()
     proto = read_model(model)
     opset = _default_opset(proto)
-    _check_ops(proto)
     ctx = ImportContext(opset)
     graph = proto.graph
     for init in graph.initializer:
@@ -388,11 +392,22 @@ def import_model(
         _tensor_type(array, f"constant input {input_name!r}")
         ctx.add_known(input_name, array, initializer=False)
     graph_inputs = [vi for vi in graph_inputs if vi.name not in fixed]
+    weights = {name for name in ctx.known_names() if ctx.is_weight(name)}
+    actions, missing = plan(graph.node, set(ctx.known_names()), weights)
+    if missing:
+        raise UnsupportedOperatorError(
+            f"the ONNX model has {len(missing)} node(s) lowerkit cannot import: "
+            + ", ".join(missing)
+            + f". Supported ONNX ops: {', '.join(sorted(IMPORTERS))}"
+        )
     types = _input_types(graph_inputs, input_shapes)
     for vi, t in zip(graph_inputs, types):
         ctx.bind(vi.name, ctx.graph.add_input(vi.name, t))
-    for index, node in enumerate(graph.node):
+    for index, (node, action) in enumerate(zip(graph.node, actions)):
         ctx.begin(node, index)
+        if action == FOLD:
+            fold(ctx, node)
+            continue
         outputs = IMPORTERS[node.op_type](ctx, node)
         for out_name, value in zip(node.output, outputs):
             if out_name and value is not None:
