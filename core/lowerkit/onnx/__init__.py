@@ -59,7 +59,7 @@ def import_model(
     return _import_model(model, input_shapes=input_shapes, constant_inputs=constant_inputs)
 
 
-def export(module: Any, path: Any = None, *, opset: int = 17, method: str = "forward") -> Any:
+def export(module: Any, path: Any = None, opset: int = 17, *, method: str = "forward") -> Any:
     """Export one method of an un-lowered module as an ONNX ``ModelProto`` (saved if ``path``)."""
     from ._exporter import export as _export
 

@@ -152,7 +152,7 @@ def _value_info(onnx: Any, name: str, value: Value) -> Any:
     return onnx.helper.make_tensor_value_info(name, DTYPE_TO_ONNX[value.type.dtype], list(value.type.shape))
 
 
-def export(module: Any, path: Any = None, *, opset: int = 17, method: str = "forward") -> Any:
+def export(module: Any, path: Any = None, opset: int = 17, *, method: str = "forward") -> Any:
     """Export ``method`` of an un-lowered ``module`` as an ONNX ``ModelProto``.
 
     The result passes ``onnx.checker.check_model(full_check=True)``; when ``path`` is given

@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import FormatError, InputError, UnsupportedOperatorError, VerificationError
 from ..ir import Graph, GraphMethod, Module, TensorType, Value
 from ..ir.types import dtype_name
+from ..ir.verify import verify_module
 from ..opset import ShapeError, get_schema
 from ._deps import require_onnx
 from ._registry import IMPORTERS
@@ -421,6 +422,7 @@ def import_model(
         methods={"forward": GraphMethod(ctx.graph, returns_tuple=len(outputs) != 1)},
         name=name or graph.name or "OnnxModel",
     )
+    verify_module(module)  # an importer bug must not reach a backend
     return OnnxImport(
         module=module,
         opset=opset,
