@@ -83,12 +83,13 @@ class ExportContext:
 
     def parameter(self, qualified: str) -> str:
         """The initializer holding parameter ``qualified`` of the module being exported."""
-        module = self.module
+        module, node = self.module, self.node
+        assert module is not None and node is not None  # set by emit_graph
         key = (id(module), qualified)
         if key not in self._params:
-            if qualified not in module.parameters:  # type: ignore[union-attr]
-                raise InputError(f"{self.node.where()} reads parameter {qualified!r}, which the module lacks")  # type: ignore[union-attr]
-            self._params[key] = self.initializer(module.parameters[qualified], self.prefix + qualified)  # type: ignore[union-attr]
+            if qualified not in module.parameters:
+                raise InputError(f"{node.where()} reads parameter {qualified!r}, which the module lacks")
+            self._params[key] = self.initializer(module.parameters[qualified], self.prefix + qualified)
         return self._params[key]
 
     # -- graphs -----------------------------------------------------------------------------------

@@ -219,7 +219,9 @@ class LowerkitBackend(_base.Backend):
             del model.graph.output[:]
             for n in outs:
                 if n not in inferred:
-                    raise InputError(f"cannot infer the type of output {n!r} of node {node.op_type}; pass outputs_info")
+                    raise InputError(
+                        f"cannot infer the type of output {n!r} of node {node.op_type}; pass outputs_info"
+                    )
                 model.graph.output.append(inferred[n])
         return cls.run_model(model, arrays, device, **kwargs)
 
