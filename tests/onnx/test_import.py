@@ -11,6 +11,7 @@ from onnx import TensorProto, helper  # noqa: E402
 
 import lowerkit  # noqa: E402
 import lowerkit.onnx  # noqa: E402
+from lowerkit.errors import VerificationError  # noqa: E402
 from lowerkit.ir.verify import verify_module  # noqa: E402
 
 from onnx_helpers import make_model, rand, run_ort  # noqa: E402
@@ -270,3 +271,14 @@ def test_squeeze_and_unsqueeze_are_reshapes() -> None:
     graph = lowerkit.graph_of(lowerkit.onnx.load(model))
     assert [(n.op, n.attrs.get("shape")) for n in graph.nodes] == [
         ("reshape", (1, 2, 3, 1)), ("relu", None), ("reshape", (2, 3))]
+
+
+def test_declared_output_types_are_checked() -> None:
+    graph = helper.make_graph(
+        [node("Relu", ["x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(VerificationError, match=r"output 'y' is declared FLOAT\['\?', 4\] but the imported graph computes f32\[2, 3\]"):
+        lowerkit.onnx.load(model, input_shapes={"x": [2, 3]})

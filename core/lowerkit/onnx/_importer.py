@@ -333,18 +333,19 @@ def _input_types(
     return types
 
 
-def _check_outputs(proto: Any, values: Sequence[Value], fixed_inputs: bool) -> None:
-    """Compare the declared static output shapes with the ones the import computed."""
+def _check_outputs(proto: Any, values: Sequence[Value]) -> None:
+    """Compare the declared output types (static dims only) with the ones the import computed."""
     for vi, value in zip(proto.graph.output, values):
         tt = vi.type.tensor_type
-        if not tt.HasField("shape"):
-            continue
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-        declared_type = ONNX_TO_DTYPE.get(tt.elem_type)
-        shape_ok = len(dims) == value.type.rank and all(
-            d is None or d == s for d, s in zip(dims, value.type.shape)
-        )
-        if declared_type != value.type.dtype or (fixed_inputs and not shape_ok):
+        type_ok = not tt.elem_type or ONNX_TO_DTYPE.get(tt.elem_type) == value.type.dtype
+        shape_ok = True
+        if tt.HasField("shape"):
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+            shape_ok = len(dims) == value.type.rank and all(
+                d is None or d == s for d, s in zip(dims, value.type.shape)
+            )
+        if not (type_ok and shape_ok):
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
             shown = ["?" if d is None else d for d in dims]
             raise VerificationError(
                 f"ONNX output {vi.name!r} is declared {onnx_type_name(tt.elem_type)}{shown} but "
@@ -416,7 +417,7 @@ def import_model(
     ctx.node, ctx.index, ctx.scope = None, len(graph.node), ""
     outputs = [ctx.value(vi.name) for vi in graph.output]
     ctx.graph.set_outputs(outputs)
-    _check_outputs(proto, outputs, fixed_inputs=not input_shapes)
+    _check_outputs(proto, outputs)
     module = Module(
         parameters=ctx.parameters,
         methods={"forward": GraphMethod(ctx.graph, returns_tuple=len(outputs) != 1)},
