@@ -40,3 +40,9 @@ def test_resnet18_batch_8_on_opt_level_0_matches_reference():
     module, x = traced("resnet18", batch=8, hw=32)
     lowered = lk.to_backend(module, "glow_like", {"forward": {"opt_level": 0}})
     assert_close([lowered(x)], reference(module, x))
+
+
+def test_resnet18_full_size_opt2_matches_reference():
+    module, x = traced("resnet18")  # 1 x 3 x 224 x 224, Winograd on layer3
+    lowered = lk.to_backend(module, "glow_like")
+    assert_close([lowered(x)], reference(module, x))

@@ -80,3 +80,20 @@ def test_describe_hook_is_exposed_exactly_when_the_core_declares_it():
     g.set_outputs([g.add_node("relu", [x], [f32(2)]).output])
     text = glow.describe(glow.lowerkit_preprocess(module=module_of(g), compile_spec={}))
     assert text.startswith("method forward (opt_level=2") and "relu(%x:f32[2]@" in text
+
+
+def test_outputs_that_are_inputs_constants_or_repeated():
+    g = Graph()
+    x = g.add_input("x", f32(3))
+    c = g.add_node("param", [], [f32(3)], {"name": "c"}).output
+    y = g.add_node("relu", [x], [f32(3)]).output
+    g.set_outputs([x, c, y, y])
+    module = Module({"c": np.arange(3, dtype=np.float32)}, {"forward": GraphMethod(g, returns_tuple=True)})
+    for i, node in enumerate(g.nodes):
+        node.debug_handle = i + 1
+    inp = rand(3)
+    for level in (0, 2):
+        got = run_glow(module, inp, opt_level=level)
+        assert_close(got, reference(module, inp))
+        got[0][0] = 99.0  # outputs are fresh arrays, not views of the input or constants
+        assert inp[0] != 99.0
