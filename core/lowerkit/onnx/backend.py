@@ -209,7 +209,7 @@ class LowerkitBackend(_base.Backend):
             ]
         else:
             graph_outputs = [helper.make_empty_tensor_value_info(n) for n in outs]
-        opset = int(kwargs.pop("opset_version", MAX_OPSET))
+        opset = int(kwargs.pop("opset_version", min(MAX_OPSET, _onnx.defs.onnx_opset_version())))
         graph = helper.make_graph([node], f"{node.op_type}_node", graph_inputs, graph_outputs)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
         model.ir_version = helper.find_min_ir_version_for(list(model.opset_import))
