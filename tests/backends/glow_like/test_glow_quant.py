@@ -76,6 +76,22 @@ def test_quantized_conv_equals_integer_arithmetic():
     np.testing.assert_array_equal(out[0], expected.astype(np.uint8))
 
 
+def test_batched_quantized_conv_equals_the_per_image_one():
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 256, (3, 4, 5, 5)).astype(np.uint8)
+    w = rng.integers(-127, 128, (6, 4, 3, 3)).astype(np.int8)
+    bias = rng.integers(-500, 500, 6).astype(np.int32)
+    mult = rng.uniform(1e-4, 1e-3, 6)
+    attrs = {"stride": (1, 1), "padding": (1, 1, 1, 1), "dilation": (1, 1), "groups": 1,
+             "x_zp": 9, "out_zp": 4, "qmin": 4, "qmax": 255}
+    batched = np.empty((3, 6, 5, 5), np.uint8)
+    KERNELS["glow.qconv2d"].prepare([x, w, bias, mult], [batched], attrs, None)()
+    for i in range(3):
+        single = np.empty((1, 6, 5, 5), np.uint8)
+        KERNELS["glow.qconv2d"].prepare([x[i : i + 1], w, bias, mult], [single], attrs, None)()
+        np.testing.assert_array_equal(batched[i], single[0])
+
+
 def test_qparams_represent_zero_exactly_and_weights_per_channel():
     scale, zp = activation_qparams(-1.0, 3.0)
     assert round(0.0 / scale) + zp == zp and 0 <= zp <= 255

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._base import kernel, scratch_array
-from .conv import Im2col, _is_pointwise, padded_bytes
+from .conv import Im2col, _batched, _is_pointwise, padded_bytes
 
 
 def to_float64(array: np.ndarray, attrs: dict) -> np.ndarray:
@@ -68,7 +68,8 @@ def _qconv_scratch(in_types, out_types, attrs):
     oc, cg, kh, kw = w.shape
     _, _, oh, ow = out_types[0].shape
     pad = padded_bytes(cg, (h, wd), tuple(attrs.get("padding", (0, 0, 0, 0))), 8)
-    return 8 * (c * h * wd + cg * kh * kw * oh * ow + oc * oh * ow) + pad
+    images = x.shape[0] if _batched(x.shape[0], oh, ow, int(attrs.get("groups", 1))) else 1
+    return 8 * (c * h * wd + (cg * kh * kw + oc) * images * oh * ow) + pad
 
 
 @kernel("glow.qconv2d", scratch_bytes=_qconv_scratch, derive=((1, to_float64),))
@@ -85,6 +86,8 @@ def _qconv(inputs, outputs, attrs, scratch):
     b2 = np.asarray(bias, dtype=np.float64).reshape(oc, 1)
     m2 = np.asarray(mult, dtype=np.float64).reshape(oc, 1)
     pointwise = _is_pointwise(w.shape, stride, padding, dilation)
+    if _batched(n, oh, ow, groups):
+        return _qconv_batched(x, w, b2, m2, out, attrs, (stride, padding, dilation), scratch)
     xs = scratch_array(scratch, np.float64, (c, h, wd))
     col = scratch_array(scratch, np.float64, (cg, kh, kw, oh, ow), offset=xs.nbytes)
     acc = scratch_array(scratch, np.float64, (oc, oh * ow), offset=xs.nbytes + col.nbytes)
@@ -105,6 +108,33 @@ def _qconv(inputs, outputs, attrs, scratch):
                     src = col2
                 np.matmul(w2[g], src, out=acc[g * ocg : (g + 1) * ocg])
             _requantize(acc, b2, m2, attrs, out[i].reshape(oc, oh * ow))
+
+    return run
+
+
+def _qconv_batched(x, w, b2, m2, out, attrs, geometry, scratch):
+    """All images in one float64 GEMM (late layers): columns [K, N, OH, OW]."""
+    stride, padding, dilation = geometry
+    n, c, h, wd = x.shape
+    oc, _, kh, kw = w.shape
+    _, _, oh, ow = out.shape
+    w2 = np.asarray(w, dtype=np.float64).reshape(oc, -1)
+    xs = scratch_array(scratch, np.float64, (c, h, wd))
+    col = scratch_array(scratch, np.float64, (c, kh, kw, n, oh, ow), offset=xs.nbytes)
+    acc = scratch_array(scratch, np.float64, (oc, n, oh * ow), offset=xs.nbytes + col.nbytes)
+    im2col = Im2col(c, (h, wd), (kh, kw), (oh, ow), stride, padding, dilation, np.float64, scratch,
+                    offset=xs.nbytes + col.nbytes + acc.nbytes)
+    col2, acc2 = col.reshape(-1, n * oh * ow), acc.reshape(oc, n * oh * ow)
+    b3, m3 = b2.reshape(oc, 1, 1), m2.reshape(oc, 1, 1)
+    out_t = out.reshape(n, oc, oh * ow).transpose(1, 0, 2)
+    x_zp = attrs["x_zp"]
+
+    def run():
+        for i in range(n):
+            np.subtract(x[i], x_zp, out=xs, dtype=np.float64)
+            im2col(xs, col[:, :, :, i])
+        np.matmul(w2, col2, out=acc2)
+        _requantize(acc, b3, m3, attrs, out_t)
 
     return run
 
