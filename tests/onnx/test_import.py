@@ -236,15 +236,19 @@ def test_load_from_path_and_bytes(tmp_path) -> None:
         np.testing.assert_array_equal(lowerkit.onnx.load(source)(x), np.maximum(x, 0))
 
 
-def test_shape_arithmetic_is_evaluated_at_import() -> None:
+@pytest.mark.parametrize("opset", [11, 17])
+def test_shape_arithmetic_is_evaluated_at_import(opset) -> None:
     # What PyTorch writes for x.view(x.size(0), -1) / x.numel(), with a dynamic batch.
+    unsqueeze = (node("Unsqueeze", ["n", "axes"], ["n1"]) if opset >= 13
+                 else node("Unsqueeze", ["n"], ["n1"], axes=[0]))  # axes were an attribute
     model = make_model(
         [node("Shape", ["x"], ["s"]), node("Gather", ["s", "zero"], ["n"], axis=0),
-         node("Unsqueeze", ["n", "axes"], ["n1"]), node("Concat", ["n1", "minus_one"], ["shape"], axis=0),
+         unsqueeze, node("Concat", ["n1", "minus_one"], ["shape"], axis=0),
          node("Reshape", ["x", "shape"], ["r"]), node("Size", ["x"], ["numel"]),
          node("Cast", ["numel"], ["numel_f"], to=TensorProto.FLOAT), node("Div", ["r", "numel_f"], ["y"])],
         [("x", ["batch", 3, 4])], [("y", ["batch", 12])],
         {"zero": np.array(0, np.int64), "axes": np.array([0], np.int64), "minus_one": np.array([-1], np.int64)},
+        opset=opset,
     )
     module = lowerkit.onnx.load(model, input_shapes={"x": [2, 3, 4]})
     assert [n.op for n in lowerkit.graph_of(module).nodes] == ["reshape", "constant", "div"]

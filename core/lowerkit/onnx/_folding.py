@@ -90,13 +90,28 @@ def fold(ctx: ImportContext, node: Any) -> None:
             attrs = ctx.attrs()
             results = [np.array(shape[attrs.get("start", 0) : attrs.get("end", len(shape))], dtype=np.int64)]
     else:
-        from onnx.reference import ReferenceEvaluator
-
         feeds = {n: ctx.known_array(n) for n in node.input if n}
         try:
-            results = ReferenceEvaluator(node, opsets={"": ctx.opset}).run(None, feeds)
+            results = _evaluate(node, feeds, ctx.opset)
         except Exception as err:  # the evaluator's errors are not typed
             raise ctx.unsupported(f"its inputs are all known but evaluating it failed: {err}") from err
     for name, array in zip(node.output, results):
         if name:
             ctx.add_known(name, np.asarray(array), initializer=False)
+
+
+def _evaluate(node: Any, feeds: dict[str, np.ndarray], opset: int) -> list[np.ndarray]:
+    """Run one node with onnx's reference evaluator, at the model's opset."""
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    inputs = [
+        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+        for n, a in feeds.items()
+    ]
+    outputs = [helper.make_empty_tensor_value_info(n) for n in node.output if n]
+    graph = helper.make_graph([node], "fold", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    # The outputs come back in node.output order, skipping unnamed optional outputs.
+    results = iter(ReferenceEvaluator(model).run(None, feeds))
+    return [next(results) if n else None for n in node.output]
