@@ -182,3 +182,46 @@ def test_pytorch_shape_arithmetic_is_folded_per_batch_size(tmp_path) -> None:
         ops = {n.op for n in lowerkit.graph_of(module).nodes}
         assert ops == {"param", "conv2d", "relu", "reshape", "linear", "log_softmax"}
         np.testing.assert_allclose(module(x), session.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
+class _MixedNet(nn.Module):
+    """Depthwise convs, clipped activations, ceil-mode pools, dropout, cat, two outputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.bn = nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8)
+        self.dw, self.pw = nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.Conv2d(8, 16, 1)
+        self.avg = nn.AvgPool2d(3, 2, padding=1, ceil_mode=True, count_include_pad=False)
+        self.max = nn.MaxPool2d(2, ceil_mode=True)
+        self.fc, self.drop = nn.Linear(16 * 3 * 3 + 8, 10), nn.Dropout(0.3)
+
+    def forward(self, x):
+        y = nn.functional.relu6(self.bn(self.c1(x)))
+        z = nn.functional.hardtanh(self.dw(y), -1.0, 2.0)
+        z = self.max(self.avg(nn.functional.leaky_relu(self.pw(z), 0.2)))
+        pooled = nn.functional.adaptive_avg_pool2d(y, 1).reshape(y.shape[0], -1)
+        h = self.drop(torch.cat([torch.flatten(z, 1), pooled], 1))
+        return torch.log_softmax(self.fc(h), 1), torch.sigmoid(h).permute(1, 0)
+
+
+@pytest.mark.parametrize("opset", [11, 17])
+def test_mixed_pytorch_model_imports_and_re_exports(tmp_path, opset) -> None:
+    torch.manual_seed(opset)
+    model = _MixedNet().eval()
+    with torch.no_grad():
+        model.bn.running_var.uniform_(0.5, 2.0)
+        model.bn.running_mean.normal_()
+    x = torch.rand(2, 3, 17, 17)
+    path = tmp_path / "mixed.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), str(path), input_names=["x"], opset_version=opset, dynamo=False,
+                          dynamic_axes={"x": {0: "batch"}})
+    expected = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x.numpy()})
+    module = lowerkit.onnx.load(path, input_shapes={"x": [2, 3, 17, 17]})
+    for actual, wanted in zip(module(x.numpy()), expected):
+        _close(actual, wanted, rtol=1e-5)
+    proto = lowerkit.onnx.export(module)
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    for actual, wanted in zip(session.run(None, {proto.graph.input[0].name: x.numpy()}), expected):
+        _close(actual, wanted, rtol=1e-5)
