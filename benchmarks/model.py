@@ -177,11 +177,12 @@ def bench_batch(batch: int, repeat: int, with_int8: bool) -> None:
     plans = {}
     for level in (0, 1, 2):
         lowered = lk.to_backend(module, "glow_like", {"forward": {"opt_level": level}})
-        rows.append((f"glow_like opt {level}", median_ms(lambda: lowered(x), repeat), check(lowered(x))))
+        rows.append((f"glow_like opt {level}", median_ms(lambda: lowered(x), repeat),
+                     f"{check(lowered(x))}; default threads (one intra-op worker per CPU)"))
         plans[level] = lowered
-    for threads, note in ((1, "single-threaded BLAS"), (2, "2 intra-op workers, single-threaded BLAS")):
+    for threads, note in ((1, "single-threaded BLAS"), ("blas", "OpenBLAS's own threads")):
         lowered = lk.to_backend(module, "glow_like", {"forward": {"opt_level": 2, "threads": threads}})
-        rows.append((f"glow_like opt 2, threads={threads}", median_ms(lambda: lowered(x), repeat),
+        rows.append((f"glow_like opt 2, threads={threads!r}", median_ms(lambda: lowered(x), repeat),
                      f"{check(lowered(x))}; {note}"))
     if with_int8:
         import lowerkit_glow_like as glow

@@ -14,7 +14,9 @@ KNOWN = ("opt_level", "threads", "precision", "profile")
 @dataclass(frozen=True, slots=True)
 class Options:
     opt_level: int = 2  # 0 straight translation, 1 cleanup, 2 everything
-    threads: int | None = None  # BLAS threads while executing; None leaves BLAS as it is
+    # None: one intra-op worker per CPU of the machine that runs it; n: n workers; each
+    # with single-threaded BLAS. "blas": no workers, BLAS's own threading as configured.
+    threads: int | str | None = None
     precision: str = "fp32"  # or "int8" (needs a profile)
     profile: Any = None  # a Profile or a path to one (int8 only)
 
@@ -40,9 +42,12 @@ def parse_options(method: str, spec: dict[str, Any] | None) -> Options:
     if isinstance(opt, bool) or not isinstance(opt, int) or opt not in (0, 1, 2):
         raise InputError(f"glow_like compile_spec for method {method!r}: opt_level must be 0, 1 or 2, got {opt!r}")
     threads = spec.get("threads")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+    if threads is not None and threads != "blas" and (
+        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+    ):
         raise InputError(
-            f"glow_like compile_spec for method {method!r}: threads must be a positive int or None, got {threads!r}"
+            f"glow_like compile_spec for method {method!r}: threads must be a positive int, 'blas' or None, "
+            f"got {threads!r}"
         )
     precision = spec.get("precision", "fp32")
     if precision not in ("fp32", "int8"):

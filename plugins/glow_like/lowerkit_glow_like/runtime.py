@@ -8,6 +8,7 @@ their planned buffers, runs every instruction, and copies the outputs out.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -123,8 +124,14 @@ class Executable:
                         array.flags.writeable = False
                     self.derived[key] = array
         self.threads = program.options.get("threads")
-        # threads > 1: intra-op parallelism on our workers, each running single-threaded BLAS.
-        self.parallel = Parallel(int(self.threads)) if self.threads and self.threads > 1 else None
+        # Decided here, on the machine that runs: intra-op workers with single-threaded BLAS
+        # (robust when the machine is shared: OpenBLAS's spinning threads collapse under
+        # contention), unless "blas" asks for BLAS's own threading.
+        if self.threads == "blas":
+            self.ways, self.parallel = 1, None
+        else:
+            self.ways = int(self.threads) if self.threads else max(1, min(os.cpu_count() or 1, 8))
+            self.parallel = Parallel(self.ways) if self.ways > 1 else None
         self._local = threading.local()
 
     @staticmethod
@@ -181,8 +188,8 @@ class Executable:
                     f"got {list(src.shape)}"
                 )
             np.copyto(dst, src, casting="same_kind")
-        if self.threads:
-            BLAS_LIMIT.enter(1 if self.parallel is not None else int(self.threads))
+        if self.threads != "blas":
+            BLAS_LIMIT.enter(1)
             try:
                 for call in state.calls:
                     call()

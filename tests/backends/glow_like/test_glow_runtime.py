@@ -96,6 +96,17 @@ def test_threads_option_limits_blas_during_calls_and_restores_it():
     assert blas() == before
 
 
+def test_default_threads_follow_the_cpu_count_and_blas_mode_has_no_workers():
+    import os
+
+    module, x = traced("small_cnn")
+    default = _handle(module)
+    assert default.ways == max(1, min(os.cpu_count() or 1, 8))
+    blas = _handle(module, threads="blas")
+    assert blas.ways == 1 and blas.parallel is None
+    np.testing.assert_allclose(blas.run([x])[0], default.run([x])[0], rtol=1e-5, atol=1e-6)
+
+
 def test_wrong_input_shape_is_an_input_error():
     from lowerkit.errors import InputError
 
