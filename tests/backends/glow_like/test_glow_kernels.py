@@ -61,12 +61,18 @@ GEOMETRIES = [
     ("conv2d", (3, 4, 40, 40), {"stride": [1, 1], "padding": [1, 1, 1, 1]}, (5, 4, 3, 3)),  # per-image GEMMs
     ("conv2d", (3, 4, 6, 6), {"stride": [2, 2], "padding": [0, 1, 1, 0]}, (5, 4, 3, 3)),  # batched GEMM
     ("conv2d", (2, 4, 5, 5), {}, (3, 4, 1, 1)),  # pointwise
+    ("conv2d", (1, 4, 40, 40), {"stride": [1, 1], "padding": [1, 1, 1, 1]}, (5, 4, 3, 3)),  # row bands
+    ("conv2d", (1, 4, 9, 9), {"stride": [2, 2], "padding": [1, 1, 1, 1]}, (5, 4, 3, 3)),  # channel bands
+    ("conv2d", (1, 4, 6, 6), {}, (5, 4, 1, 1)),  # pointwise channel bands
 ]
 
 
 @pytest.mark.parametrize("threads", [None, 2])
 @pytest.mark.parametrize("op, shape, attrs, weight", GEOMETRIES)
-def test_window_geometries_match_reference(op, shape, attrs, weight, threads):
+def test_window_geometries_match_reference(op, shape, attrs, weight, threads, monkeypatch):
+    from lowerkit_glow_like.kernels import conv
+
+    monkeypatch.setattr(conv, "PARALLEL_MIN_FLOPS", 0)  # exercise the parallel paths on small shapes
     module = _single_op_module(op, shape, attrs, weight, bias=weight is not None)
     x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
     expected = module.run("forward", x)

@@ -116,8 +116,11 @@ def test_wrong_input_shape_is_an_input_error():
         handle.run([x[:, :, :4, :4]])
 
 
-def test_intra_op_parallel_threads_match_and_survive_concurrent_callers():
-    module, x = traced("resnet18", batch=2, hw=32)
+def test_intra_op_parallel_threads_match_and_survive_concurrent_callers(monkeypatch):
+    from lowerkit_glow_like.kernels import conv
+
+    monkeypatch.setattr(conv, "PARALLEL_MIN_FLOPS", 0)
+    module, x = traced("resnet18", batch=1, hw=64)
     expected = reference(module, x)
     payload = glow.lowerkit_preprocess(module=module, compile_spec={"forward": {"threads": 2}})
     handles = glow.lowerkit_compile(processed=payload, compile_spec={})

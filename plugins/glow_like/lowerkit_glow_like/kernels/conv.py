@@ -65,6 +65,8 @@ class Im2col:
         np.copyto(col, self.source(image))
 
 
+PARALLEL_MIN_FLOPS = 30e6  # per image; smaller convolutions run serially
+
 # Below this many output pixels per image, a batch runs as one GEMM over all images (the
 # per-image GEMM would be too skinny for BLAS); the result is then transposed into NCHW.
 BATCHED_PIXELS = 1024
@@ -127,7 +129,8 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, col_dtype=np
     pointwise = _is_pointwise(w.shape, stride, padding, dilation)
     if _batched(n, oh, ow, groups):
         return _prepare_batched(x, w, b3, out, attrs, (stride, padding, dilation), scratch, col_dtype, parallel)
-    if parallel is not None and groups == 1:
+    # Parallel only where the work pays for the hand-off (~100 us per call).
+    if parallel is not None and groups == 1 and 2 * oc * k * oh * ow >= PARALLEL_MIN_FLOPS:
         return _prepare_split(x, w, bias, out, attrs, (stride, padding, dilation), scratch, col_dtype, parallel)
     col = None if pointwise else scratch_array(scratch, col_dtype, (cg, kh, kw, oh, ow))
     col2 = None if col is None else col.reshape(k, oh * ow)
@@ -171,9 +174,32 @@ def _prepare_split(x, w, bias, out, attrs, geometry, scratch, col_dtype, paralle
     col2 = None if col is None else col.reshape(-1, oh * ow)
     im2col = None if pointwise else Im2col(c, (h, wd), (kh, kw), (oh, ow), stride, padding, dilation,
                                            col_dtype, scratch, offset=col.nbytes)
-    bands = [(a, b) for a, b in _split(oh, parallel.ways)]
     out3 = out.reshape(n, oc, oh * ow)
     current: list = [None, 0]  # this thread's window view and image index (kernels are per thread)
+    if oh * ow < BATCHED_PIXELS:
+        # Few pixels: split the output channels instead (rows of W), after a serial im2col.
+        channel_bands = _split(oc, parallel.ways)
+
+        def channel_task(j: int) -> None:
+            a, b = channel_bands[j]
+            i = current[1]
+            src = x[i].reshape(c, h * wd) if pointwise else col2
+            dst = out3[i][a:b]
+            np.matmul(w2[a:b], src, out=dst)
+            if b2 is not None:
+                np.add(dst, b2[a:b], out=dst)
+            if act != "none":
+                apply_activation(dst, attrs)
+
+        def run_channels():
+            for i in range(n):
+                if not pointwise:
+                    im2col(x[i], col)
+                current[1] = i
+                parallel(channel_task)
+
+        return run_channels
+    bands = _split(oh, parallel.ways)
 
     def task(j: int) -> None:
         a, b = bands[j]
