@@ -70,9 +70,10 @@ GEOMETRIES = [
 @pytest.mark.parametrize("threads", [None, 2])
 @pytest.mark.parametrize("op, shape, attrs, weight", GEOMETRIES)
 def test_window_geometries_match_reference(op, shape, attrs, weight, threads, monkeypatch):
-    from lowerkit_glow_like.kernels import conv
+    from lowerkit_glow_like.kernels import conv, pool
 
     monkeypatch.setattr(conv, "PARALLEL_MIN_FLOPS", 0)  # exercise the parallel paths on small shapes
+    monkeypatch.setattr(pool, "PARALLEL_MIN_ELEMENTS", 0)
     module = _single_op_module(op, shape, attrs, weight, bias=weight is not None)
     x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
     expected = module.run("forward", x)

@@ -16,6 +16,9 @@ def _pool_taps(x, out, attrs):
     return taps(x.shape[2:], out.shape[2:], ks, stride, padding, dilation), ks, stride, padding
 
 
+PARALLEL_MIN_ELEMENTS = 100_000  # smaller poolings run serially
+
+
 def _max_pool_geometry(x_shape, out_shape, attrs):
     ks = tuple(attrs["kernel_size"])
     stride = tuple(attrs.get("stride") or ks)
@@ -36,8 +39,9 @@ def _max_pool_scratch(in_types, out_types, attrs):
     return (n * c * hp * wp + n * c * out.shape[2] * wp) * x.numpy_dtype.itemsize
 
 
-def prepare_max_pool(inputs, outputs, attrs, scratch):
-    """Separable max: over the window's rows into ``rows[N, C, OH, Wp]``, then its columns."""
+def prepare_max_pool(inputs, outputs, attrs, scratch, parallel=None):
+    """Separable max: over the window's rows into ``rows[N, C, OH, Wp]``, then its columns.
+    With ``parallel``, each task pools its own band of channels."""
     (x,), (out,) = inputs, outputs
     (kh, kw), (sh, sw), (pt, pl), (dh, dw), (n, c, hp, wp) = _max_pool_geometry(x.shape, out.shape, attrs)
     h, w = x.shape[2:]
@@ -45,23 +49,32 @@ def prepare_max_pool(inputs, outputs, attrs, scratch):
     lowest = -np.inf if out.dtype.kind == "f" else np.iinfo(out.dtype).min
     pad = scratch_array(scratch, x.dtype, (n, c, hp, wp))
     rows = scratch_array(scratch, x.dtype, (n, c, oh, wp), offset=pad.nbytes)
-    interior = pad[:, :, pt : pt + h, pl : pl + w]
-    borders = [b for b in (pad[:, :, :pt], pad[:, :, pt + h :], pad[:, :, :, :pl], pad[:, :, :, pl + w :]) if b.size]
-    row_taps = [pad[:, :, i * dh : i * dh + (oh - 1) * sh + 1 : sh] for i in range(kh)]
-    col_taps = [rows[:, :, :, j * dw : j * dw + (ow - 1) * sw + 1 : sw] for j in range(kw)]
 
-    def run():
-        for border in borders:
-            border.fill(lowest)
-        np.copyto(interior, x)
-        np.copyto(rows, row_taps[0])
-        for tap in row_taps[1:]:
-            np.maximum(rows, tap, out=rows)
-        np.copyto(out, col_taps[0])
-        for tap in col_taps[1:]:
-            np.maximum(out, tap, out=out)
+    def band(c0: int, c1: int):
+        p, r, o = pad[:, c0:c1], rows[:, c0:c1], out[:, c0:c1]
+        interior = p[:, :, pt : pt + h, pl : pl + w]
+        src = x[:, c0:c1]
+        borders = [b for b in (p[:, :, :pt], p[:, :, pt + h :], p[:, :, :, :pl], p[:, :, :, pl + w :]) if b.size]
+        row_taps = [p[:, :, i * dh : i * dh + (oh - 1) * sh + 1 : sh] for i in range(kh)]
+        col_taps = [r[:, :, :, j * dw : j * dw + (ow - 1) * sw + 1 : sw] for j in range(kw)]
 
-    return run
+        def run_band():
+            for border in borders:
+                border.fill(lowest)
+            np.copyto(interior, src)
+            np.copyto(r, row_taps[0])
+            for tap in row_taps[1:]:
+                np.maximum(r, tap, out=r)
+            np.copyto(o, col_taps[0])
+            for tap in col_taps[1:]:
+                np.maximum(o, tap, out=o)
+
+        return run_band
+
+    if parallel is None or x.size < PARALLEL_MIN_ELEMENTS:
+        return band(0, c)
+    runs = [band(c * j // parallel.ways, c * (j + 1) // parallel.ways) for j in range(parallel.ways)]
+    return lambda: parallel(lambda j: runs[j]())
 
 
 def avg_pool_divisor(in_hw, out_hw, attrs) -> np.ndarray:
@@ -103,6 +116,6 @@ def prepare_global_avg_pool(inputs, outputs, attrs, scratch):
     return lambda: np.mean(x, axis=(2, 3), keepdims=True, out=out)
 
 
-kernel("max_pool2d", scratch_bytes=_max_pool_scratch)(prepare_max_pool)
+kernel("max_pool2d", scratch_bytes=_max_pool_scratch, parallel=True)(prepare_max_pool)
 kernel("avg_pool2d")(prepare_avg_pool)
 kernel("global_avg_pool2d")(prepare_global_avg_pool)
