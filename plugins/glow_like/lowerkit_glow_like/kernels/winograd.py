@@ -76,27 +76,29 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
     odd = bool(oh % 2 or ow % 2)
     staged = take((oc, chunk, 2 * th, 2 * tw)) if odd else None
     v2, m2 = v.reshape(16, c, t), m.reshape(16, oc, t)
-    b4 = bias.reshape(1, oc, 1, 1) if bias is not None else None
+    b4 = bias.reshape(oc, 1, 1, 1) if bias is not None else None  # broadcasts over [OC, k, OH, OW]
     act = attrs.get("act", "none")
     ways = parallel.ways if parallel is not None else 1
-    bands = [(16 * j // ways, 16 * (j + 1) // ways) for j in range(ways)]
+    gemm_bands = [(16 * j // ways, 16 * (j + 1) // ways) for j in range(ways)]
+    in_bands = [(c * j // ways, c * (j + 1) // ways) for j in range(ways)]
+    out_bands = [(oc * j // ways, oc * (j + 1) // ways) for j in range(ways)]
+    current = [0, 0]  # first image and image count of this thread's chunk
 
-    def gemm(j: int) -> None:
-        a, b = bands[j]
-        np.matmul(u[a:b], v2[a:b], out=m2[a:b])
-
-    def run_chunk(i0: int, k: int) -> None:
-        # Zero-padded copy of images i0 .. i0+k (borders rezeroed: the scratch is shared).
-        p = pad[:k]
+    def transform_in(j: int) -> None:
+        """Pad and transform input channels c0:c1 of the chunk: V = B^T d B."""
+        c0, c1 = in_bands[j]
+        i0, k = current
+        p = pad[:k, c0:c1]
+        # Zero-padded copy (borders rezeroed: the scratch is shared with other instructions).
         p[:, :, :pt] = 0
         p[:, :, pt + h :] = 0
         p[:, :, pt : pt + h, :pl] = 0
         p[:, :, pt : pt + h, pl + wd :] = 0
-        p[:, :, pt : pt + h, pl : pl + wd] = x[i0 : i0 + k]
+        p[:, :, pt : pt + h, pl : pl + wd] = x[i0 : i0 + k, c0:c1]
         # d[i][j]: the (i, j) element of every 4x4 tile, as [C, k, TH, TW] views.
-        d = [[p[:, :, i : i + 2 * th : 2, j : j + 2 * tw : 2].transpose(1, 0, 2, 3) for j in range(4)] for i in range(4)]
-        r = rows[0, :, :k]
-        vv = v[:, :, :k]
+        d = [[p[:, :, a : a + 2 * th : 2, b : b + 2 * tw : 2].transpose(1, 0, 2, 3) for b in range(4)] for a in range(4)]
+        r = rows[0, c0:c1, :k]
+        vv = v[:, c0:c1, :k]
         for col in range(4):  # B^T d: combine tile rows, straight into V[4 * row + col]
             np.subtract(d[0][col], d[2][col], out=vv[col])
             np.add(d[1][col], d[2][col], out=vv[4 + col])
@@ -109,15 +111,20 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
             np.subtract(e2, e1, out=r)
             np.add(e1, e2, out=e1)
             np.copyto(e2, r)
-        if parallel is None:
-            gemm(0)
-        else:
-            parallel(gemm)
-        # A^T M A: rows then columns; y[r][c] is output pixel (2*ty + r, 2*tx + c).
-        mk = m[:, :, :k]
-        sk = s[:, :, :k]
-        dst = staged[:, :k] if odd else out[i0 : i0 + k].transpose(1, 0, 2, 3)
-        for r_ in range(2):
+
+    def gemm(j: int) -> None:
+        a, b = gemm_bands[j]
+        np.matmul(u[a:b], v2[a:b], out=m2[a:b])
+
+    def transform_out(j: int) -> None:
+        """Output channels o0:o1: Y = A^T M A, then bias and activation."""
+        o0, o1 = out_bands[j]
+        i0, k = current
+        mk = m[:, o0:o1, :k]
+        sk = s[:, o0:o1, :k]
+        final = out[i0 : i0 + k, o0:o1].transpose(1, 0, 2, 3)
+        dst = staged[o0:o1, :k] if odd else final
+        for r_ in range(2):  # y[r][c] is output pixel (2*ty + r, 2*tx + c)
             for col in range(4):
                 a0, a1, a2, a3 = mk[col], mk[4 + col], mk[8 + col], mk[12 + col]
                 if r_ == 0:
@@ -133,14 +140,22 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
             np.subtract(sk[1], sk[2], out=y1)
             np.subtract(y1, sk[3], out=y1)
         if odd:
-            np.copyto(out[i0 : i0 + k].transpose(1, 0, 2, 3), staged[:, :k, :oh, :ow])
+            np.copyto(final, staged[o0:o1, :k, :oh, :ow])
+        if b4 is not None:
+            np.add(final, b4[o0:o1], out=final)
+        if act != "none":
+            apply_activation(final, attrs)
 
     def run():
         for i0 in range(0, n, chunk):
-            run_chunk(i0, min(chunk, n - i0))
-        if b4 is not None:
-            np.add(out, b4, out=out)
-        if act != "none":
-            apply_activation(out, attrs)
+            current[0], current[1] = i0, min(chunk, n - i0)
+            if parallel is None:
+                transform_in(0)
+                gemm(0)
+                transform_out(0)
+            else:
+                parallel(transform_in)
+                parallel(gemm)
+                parallel(transform_out)
 
     return run
