@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
 
 import numpy as np
@@ -206,3 +207,29 @@ def test_compile_spec_per_backend_is_checked(cnn, subset_backends):
     lowered = lk.to_backend(module, ["convy", "resty"], {"forward": {"convy": {"threads": 1}}})
     assert lowered.compile_spec == {"forward": {"convy": {"threads": 1}}}
     assert lowered.regions["forward_region0"].compile_spec == {"forward": {"threads": 1}}
+
+
+@pytest.mark.parametrize("copier", [copy.copy, copy.deepcopy])
+def test_copies_share_report_and_compile_their_own_regions(cnn, subset_backends, copier):
+    module, x = cnn
+    subset_backends("convy", CONV_OPS)
+    subset_backends("resty", OTHER_OPS)
+    lowered = lk.to_backend(module, ["convy", "resty"])
+    twin = copier(lowered)
+    assert type(twin) is type(lowered)
+    assert twin.backend == lowered.backend and twin.compile_spec == lowered.compile_spec
+    assert twin.partition_report() is lowered.partition_report()
+    assert sorted(twin.regions) == sorted(lowered.regions)
+    assert all(twin.regions[n] is not lowered.regions[n] for n in lowered.regions)
+    np.testing.assert_array_equal(twin(x), lowered(x))
+
+
+def test_package_exports_the_partitioned_module_and_report(cnn, subset_backends):
+    import lowerkit.partition as partition
+
+    module, _ = cnn
+    subset_backends("convy", CONV_OPS)
+    subset_backends("resty", OTHER_OPS)
+    lowered = lk.to_backend(module, ["convy", "resty"])
+    assert isinstance(lowered, partition.PartitionedModule)
+    assert isinstance(lowered.partition_report(), partition.PartitionReport)

@@ -17,6 +17,7 @@ import numpy as np
 
 from .._lowered import LoweredModule
 from ..errors import BackendExecutionError, InputError, NodeExecutionError
+from ..hookspecs import Unsupported
 from ..ir.interpreter import Interpreter
 from ..ir.module import Module, Signature, check_inputs, format_outputs
 from ..ir.node import Node
@@ -114,6 +115,16 @@ class PartitionedModule(LoweredModule):
         if self._interpreter is None:  # selective lowering: un-lowered nodes run on reference
             return self._outer.run(method, *arrays)
         return format_outputs(method, sig, self._interpreter.run(method, arrays))
+
+    def __copy__(self) -> PartitionedModule:
+        # Regions are copied (each compiles its own handles); glue graphs and report are shared.
+        outer = self._outer
+        submodules = {
+            name: copy.copy(sub) if isinstance(sub, LoweredModule) else sub
+            for name, sub in outer.submodules.items()
+        }
+        twin = Module(outer.parameters, outer.methods, submodules, name=outer.name)
+        return type(self)(twin, self._backends, self._spec, self._report)
 
     def __getattr__(self, name: str) -> Any:
         outer = self.__dict__.get("_outer")
@@ -237,20 +248,10 @@ def _support_query(backend):
         try:
             supported, reason = backend.supports(node)
         except Exception as err:  # a broken hook declines; it never breaks the others
-            return _Declined(f"lowerkit_is_supported raised: {err}")
-        return True if supported else _Declined(reason or "not supported")
+            return Unsupported(f"lowerkit_is_supported raised: {err}")
+        return True if supported else Unsupported(reason or "not supported")
 
     return query
-
-
-class _Declined:
-    __slots__ = ("reason",)
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-    def __bool__(self) -> bool:
-        return False
 
 
 def _merge_warnings(caught):
