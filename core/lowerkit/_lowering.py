@@ -9,7 +9,7 @@ from typing import Any
 
 from ._lowered import DelegateRecord, LoweredModule
 from .errors import InputError
-from .ir.module import Module
+from .ir.module import Module, trace_hint
 
 __all__ = ["normalize_compile_spec", "to_backend"]
 
@@ -44,10 +44,18 @@ def to_backend(
     if isinstance(module, LoweredModule):
         raise InputError(f"{module.name} is already lowered to backend {module.backend!r}")
     if not isinstance(module, Module):
-        raise InputError(f"to_backend expects a lowerkit.Module, got {type(module).__name__}")
-    names = [backend] if isinstance(backend, str) else list(backend)
+        raise InputError(
+            f"to_backend expects a lowerkit.Module, got {type(module).__name__}{trace_hint(module)}"
+        )
+    names = [backend] if isinstance(backend, str) else _as_list(backend)
     if not names or not all(isinstance(n, str) and n for n in names):
         raise InputError(f"backend must be a name or a non-empty list of names, got {backend!r}")
+    if submodules is not None:
+        paths = None if isinstance(submodules, str) else _as_list(submodules)
+        if paths is None or not all(isinstance(p, str) for p in paths):
+            hint = f"; write submodules=[{submodules!r}]" if isinstance(submodules, str) else ""
+            raise InputError(f"submodules must be a list of module paths, got {submodules!r}{hint}")
+        submodules = paths
     spec = normalize_compile_spec(module, compile_spec)
     if not isinstance(backend, str) or submodules is not None:
         from .partition.lowered import lower_partitioned
@@ -68,6 +76,14 @@ def to_backend(
         name=module.name,
     )
     return LoweredModule._created(record, chosen)
+
+
+def _as_list(items: object) -> list[Any] | None:
+    """``list(items)``, or None when ``items`` is not iterable."""
+    try:
+        return list(items)  # type: ignore[call-overload]
+    except TypeError:
+        return None
 
 
 def normalize_compile_spec(

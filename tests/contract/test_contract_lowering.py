@@ -345,3 +345,20 @@ def test_compile_failures_are_classified():
             lk.to_backend(module, "picky", {"forward": {"payload": "crash"}})
     finally:
         unregister_backend("picky")
+
+
+def test_to_backend_rejects_malformed_backend_and_submodules_arguments(toy):
+    module = accum_module()
+    with pytest.raises(InputError, match="backend must be a name or a non-empty list of names, got 3"):
+        lk.to_backend(module, 3)
+    with pytest.raises(InputError, match=r"submodules must be a list of module paths, got 'enc'; write submodules=\['enc'\]"):
+        lk.to_backend(module, "toy", submodules="enc")
+    with pytest.raises(InputError, match="submodules must be a list of module paths, got 5"):
+        lk.to_backend(module, "toy", submodules=5)
+
+
+def test_to_backend_of_an_nn_module_says_to_trace_it(toy):
+    from lowerkit import models
+
+    with pytest.raises(InputError, match="to_backend expects a lowerkit.Module, got SmallCNN; trace it first"):
+        lk.to_backend(models.small_cnn(), "toy")

@@ -125,13 +125,34 @@ class Module:
 
 def graph_of(module: Module, method: str = "forward") -> Graph:
     """The IR graph of an un-lowered method. Raises ``InputError`` for lowered methods."""
-    m = module.methods.get(method) if isinstance(module, Module) else None
+    if not isinstance(module, Module):
+        backend = getattr(module, "backend", None)
+        if backend is not None and method in getattr(module, "methods", {}):
+            raise InputError(
+                f"method {method!r} of {module.name} is lowered to a backend and has no graph "
+                f"(backend {backend!r}); graph_of needs an un-lowered lowerkit.Module"
+            )
+        raise InputError(
+            f"graph_of expects a lowerkit.Module, got {type(module).__name__}{trace_hint(module)}"
+        )
+    m = module.methods.get(method)
     if m is None:
-        names = sorted(getattr(module, "methods", {}))
-        raise InputError(f"no method {method!r} to take a graph of; methods are {names}")
+        raise InputError(
+            f"{module.name} has no method {method!r} to take a graph of; "
+            f"its methods are {sorted(module.methods)}"
+        )
     if not isinstance(m, GraphMethod):
-        raise InputError(f"method {method!r} is lowered to a backend and has no graph")
+        raise InputError(f"method {method!r} of {module.name} is lowered to a backend and has no graph")
     return m.graph
+
+
+def trace_hint(obj: object) -> str:
+    """``"; trace it first ..."`` when ``obj`` is a ``lowerkit.nn.Module`` given where a Module belongs."""
+    from ..nn import Module as NNModule
+
+    if isinstance(obj, NNModule):
+        return "; trace it first with lowerkit.trace(obj, *example_inputs)"
+    return ""
 
 
 def check_inputs(method: str, sig: Signature, inputs: Sequence[Any]) -> list[np.ndarray]:

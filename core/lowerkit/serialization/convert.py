@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import BackendUnavailableWarning, FormatError, InputError, LowerkitError, VerificationError
 from ..ir.graph import Graph
-from ..ir.module import GraphMethod, Method, Module, Signature
+from ..ir.module import GraphMethod, Method, Module, Signature, trace_hint
 from ..ir.node import AttrValue, Node, SourceLocation, Value
 from ..ir.types import DTYPES, TensorType, dtype_name
 from . import lowerkit_pb2 as pb
@@ -77,14 +77,9 @@ def file_to_proto(obj: object) -> pb.File:
     elif isinstance(obj, LoweredModule):
         _encoding(record_to_proto, obj.record, msg.lowered)
     else:
-        from ..nn import Module as NNModule
-
-        hint = ""
-        if isinstance(obj, NNModule):
-            hint = "; trace it first with lowerkit.trace(obj, *example_inputs)"
         raise InputError(
             "can only save a lowerkit.Module or lowerkit.LoweredModule, "
-            f"got {type(obj).__name__}{hint}"
+            f"got {type(obj).__name__}{trace_hint(obj)}"
         )
     return msg
 
