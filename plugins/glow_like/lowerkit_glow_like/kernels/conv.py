@@ -66,6 +66,7 @@ class Im2col:
 
 
 PARALLEL_MIN_FLOPS = 30e6  # per image; smaller convolutions run serially
+CHANNEL_SPLIT_PIXELS = 400  # parallel convs with fewer output pixels split channels, not rows
 
 # Below this many output pixels per image, a batch runs as one GEMM over all images (the
 # per-image GEMM would be too skinny for BLAS); the result is then transposed into NCHW.
@@ -176,8 +177,9 @@ def _prepare_split(x, w, bias, out, attrs, geometry, scratch, col_dtype, paralle
                                            col_dtype, scratch, offset=col.nbytes)
     out3 = out.reshape(n, oc, oh * ow)
     current: list = [None, 0]  # this thread's window view and image index (kernels are per thread)
-    if oh * ow < BATCHED_PIXELS:
+    if oh * ow < CHANNEL_SPLIT_PIXELS:
         # Few pixels: split the output channels instead (rows of W), after a serial im2col.
+        # (With more pixels, each thread would pack the whole shared column matrix.)
         channel_bands = _split(oc, parallel.ways)
 
         def channel_task(j: int) -> None:
