@@ -205,3 +205,25 @@ def test_bad_param_and_input_count():
         interp.run("forward", [arange4()])
     with pytest.raises(InputError, match="method 'forward' takes 1 inputs, got 2"):
         interp.run("forward", [arange4(), arange4()])
+
+
+def test_method_free_lists_are_computed_once_per_interpreter(monkeypatch):
+    import lowerkit.ir.interpreter as interpreter_module
+
+    calls = []
+    real = interpreter_module.last_uses
+    monkeypatch.setattr(interpreter_module, "last_uses", lambda graph: calls.append(graph) or real(graph))
+    b = Builder()
+    x = b.input("x")
+    module = Module({}, {"forward": b.method(b.node("relu", [b.node("neg", [x])]))}, name="Net")
+    interp = Interpreter(module, numpy_kernels())
+    for _ in range(3):
+        (out,) = interp.run("forward", [arange4()])
+        np.testing.assert_array_equal(out, np.maximum(-arange4(), 0))
+    assert calls == [module.methods["forward"].graph]
+    other = Builder()
+    y = other.input("y")
+    free_graph = other.method(other.node("neg", [y])).graph
+    interp.run_graph(free_graph, [arange4()])
+    interp.run_graph(free_graph, [arange4()])
+    assert calls.count(free_graph) == 2  # graphs outside the module's methods are not cached

@@ -73,11 +73,17 @@ class Interpreter:
         self.module = module
         self.kernels = kernels
         self.check_outputs = check_outputs
+        # id(graph) -> (graph, last_uses(graph)) for the module's method graphs, which never
+        # change once the module is built; other graphs given to run_graph are not cached.
+        self._free_lists: dict[int, tuple[Graph, list[list[Value]]]] = {}
 
     # -- entry points -----------------------------------------------------------------
     def run(self, method: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run ``method`` of the bound module on ``inputs``; returns the list of outputs."""
-        return self.run_graph(graph_of(self.module, method), inputs, method=method)
+        graph = graph_of(self.module, method)
+        if id(graph) not in self._free_lists:
+            self._free_lists[id(graph)] = (graph, last_uses(graph))
+        return self.run_graph(graph, inputs, method=method)
 
     def run_graph(self, graph: Graph, inputs: Sequence[np.ndarray], *, method: str = "<graph>") -> list[np.ndarray]:
         """Run ``graph`` (a method of the bound module, or a subgraph of one) on ``inputs``."""
@@ -86,7 +92,8 @@ class Interpreter:
                 f"method {method!r} takes {len(graph.inputs)} inputs, got {len(inputs)}"
             )
         env: dict[int, np.ndarray] = {id(v): x for v, x in zip(graph.inputs, inputs)}
-        dead = last_uses(graph)
+        cached = self._free_lists.get(id(graph))
+        dead = cached[1] if cached is not None and cached[0] is graph else last_uses(graph)
         for node, dying in zip(graph.nodes, dead):
             args = [env[id(v)] for v in node.inputs]
             for v in dying:  # drop before running, so the kernel holds the only reference

@@ -187,8 +187,7 @@ def format_outputs(
             f"method {method!r} should return {len(sig.outputs)} outputs, got {len(outputs)}"
         )
     for i, (out, expected) in enumerate(zip(outputs, sig.outputs)):
-        got = (str(out.dtype), tuple(out.shape))
-        if got != (str(expected.numpy_dtype), expected.shape):
+        if out.dtype != expected.numpy_dtype or out.shape != expected.shape:
             raise InputError(
                 f"method {method!r}, output {i}: expected {expected}, got {out.dtype}{list(out.shape)}"
             )
