@@ -175,6 +175,25 @@ def test_loading_a_missing_file_is_an_os_error(tmp_path):
         lk.load(tmp_path / "absent.lkm")
 
 
+def test_saving_into_a_missing_directory_names_the_target_not_the_temporary(tmp_path):
+    target = tmp_path / "absent" / "m.lkm"
+    with pytest.raises(FileNotFoundError, match=r"No such file or directory: '.*absent/m\.lkm'$"):
+        lk.save(tiny_module(), target)
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ("net.lkm", r"loads expects the bytes lowerkit.dumps made, got str 'net.lkm'; use lowerkit.load\(path\)"),
+        (Path("net.lkm"), r"got PosixPath 'net.lkm'; use lowerkit.load\(path\)|got WindowsPath"),
+        (None, r"loads expects the bytes lowerkit.dumps made, got NoneType"),
+    ],
+)
+def test_loads_of_something_other_than_bytes_is_an_input_error(data, message):
+    with pytest.raises(InputError, match=message):
+        lk.loads(data)
+
+
 def _ir_examples():
     path = Path(__file__).parents[1] / "ir" / "ir_examples.py"
     if not path.exists():

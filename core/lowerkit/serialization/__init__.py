@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import FormatError, LowerkitError
+from ..errors import FormatError, InputError, LowerkitError
 from .container import FORMAT_VERSION, frame, read_file, unframe, write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,6 +77,13 @@ def decode(
     from . import lowerkit_pb2 as pb
     from .convert import default_rebuild, file_from_proto
 
+    if isinstance(data, (str, os.PathLike)):
+        raise InputError(
+            f"loads expects the bytes lowerkit.dumps made, got {type(data).__name__} "
+            f"{os.fspath(data)[:80]!r}; use lowerkit.load(path) to read a file"
+        )
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise InputError(f"loads expects the bytes lowerkit.dumps made, got {type(data).__name__}")
     version, payload = unframe(data)
     msg = pb.File()
     try:

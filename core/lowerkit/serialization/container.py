@@ -116,7 +116,10 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     and an existing ``path`` is left untouched.
     """
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    except OSError as err:  # name the file asked for, not the temporary one
+        raise type(err)(err.errno, err.strerror, os.fspath(path)) from err
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
