@@ -13,7 +13,6 @@ from numpy.lib.stride_tricks import as_strided
 
 from . import winograd
 from ._base import apply_activation, kernel, scratch_array
-from ._window import Tap, taps
 
 
 def _geometry(x_shape, w_shape, out_shape, attrs):
@@ -90,25 +89,6 @@ def conv_scratch_bytes(in_types, out_types, attrs, itemsize: int = 4) -> int:
     if _is_pointwise(w.shape, stride, padding, dilation):
         return 0
     return cg * kh * kw * oh * ow * itemsize + pad
-
-
-def fill_columns(col: np.ndarray, image: np.ndarray, tap_list: list[Tap], out_hw) -> None:
-    """im2col for one image (channels of one group): col[c, kh, kw, oh, ow] = x[c, ih, iw]."""
-    oh, ow = out_hw
-    for t in tap_list:
-        dst = col[:, t.kh, t.kw]
-        if t.oh1 <= t.oh0 or t.ow1 <= t.ow0:
-            dst[...] = 0
-            continue
-        if t.oh0 > 0:
-            dst[:, : t.oh0] = 0
-        if t.oh1 < oh:
-            dst[:, t.oh1 :] = 0
-        if t.ow0 > 0:
-            dst[:, t.oh0 : t.oh1, : t.ow0] = 0
-        if t.ow1 < ow:
-            dst[:, t.oh0 : t.oh1, t.ow1 :] = 0
-        dst[:, t.oh0 : t.oh1, t.ow0 : t.ow1] = image[:, t.rows, t.cols]
 
 
 def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, col_dtype=np.float32):

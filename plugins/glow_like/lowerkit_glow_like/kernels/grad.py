@@ -9,8 +9,26 @@ from __future__ import annotations
 import numpy as np
 
 from ._base import kernel
-from ._window import taps
-from .conv import fill_columns
+from ._window import Tap, taps
+
+
+def fill_columns(col: np.ndarray, image: np.ndarray, tap_list: list[Tap], out_hw) -> None:
+    """im2col for one image (channels of one group): col[c, kh, kw, oh, ow] = x[c, ih, iw]."""
+    oh, ow = out_hw
+    for t in tap_list:
+        dst = col[:, t.kh, t.kw]
+        if t.oh1 <= t.oh0 or t.ow1 <= t.ow0:
+            dst[...] = 0
+            continue
+        if t.oh0 > 0:
+            dst[:, : t.oh0] = 0
+        if t.oh1 < oh:
+            dst[:, t.oh1 :] = 0
+        if t.ow0 > 0:
+            dst[:, t.oh0 : t.oh1, : t.ow0] = 0
+        if t.ow1 < ow:
+            dst[:, t.oh0 : t.oh1, t.ow1 :] = 0
+        dst[:, t.oh0 : t.oh1, t.ow0 : t.ow1] = image[:, t.rows, t.cols]
 
 
 def _geometry(attrs):
