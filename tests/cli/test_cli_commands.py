@@ -125,6 +125,13 @@ def test_lower_warns_when_the_backend_is_unavailable(cli, tmp_path):
         (("run", "accum.lkm", "--input", "y=x.npy"), "has no input 'y'; its inputs are ['x', 'h']"),
         (("run", "accum.lkm", "--input", "x=missing.npy", "--input", "h=h.npy"), "cannot read missing.npy"),
         (("inspect", "x.npy"), "looks like a numpy .npy file"),
+        (("inspect", "h.npy"), "lowerkit: error: h.npy: not a lowerkit file"),
+        (("run", "accum.lkm", "--input", "x=accum.lkm", "--input", "h=h.npy"),
+         "--input x: accum.lkm is not a .npy file (it starts with"),
+        (("run", "accum.lkm", "--input", "x=x.npy", "--input", "x=h.npy", "--input", "h=h.npy"),
+         "--input x is given twice"),
+        (("lower", "accum.lkm", "-b", "reference", "-o", "o.lkm", "--spec", "@absent.json"),
+         "--spec @absent.json: cannot read absent.json: No such file or directory"),
     ],
 )
 def test_user_errors_exit_1_with_one_line(cli, tmp_path, args, message):
@@ -133,6 +140,31 @@ def test_user_errors_exit_1_with_one_line(cli, tmp_path, args, message):
     assert out.returncode == 1
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_an_npz_input_is_refused_with_a_hint(cli, tmp_path):
+    _, x, h = _accum(tmp_path)
+    np.savez(tmp_path / "xh.npz", x=x, h=h)
+    out = cli("run", "accum.lkm", "--input", "x=xh.npz", "--input", "h=h.npy")
+    assert out.returncode == 1
+    assert "--input x: xh.npz is not a .npy file (an .npz archive; give one .npy file per input)" in out.stderr
+
+
+def test_a_closed_stdout_ends_quietly(monkeypatch):
+    import io
+    import sys
+
+    from lowerkit.cli import main
+
+    class ClosedPipe(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    stderr = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    monkeypatch.setattr(sys, "stderr", stderr)
+    assert main(["backends", "--json"]) == 1
+    assert stderr.getvalue() == ""
 
 
 def test_debug_shows_the_traceback(cli, tmp_path):

@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 user error (a one-line message; ``--debug`` shows the t
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -76,6 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:  # the reader went away (`lowerkit backends | head`): stop quietly
+        _silence_stdout()
+        return 1
     except (LowerkitError, OSError) as err:
         if args.debug:
             raise
@@ -84,6 +88,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:  # pragma: no cover
         return 130
+
+
+def _silence_stdout() -> None:
+    # Python flushes stdout again at exit; point it at devnull so that flush cannot fail.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is not a real file (tests)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,7 +7,7 @@ from typing import Any
 
 from .._lowered import LoweredModule, deferred_compile
 from .._plugins import backends
-from ..errors import InputError
+from ..errors import FormatError, InputError
 
 __all__ = ["describe_file", "partition_dot"]
 
@@ -19,7 +19,10 @@ def _read(path: str) -> tuple[tuple[int, int], int, Any]:
 
     data = read_file(path)
     with deferred_compile():
-        decoded = decode(data)
+        try:
+            decoded = decode(data)
+        except FormatError as err:  # name the file, as lowerkit.load does
+            raise FormatError(f"{path}: {err}") from err.__cause__
     return decoded.version, len(data), decoded.obj
 
 

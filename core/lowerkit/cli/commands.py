@@ -73,7 +73,11 @@ def _parse_spec(text: str | None) -> dict[str, Any] | None:
     source = "--spec"
     if text.startswith("@"):
         source = text[1:]
-        text = Path(source).read_text()
+        try:
+            text = Path(source).read_text()
+        except (OSError, UnicodeDecodeError) as err:
+            reason = err.strerror if isinstance(err, OSError) and err.strerror else err
+            raise InputError(f"--spec @{source}: cannot read {source}: {reason}") from None
     try:
         spec = json.loads(text)
     except ValueError as err:
@@ -134,6 +138,9 @@ def _split(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+_NPY_MAGIC = b"\x93NUMPY"
+
+
 def _read_inputs(items: list[str], sig: Any, method: str) -> list[np.ndarray]:
     expected = [name for name, _ in sig.inputs]
     given: dict[str, np.ndarray] = {}
@@ -143,14 +150,31 @@ def _read_inputs(items: list[str], sig: Any, method: str) -> list[np.ndarray]:
             raise InputError(f"--input expects NAME=FILE.npy, got {item!r}")
         if name not in expected:
             raise InputError(f"method {method!r} has no input {name!r}; its inputs are {expected}")
-        try:
-            given[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise InputError(f"--input {name}: cannot read {path} as a .npy array: {err}") from None
+        if name in given:
+            raise InputError(f"--input {name} is given twice; give each of {expected} once")
+        given[name] = _read_npy(name, path)
     missing = [f"{n} ({t})" for n, t in sig.inputs if n not in given]
     if missing:
         raise InputError(f"method {method!r} needs --input for {', '.join(missing)}")
     return [given[n] for n in expected]
+
+
+def _read_npy(name: str, path: str) -> np.ndarray:
+    """One ``--input`` array; anything but a readable .npy file is an ``InputError``."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_NPY_MAGIC))
+            f.seek(0)
+            array = np.load(f, allow_pickle=False) if head == _NPY_MAGIC else None
+    except (OSError, ValueError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else err
+        raise InputError(f"--input {name}: cannot read {path} as a .npy array: {reason}") from None
+    if array is None:
+        kind = "an .npz archive; give one .npy file per input" if head.startswith(b"PK") else (
+            f"it starts with {head!r}, expected {_NPY_MAGIC!r}"
+        )
+        raise InputError(f"--input {name}: {path} is not a .npy file ({kind})")
+    return array
 
 
 def cmd_run(args: argparse.Namespace) -> int:
