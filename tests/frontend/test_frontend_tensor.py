@@ -83,3 +83,16 @@ def test_repr_and_conversions():
         return x
 
     lk.trace(f, X)
+
+
+def test_indexing_a_traced_tensor_is_an_input_error():
+    def f(x):
+        with pytest.raises(lk.InputError, match=r"indexing traced value %x \(f32\[2, 3\]\) in method 'forward' with \[0\]: .*no indexing or slicing op"):
+            x[0]
+        with pytest.raises(lk.InputError, match=r"with \[\(slice\(None, None, None\), 1\)\]"):
+            x[:, 1]
+        with pytest.raises(lk.InputError, match="no indexing or slicing op"):
+            list(x)
+        return x
+
+    lk.trace(f, X)

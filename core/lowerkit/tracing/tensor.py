@@ -178,4 +178,11 @@ class TracedTensor:
     def __index__(self) -> int:
         self._data_unknown("use as an index")
 
+    def __getitem__(self, key: Any) -> NoReturn:
+        raise InputError(
+            f"indexing traced value %{self._value.name} ({self._value.type}) in method "
+            f"{self._builder.method!r} with [{key!r}]: lowerkit's op set has no indexing or "
+            "slicing op; use reshape, flatten, transpose or permute"
+        )
+
     __hash__ = object.__hash__
