@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from lowerkit import hookspecs
+from lowerkit.errors import FormatError
 from lowerkit.hookspecs import hookimpl
 from lowerkit.ir import Module, Node
 
@@ -67,8 +68,16 @@ def lowerkit_preprocess(module: Module, compile_spec: dict[str, dict[str, Any]])
 
 @hookimpl
 def lowerkit_compile(processed: bytes, compile_spec: dict[str, dict[str, Any]]) -> dict[str, Executable]:
-    """Decode and validate the payload and bind each method (arenas come per thread, lazily)."""
-    return {p.method: Executable(p) for p in decode(processed)}
+    """Decode and validate the payload and bind each method for this thread (other threads
+    get their own arena on their first call). A payload whose instructions cannot be bound
+    is a ``FormatError``."""
+    handles = {p.method: Executable(p) for p in decode(processed)}
+    for method, handle in handles.items():
+        try:
+            handle.bind_current_thread()
+        except (KeyError, ValueError, TypeError, IndexError) as err:
+            raise FormatError(f"glow_like payload: method {method!r} cannot be bound: {err!r}") from None
+    return handles
 
 
 @hookimpl

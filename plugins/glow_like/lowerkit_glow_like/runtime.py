@@ -140,6 +140,10 @@ class Executable:
             return None
         return (buf.constant, buf.shape, fn.__module__, fn.__qualname__, ins.attrs.get("algo", ""))
 
+    def bind_current_thread(self) -> None:
+        """Allocate this thread's arena and bind the kernels now instead of at the first call."""
+        self._state()
+
     def _state(self) -> _ThreadState:
         state = getattr(self._local, "state", None)
         if state is None:

@@ -102,10 +102,20 @@ def plan_memory(program: Program) -> MemoryPlan:
         peak_bytes=max((offsets[r] + by_root[r].size for r in offsets), default=0),
         sum_bytes=sum(b.nbytes for b in owned),
         lower_bound_bytes=liveness_lower_bound(intervals, len(program.instructions)),
-        scratch_bytes=max((_scratch(program, ins) for ins in program.instructions), default=0),
+        scratch_bytes=scratch_needed(program),
     )
     program.plan = plan
     return plan
+
+
+def scratch_needed(program: Program) -> int:
+    """The per-thread scratch bytes the program's largest kernel workspace needs."""
+    return max((_scratch(program, ins) for ins in program.instructions), default=0)
+
+
+def arena_bound(program: Program) -> int:
+    """No valid plan needs more arena than every root buffer side by side."""
+    return sum(_aligned(b.nbytes) for b in program.buffers if b.in_arena and b.root == b.id)
 
 
 def _scratch(program: Program, ins) -> int:

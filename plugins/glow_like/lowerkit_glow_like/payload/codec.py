@@ -16,7 +16,7 @@ from lowerkit.ir import DTYPES
 
 from .._version import PAYLOAD_FORMAT, __version__
 from ..kernels import KERNELS
-from ..lir import Buffer, Instruction, MemoryPlan, Program
+from ..lir import Buffer, Instruction, MemoryPlan, Program, arena_bound, scratch_needed
 from . import glow_like_pb2 as pb
 
 MAGIC = "lowerkit-glow-like"
@@ -177,5 +177,19 @@ def _program_from_pb(msg: pb.Program) -> Program:
         raise FormatError(f"glow_like payload: {where} options are not JSON") from None
     if not isinstance(options, dict):
         raise FormatError(f"glow_like payload: {where} options must be a JSON object")
-    return Program(msg.method, buffers, instructions, list(msg.inputs), list(msg.outputs), constants, plan,
-                   options, list(msg.passes))
+    program = Program(msg.method, buffers, instructions, list(msg.inputs), list(msg.outputs), constants, plan,
+                      options, list(msg.passes))
+    if plan.peak_bytes > arena_bound(program):
+        raise FormatError(
+            f"glow_like payload: {where} asks for a {plan.peak_bytes}-byte arena, more than all its "
+            f"buffers side by side ({arena_bound(program)} bytes)"
+        )
+    try:
+        needed = scratch_needed(program)
+    except (KeyError, ValueError, TypeError, IndexError) as err:
+        raise FormatError(f"glow_like payload: {where} has malformed instruction attributes: {err!r}") from None
+    if plan.scratch_bytes != needed:
+        raise FormatError(
+            f"glow_like payload: {where} plans {plan.scratch_bytes} scratch bytes, its kernels need {needed}"
+        )
+    return program
