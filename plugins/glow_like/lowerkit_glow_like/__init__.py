@@ -68,15 +68,16 @@ def lowerkit_preprocess(module: Module, compile_spec: dict[str, dict[str, Any]])
 
 @hookimpl
 def lowerkit_compile(processed: bytes, compile_spec: dict[str, dict[str, Any]]) -> dict[str, Executable]:
-    """Decode and validate the payload and bind each method for this thread (other threads
-    get their own arena on their first call). A payload whose instructions cannot be bound
-    is a ``FormatError``."""
+    """Decode and validate the payload, bind each method for this thread (other threads get
+    their own arena on their first call) and run it once on zeros: a payload whose
+    instructions cannot be bound or run is a ``FormatError`` here, never later."""
     handles = {p.method: Executable(p) for p in decode(processed)}
     for method, handle in handles.items():
         try:
-            handle.bind_current_thread()
-        except (KeyError, ValueError, TypeError, IndexError) as err:
-            raise FormatError(f"glow_like payload: method {method!r} cannot be bound: {err!r}") from None
+            with np.errstate(all="ignore"):
+                handle.dry_run()
+        except Exception as err:  # any failure of a validated payload means it is inconsistent
+            raise FormatError(f"glow_like payload: method {method!r} cannot be bound and run: {err!r}") from None
     return handles
 
 

@@ -140,9 +140,10 @@ class Executable:
             return None
         return (buf.constant, buf.shape, fn.__module__, fn.__qualname__, ins.attrs.get("algo", ""))
 
-    def bind_current_thread(self) -> None:
-        """Allocate this thread's arena and bind the kernels now instead of at the first call."""
-        self._state()
+    def dry_run(self) -> None:
+        """Bind this thread now and run once on zeros (compile-time validation and warm-up)."""
+        self.run([np.zeros(self.program.buffers[b].shape, DTYPES[self.program.buffers[b].dtype])
+                  for b in self.program.inputs])
 
     def _state(self) -> _ThreadState:
         state = getattr(self._local, "state", None)

@@ -88,3 +88,25 @@ def test_generated_code_matches_the_proto():
     text = proto.read_text()
     assert all(f"{name} =" in text for name in fields)
     assert np.frombuffer(b"", dtype=np.uint8).size == 0
+
+
+def test_random_byte_corruption_gives_format_error_or_a_working_handle(payload):
+    import random
+    import warnings
+
+    rng = random.Random(7)
+    x = np.zeros((1, 3, 6, 6), np.float32)
+    for _ in range(300):
+        data = bytearray(payload)
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                handles = glow.lowerkit_compile(processed=bytes(data), compile_spec={})
+        except FormatError:
+            continue
+        for handle in handles.values():  # accepted: it must run (values may differ)
+            if [list(handle.program.buffers[b].shape) for b in handle.program.inputs] == [[1, 3, 6, 6]]:
+                with np.errstate(all="ignore"):
+                    handle.run([x])
