@@ -43,6 +43,6 @@ def test_resnet18_batch_8_on_opt_level_0_matches_reference():
 
 
 def test_resnet18_full_size_opt2_matches_reference():
-    module, x = traced("resnet18")  # 1 x 3 x 224 x 224, Winograd on layer3
+    module, x = traced("resnet18")  # 1 x 3 x 224 x 224
     lowered = lk.to_backend(module, "glow_like")
     assert_close([lowered(x)], reference(module, x))

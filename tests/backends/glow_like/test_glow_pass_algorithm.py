@@ -26,8 +26,8 @@ def _conv_module(channels: int, hw: int, stride: int = 1, batch: int = 1):
 
 
 def test_marks_wide_3x3_stride_1_convs_and_keeps_results():
-    module = _conv_module(256, 7, batch=4)  # odd output size: the staged output path
-    x = np.random.default_rng(1).standard_normal((4, 256, 7, 7)).astype(np.float32)
+    module = _conv_module(256, 15, batch=4)  # 256 tiles; odd output size: the staged output path
+    x = np.random.default_rng(1).standard_normal((4, 256, 15, 15)).astype(np.float32)
     work = working_graph(module, "forward")
     assert select_conv_algorithm(work) is True
     conv = next(n for n in work.nodes if n.op == "conv2d")
