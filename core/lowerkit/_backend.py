@@ -19,7 +19,14 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
-from .errors import BackendNotAvailableError, LowerkitError, PluginError
+from .errors import (
+    BackendExecutionError,
+    BackendNotAvailableError,
+    FormatError,
+    LowerkitError,
+    NodeExecutionError,
+    PluginError,
+)
 
 __all__ = ["DISABLE_ENV", "Backend", "WrapperFactory", "disabled_names"]
 
@@ -181,8 +188,6 @@ class Backend:
         self, processed: bytes, compile_spec: dict[str, dict[str, Any]], *, made_by: str = ""
     ) -> dict[str, Any]:
         """Compile a payload; ``made_by`` is the backend version that preprocessed it."""
-        from .errors import FormatError
-
         try:
             handles = self.pm.hook.lowerkit_compile(processed=processed, compile_spec=compile_spec)
         except Exception as err:
@@ -212,8 +217,6 @@ class Backend:
         return handles
 
     def execute(self, handle: Any, inputs: list[Any], method: str) -> list[Any]:
-        from .errors import NodeExecutionError
-
         try:
             outputs = self.pm.hook.lowerkit_execute(handle=handle, inputs=inputs, method=method)
         except NodeExecutionError as err:
@@ -255,8 +258,6 @@ class Backend:
         )
 
     def _execution_error(self, hook: str, err: Exception, method: str = "") -> LowerkitError:
-        from .errors import BackendExecutionError
-
         where = f", method {method!r}" if method else ""
         return BackendExecutionError(
             f"backend {self.name!r}{where}: {hook} raised {type(err).__name__}: {err}"

@@ -104,8 +104,6 @@ def add_wrapper(factory: WrapperFactory) -> Callable[[], None]:
     return remove
 
 
-
-
 # -- the registry ---------------------------------------------------------------------------
 class _Registry:
     def __init__(self) -> None:
