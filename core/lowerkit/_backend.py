@@ -90,14 +90,6 @@ class Backend:
             assert pm is not None
         return pm
 
-    def load_error(self) -> PluginError | None:
-        """Import and validate the plugin if not done; the error that made it broken, if any."""
-        try:
-            self._ensure_loaded()
-        except PluginError as err:
-            return err
-        return None
-
     def _ensure_loaded(self) -> None:
         with self._lock:
             if self._pm is not None:
