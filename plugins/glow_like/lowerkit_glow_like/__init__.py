@@ -71,13 +71,17 @@ def lowerkit_compile(processed: bytes, compile_spec: dict[str, dict[str, Any]]) 
     """Decode and validate the payload, bind each method for this thread (other threads get
     their own arena on their first call) and run it once on zeros: a payload whose
     instructions cannot be bound or run is a ``FormatError`` here, never later."""
-    handles = {p.method: Executable(p) for p in decode(processed)}
-    for method, handle in handles.items():
+    handles = {}
+    for program in decode(processed):
         try:
+            handle = Executable(program)
             with np.errstate(all="ignore"):
                 handle.dry_run()
         except Exception as err:  # any failure of a validated payload means it is inconsistent
-            raise FormatError(f"glow_like payload: method {method!r} cannot be bound and run: {err!r}") from None
+            raise FormatError(
+                f"glow_like payload: method {program.method!r} cannot be bound and run: {err!r}"
+            ) from None
+        handles[program.method] = handle
     return handles
 
 
