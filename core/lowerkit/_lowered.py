@@ -27,7 +27,7 @@ from .errors import (
     InputError,
     PluginError,
 )
-from .ir.module import Method, Module, Signature, check_inputs, format_outputs
+from .ir.module import Method, Module, Signature, check_inputs, format_outputs, method_attribute
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._plugins import Backend
@@ -260,11 +260,7 @@ class LoweredModule:
         return self.run("forward", *inputs)
 
     def __getattr__(self, name: str) -> Any:
-        # Methods are reachable as attributes: lowered.forward(x), lowered.accum(x, h).
-        record = self.__dict__.get("_record")
-        if record is not None and name in record.signatures:
-            return lambda *inputs: self.run(name, *inputs)
-        raise AttributeError(f"{type(self).__name__} has no attribute or method {name!r}")
+        return method_attribute(self, name)
 
     def __copy__(self) -> LoweredModule:
         # A copy shares the immutable record and compiles its own handles when first called.

@@ -362,3 +362,9 @@ def test_to_backend_of_an_nn_module_says_to_trace_it(toy):
 
     with pytest.raises(InputError, match="to_backend expects a lowerkit.Module, got SmallCNN; trace it first"):
         lk.to_backend(models.small_cnn(), "toy")
+
+
+def test_a_missing_lowered_method_attribute_lists_the_methods(toy):
+    lowered = lk.to_backend(accum_module(), "toy")
+    with pytest.raises(AttributeError, match=r"has no attribute or method 'fwd'; its methods are \['accum', 'forward', 'sub_accum'\]"):
+        lowered.fwd

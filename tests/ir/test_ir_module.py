@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -49,3 +51,31 @@ def test_format_outputs_checks_dtype_and_shape():
         format_outputs("forward", sig, [np.zeros(3, np.float32)])
     with pytest.raises(InputError, match=r"output 0: expected f32\[2\], got >f4\[2\]"):
         format_outputs("forward", sig, [np.zeros(2, ">f4")])
+
+
+def test_a_missing_method_attribute_lists_the_methods():
+    module = _relu_module()
+    with pytest.raises(AttributeError, match=r"Module has no attribute or method 'fwd'; its methods are \['forward'\]"):
+        module.fwd
+    assert not hasattr(module, "fwd")
+
+
+@pytest.mark.parametrize("copier", [copy.copy, copy.deepcopy])
+def test_copies_of_a_module_that_ran_compile_their_own_runtime(copier):
+    pytest.importorskip("lowerkit_reference")
+    t = TensorType("f32", (2, 3))
+    graph = Graph()
+    x_in = graph.add_input("x", t)
+    w = graph.add_node("param", [], [t], {"name": "w"}, debug_handle=0).output
+    graph.set_outputs(graph.add_node("add", [x_in, w], [t], debug_handle=1).outputs)
+    module = Module({"w": np.ones((2, 3), np.float32)}, {"forward": GraphMethod(graph)}, name="AddW")
+    x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    expected = module(x)  # compiles the module on reference
+    twin = copier(module)
+    assert twin._runtime_cache is None
+    np.testing.assert_array_equal(twin(x), expected)
+    np.testing.assert_array_equal(twin.parameters["w"], module.parameters["w"])
+    assert not twin.parameters["w"].flags.writeable
+    if copier is copy.deepcopy:
+        assert lk.graph_of(twin) is not lk.graph_of(module)
+        assert lk.ir.graphs_equal(lk.graph_of(twin), lk.graph_of(module))

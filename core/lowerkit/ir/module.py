@@ -7,6 +7,7 @@ method has no graph.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -100,11 +101,17 @@ class Module:
         return self.run("forward", *inputs)
 
     def __getattr__(self, name: str) -> Any:
-        # Methods are reachable as attributes: module.forward(x), module.accum(x, h).
-        methods = self.__dict__.get("methods")
-        if methods is not None and name in methods:
-            return lambda *inputs: self.run(name, *inputs)
-        raise AttributeError(f"{type(self).__name__!s} has no attribute or method {name!r}")
+        return method_attribute(self, name)
+
+    # Copies never share the runtime (handles compiled on reference, freed with their
+    # module): each copy compiles its own at its first call.
+    def __copy__(self) -> Module:
+        return Module(self.parameters, self.methods, self.submodules, name=self.name)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Module:
+        methods = copy.deepcopy(self.methods, memo)
+        submodules = copy.deepcopy(self.submodules, memo)
+        return Module(self.parameters, methods, submodules, name=self.name)  # copies parameters
 
     def signature(self, method: str) -> Signature:
         try:
@@ -121,6 +128,20 @@ class Module:
 
     def __repr__(self) -> str:
         return f"<lowerkit.Module {self.name} methods={sorted(self.methods)}>"
+
+
+def method_attribute(obj: Any, name: str) -> Any:
+    """``obj.name`` for a method ``name`` of a (lowered) module: a function running it.
+
+    Shared by the ``__getattr__`` of modules and lowered modules, so that
+    ``module.forward(x)`` and ``module.accum(x, h)`` work; anything else is an
+    ``AttributeError`` that lists the methods.
+    """
+    methods = obj.__dict__.get("methods")
+    if methods is not None and name in methods:
+        return lambda *inputs: obj.run(name, *inputs)
+    listed = f"; its methods are {sorted(methods)}" if methods else ""
+    raise AttributeError(f"{type(obj).__name__} has no attribute or method {name!r}{listed}")
 
 
 def graph_of(module: Module, method: str = "forward") -> Graph:

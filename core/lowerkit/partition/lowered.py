@@ -126,12 +126,6 @@ class PartitionedModule(LoweredModule):
         twin = Module(outer.parameters, outer.methods, submodules, name=outer.name)
         return type(self)(twin, self._backends, self._spec, self._report)
 
-    def __getattr__(self, name: str) -> Any:
-        outer = self.__dict__.get("_outer")
-        if outer is not None and name in outer.methods:
-            return lambda *inputs: self.run(name, *inputs)
-        raise AttributeError(f"{type(self).__name__} has no attribute or method {name!r}")
-
     def __repr__(self) -> str:
         return (
             f"<lowerkit.PartitionedModule {self.name} backends={list(self._backends)} "
