@@ -26,8 +26,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
 
     infos = backends()
     if args.json:
-        keys = ("name", "distribution", "version", "available", "error", "note")
-        print(json.dumps([{k: getattr(b, k) for k in keys} for b in infos], indent=2))
+        print(json.dumps([b.as_dict() for b in infos], indent=2))
         return 0
     rows = [("NAME", "DISTRIBUTION", "VERSION", "AVAILABLE", "NOTE")]
     for b in infos:
