@@ -175,6 +175,13 @@ def test_loading_a_missing_file_is_an_os_error(tmp_path):
         lk.load(tmp_path / "absent.lkm")
 
 
+def test_loading_an_onnx_model_points_at_the_onnx_importer(tmp_path):
+    path = tmp_path / "model.onnx"
+    path.write_bytes(b"\x08\x07\x12\x07pytorch")
+    with pytest.raises(FormatError, match=r"model\.onnx: not a lowerkit file.*ONNX models are imported with lowerkit\.onnx\.load"):
+        lk.load(path)
+
+
 def test_saving_into_a_missing_directory_names_the_target_not_the_temporary(tmp_path):
     target = tmp_path / "absent" / "m.lkm"
     with pytest.raises(FileNotFoundError, match=r"No such file or directory: '.*absent/m\.lkm'$"):

@@ -14,7 +14,7 @@ __all__ = ["describe_file", "partition_dot"]
 
 def _read(path: str) -> tuple[tuple[int, int], int, Any]:
     """(format version, file size, object) without compiling anything."""
-    from ..serialization import decode
+    from ..serialization import decode, file_format_error
     from ..serialization.container import read_file
 
     data = read_file(path)
@@ -22,7 +22,7 @@ def _read(path: str) -> tuple[tuple[int, int], int, Any]:
         try:
             decoded = decode(data)
         except FormatError as err:  # name the file, as lowerkit.load does
-            raise FormatError(f"{path}: {err}") from err.__cause__
+            raise file_format_error(path, err) from err.__cause__
     return decoded.version, len(data), decoded.obj
 
 

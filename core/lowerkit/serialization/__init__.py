@@ -21,7 +21,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..ir.module import Module
     from .convert import Rebuild
 
-__all__ = ["FORMAT_VERSION", "Decoded", "decode", "dumps", "load", "loads", "read_file", "save"]
+__all__ = [
+    "FORMAT_VERSION",
+    "Decoded",
+    "decode",
+    "dumps",
+    "file_format_error",
+    "load",
+    "loads",
+    "read_file",
+    "save",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,4 +120,13 @@ def load(path: str | os.PathLike[str], *, fallback: str | None = None) -> Module
     try:
         return loads(data, fallback=fallback)
     except FormatError as err:
-        raise FormatError(f"{os.fspath(path)}: {err}") from err.__cause__
+        raise file_format_error(path, err) from err.__cause__
+
+
+def file_format_error(path: str | os.PathLike[str], err: FormatError) -> FormatError:
+    """``err`` with the file named first (and a pointer to the ONNX importer for .onnx files)."""
+    name = os.fspath(path)
+    hint = ""
+    if str(name).lower().endswith(".onnx"):
+        hint = "; ONNX models are imported with lowerkit.onnx.load (or `lowerkit lower MODEL.onnx`)"
+    return FormatError(f"{name}: {err}{hint}")
