@@ -56,24 +56,47 @@ def test_profile_of_another_model_is_refused():
         lk.to_backend(other, "glow_like", {"forward": {"precision": "int8", "profile": profile}})
 
 
-def test_quantized_conv_equals_integer_arithmetic():
+@pytest.mark.parametrize("channels, extreme", [(5, False), (128, True)])
+def test_quantized_conv_equals_integer_arithmetic(channels, extreme):
+    # 128 channels x 3x3 = 1152 terms: three float32 chunks; large operands make sums above
+    # 2^24 with arbitrary low bits, which one float32 GEMM could not hold exactly.
     rng = np.random.default_rng(0)
-    x = rng.integers(0, 256, (1, 5, 6, 6)).astype(np.uint8)
-    w = rng.integers(-127, 128, (4, 5, 3, 3)).astype(np.int8)
+    if extreme:
+        x = rng.integers(128, 256, (1, channels, 6, 6)).astype(np.uint8)
+        w = np.full((4, channels, 3, 3), 127, np.int8)
+        x_zp = 0
+    else:
+        x = rng.integers(0, 256, (1, channels, 6, 6)).astype(np.uint8)
+        w = rng.integers(-127, 128, (4, channels, 3, 3)).astype(np.int8)
+        x_zp = 7
     bias = rng.integers(-1000, 1000, 4).astype(np.int32)
-    mult = rng.uniform(1e-4, 1e-3, 4)
+    mult = rng.uniform(1e-7, 1e-6, 4) if extreme else rng.uniform(1e-4, 1e-3, 4)
     attrs = {"stride": (1, 1), "padding": (1, 1, 1, 1), "dilation": (1, 1), "groups": 1,
-             "x_zp": 7, "out_zp": 3, "qmin": 0, "qmax": 255}
+             "x_zp": x_zp, "out_zp": 3, "qmin": 0, "qmax": 255}
     out = np.empty((1, 4, 6, 6), np.uint8)
     KERNELS["glow.qconv2d"].prepare([x, w, bias, mult], [out], attrs, None)()
     # Integer reference: int64 accumulation over the zero-padded, zero-point-shifted input.
-    xs = np.pad(x.astype(np.int64) - 7, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    xs = np.pad(x.astype(np.int64) - x_zp, ((0, 0), (0, 0), (1, 1), (1, 1)))
     acc = np.zeros((4, 6, 6), np.int64)
     for kh in range(3):
         for kw in range(3):
             acc += np.einsum("oc,chw->ohw", w[:, :, kh, kw].astype(np.int64), xs[0, :, kh : kh + 6, kw : kw + 6])
+    assert not extreme or np.abs(acc).max() > 2**24  # beyond float32's exact integers
     expected = np.clip(np.rint((acc + bias[:, None, None]) * mult[:, None, None]) + 3, 0, 255)
     np.testing.assert_array_equal(out[0], expected.astype(np.uint8))
+
+
+def test_exact_matmul_accumulates_beyond_float32_integers():
+    from lowerkit_glow_like.kernels.quant import exact_matmul
+
+    rng = np.random.default_rng(3)
+    a = rng.integers(100, 128, (8, 1152)).astype(np.float32)  # int8 weights, same sign
+    b = rng.integers(128, 256, (1152, 40)).astype(np.float32)  # shifted uint8 activations
+    acc = np.empty((8, 40), np.float64)
+    exact_matmul(a, b, acc, np.empty((8, 40), np.float32))
+    expected = a.astype(np.int64) @ b.astype(np.int64)
+    assert expected.min() > 2**24  # every sum is beyond float32's exact integers
+    np.testing.assert_array_equal(acc, expected)
 
 
 def test_batched_quantized_conv_equals_the_per_image_one():
