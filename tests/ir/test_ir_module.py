@@ -10,7 +10,7 @@ import pytest
 import lowerkit as lk
 from lowerkit import models
 from lowerkit.errors import InputError
-from lowerkit.ir import Graph, GraphMethod, Module, TensorType, format_outputs
+from lowerkit.ir import Graph, GraphMethod, Module, TensorType, check_inputs, format_outputs
 from lowerkit.ir.module import Signature
 
 
@@ -79,3 +79,15 @@ def test_copies_of_a_module_that_ran_compile_their_own_runtime(copier):
     if copier is copy.deepcopy:
         assert lk.graph_of(twin) is not lk.graph_of(module)
         assert lk.ir.graphs_equal(lk.graph_of(twin), lk.graph_of(module))
+
+
+def test_check_inputs_names_non_array_inputs():
+    sig = Signature((("x", TensorType("f32", (2, 2))),), (TensorType("f32", (2, 2)),))
+    with pytest.raises(InputError, match=r"method 'forward', input 'x': expected f32\[2, 2\], got a list that is not an array"):
+        check_inputs("forward", sig, [[[1.0, 2.0], [3.0]]])
+    with pytest.raises(InputError, match=r"input 'x': expected f32\[2, 2\], got f64\[2, 2\] \(from a list\)"):
+        check_inputs("forward", sig, [[[1.0, 2.0], [3.0, 4.0]]])
+    with pytest.raises(InputError, match=r"input 'x': expected f32\[2, 2\], got object\[\] \(from a dict\)"):
+        check_inputs("forward", sig, [{"x": 1}])
+    (array,) = check_inputs("forward", sig, [np.ones((2, 2), np.float32)])
+    assert array.dtype == np.float32

@@ -185,15 +185,22 @@ def check_inputs(method: str, sig: Signature, inputs: Sequence[Any]) -> list[np.
         )
     arrays = []
     for (name, expected), value in zip(sig.inputs, inputs):
-        array = np.asarray(value)
+        try:
+            array = np.asarray(value)
+        except (ValueError, TypeError) as err:  # ragged nested lists and the like
+            raise InputError(
+                f"method {method!r}, input {name!r}: expected {expected}, got a "
+                f"{type(value).__name__} that is not an array: {err}"
+            ) from None
         try:
             given = TensorType(dtype_name(array.dtype), array.shape)
         except ValueError:
             given = None
         if given != expected:
             shown = given if given is not None else f"{array.dtype}{list(array.shape)}"
+            source = "" if isinstance(value, np.ndarray) else f" (from a {type(value).__name__})"
             raise InputError(
-                f"method {method!r}, input {name!r}: expected {expected}, got {shown}"
+                f"method {method!r}, input {name!r}: expected {expected}, got {shown}{source}"
             )
         arrays.append(array)
     return arrays
