@@ -115,6 +115,31 @@ def test_batched_quantized_conv_equals_the_per_image_one():
         np.testing.assert_array_equal(batched[i], single[0])
 
 
+def test_parallel_quantized_conv_equals_the_serial_one(monkeypatch):
+    from lowerkit_glow_like.kernels import conv
+    from lowerkit_glow_like.runtime import Parallel
+
+    monkeypatch.setattr(conv, "PARALLEL_MIN_FLOPS", 0)
+    rng = np.random.default_rng(4)
+    w = rng.integers(-127, 128, (6, 4, 3, 3)).astype(np.int8)
+    bias = rng.integers(-500, 500, 6).astype(np.int32)
+    mult = rng.uniform(1e-4, 1e-3, 6)
+    attrs = {"stride": (1, 1), "padding": (1, 1, 1, 1), "dilation": (1, 1), "groups": 1,
+             "x_zp": 9, "out_zp": 4, "qmin": 0, "qmax": 255}
+    pool = Parallel(2)
+    try:
+        for shape in ((1, 4, 33, 33), (3, 4, 5, 5)):  # per-image bands, batched GEMM bands
+            x = rng.integers(0, 256, shape).astype(np.uint8)
+            outs = []
+            for parallel in (None, pool):
+                out = np.empty((shape[0], 6) + shape[2:], np.uint8)
+                KERNELS["glow.qconv2d"].prepare([x, w, bias, mult], [out], attrs, None, parallel=parallel)()
+                outs.append(out)
+            np.testing.assert_array_equal(outs[0], outs[1])
+    finally:
+        pool.shutdown()
+
+
 def test_qparams_represent_zero_exactly_and_weights_per_channel():
     scale, zp = activation_qparams(-1.0, 3.0)
     assert round(0.0 / scale) + zp == zp and 0 <= zp <= 255

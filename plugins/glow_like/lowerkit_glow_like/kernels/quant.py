@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import conv
 from ._base import kernel, scratch_array
 from .conv import Im2col, _batched, _is_pointwise, padded_bytes
 
@@ -89,8 +90,12 @@ def _qconv_scratch(in_types, out_types, attrs):
     return 4 * c * h * wd + (4 * cg * kh * kw + 12 * oc) * images * oh * ow + pad
 
 
-@kernel("glow.qconv2d", scratch_bytes=_qconv_scratch, derive=((1, to_float32),))
-def _qconv(inputs, outputs, attrs, scratch):
+def _bands(size: int, ways: int) -> list[slice]:
+    return [slice(size * j // ways, size * (j + 1) // ways) for j in range(ways)]
+
+
+@kernel("glow.qconv2d", scratch_bytes=_qconv_scratch, derive=((1, to_float32),), parallel=True)
+def _qconv(inputs, outputs, attrs, scratch, parallel=None):
     x, w, bias, mult = inputs
     (out,) = outputs
     stride, padding = tuple(attrs.get("stride", (1, 1))), tuple(attrs.get("padding", (0, 0, 0, 0)))
@@ -103,8 +108,10 @@ def _qconv(inputs, outputs, attrs, scratch):
     b2 = np.asarray(bias, dtype=np.float64).reshape(oc, 1)
     m2 = np.asarray(mult, dtype=np.float64).reshape(oc, 1)
     pointwise = _is_pointwise(w.shape, stride, padding, dilation)
+    if parallel is not None and (groups > 1 or 2 * oc * k * oh * ow < conv.PARALLEL_MIN_FLOPS):
+        parallel = None  # the hand-off would cost more than it saves
     if _batched(n, oh, ow, groups):
-        return _qconv_batched(x, w, b2, m2, out, attrs, (stride, padding, dilation), scratch)
+        return _qconv_batched(x, w, b2, m2, out, attrs, (stride, padding, dilation), scratch, parallel)
     xs = scratch_array(scratch, np.float32, (c, h, wd))
     col = scratch_array(scratch, np.float32, (cg, kh, kw, oh, ow), offset=xs.nbytes)
     acc = scratch_array(scratch, np.float64, (oc, oh * ow), offset=xs.nbytes + col.nbytes)
@@ -113,6 +120,26 @@ def _qconv(inputs, outputs, attrs, scratch):
     im2col = Im2col(cg, (h, wd), (kh, kw), (oh, ow), stride, padding, dilation, np.float32, scratch,
                     offset=xs.nbytes + col.nbytes + acc.nbytes + part.nbytes)
     x_zp = attrs["x_zp"]
+    if parallel is not None:
+        # Bands of output pixels: each task multiplies and requantizes its columns.
+        src = xs.reshape(c, h * wd) if pointwise else col2
+        bands = _bands(oh * ow, parallel.ways)
+        image = [0]
+
+        def task(j: int) -> None:
+            cols = bands[j]
+            exact_matmul(w2[0], src[:, cols], acc[:, cols], part[:, cols])
+            _requantize(acc[:, cols], b2, m2, attrs, out[image[0]].reshape(oc, oh * ow)[:, cols])
+
+        def run_parallel():
+            for i in range(n):
+                np.subtract(x[i], x_zp, out=xs, dtype=np.float32)
+                if not pointwise:
+                    im2col(xs, col)
+                image[0] = i
+                parallel(task)
+
+        return run_parallel
 
     def run():
         for i in range(n):
@@ -130,7 +157,7 @@ def _qconv(inputs, outputs, attrs, scratch):
     return run
 
 
-def _qconv_batched(x, w, b2, m2, out, attrs, geometry, scratch):
+def _qconv_batched(x, w, b2, m2, out, attrs, geometry, scratch, parallel=None):
     """All images in one exact GEMM (late layers): columns [K, N, OH, OW]."""
     stride, padding, dilation = geometry
     n, c, h, wd = x.shape
@@ -148,11 +175,20 @@ def _qconv_batched(x, w, b2, m2, out, attrs, geometry, scratch):
     out_t = out.reshape(n, oc, oh * ow).transpose(1, 0, 2)
     x_zp = attrs["x_zp"]
 
+    bands = _bands(n * oh * ow, parallel.ways if parallel is not None else 1)
+
+    def gemm(j: int) -> None:
+        cols = bands[j]
+        exact_matmul(w2, col2[:, cols], acc2[:, cols], part[:, cols])
+
     def run():
         for i in range(n):
             np.subtract(x[i], x_zp, out=xs, dtype=np.float32)
             im2col(xs, col[:, :, :, i])
-        exact_matmul(w2, col2, acc2, part)
+        if parallel is None:
+            gemm(0)
+        else:
+            parallel(gemm)
         _requantize(acc, b3, m3, attrs, out_t)
 
     return run
