@@ -120,6 +120,22 @@ def test_layer_arguments_checked():
         nn.Sequential(lambda x: x)
 
 
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: nn.Linear(-1, 2), r"Linear: in_features must be a positive int, got -1"),
+        (lambda: nn.Linear(4, 2.5), r"Linear: out_features must be a positive int, got 2.5"),
+        (lambda: nn.Conv2d(3, 0, 3), r"Conv2d: out_channels must be a positive int, got 0"),
+        (lambda: nn.Conv2d(3, 4, 3, groups=0), r"Conv2d: groups must be a positive int, got 0"),
+        (lambda: nn.Conv2d(3, 4, (3, 0)), r"Conv2d: kernel_width must be a positive int, got 0"),
+        (lambda: nn.BatchNorm2d(0), r"BatchNorm2d: num_features must be a positive int, got 0"),
+    ],
+)
+def test_layer_sizes_must_be_positive_ints(build, message):
+    with pytest.raises(lk.InputError, match=message):
+        build()
+
+
 def test_layers_trace_to_expected_ops():
     x = np.zeros((1, 4, 8, 8), np.float32)
     model = nn.Sequential(

@@ -21,6 +21,12 @@ def _pair(name: str, value: Any) -> tuple[int, int]:
     raise InputError(f"{name} must be an int or a pair of ints, got {value!r}")
 
 
+def _positive(layer: str, **sizes: Any) -> None:
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise InputError(f"{layer}: {name} must be a positive int, got {value!r}")
+
+
 class Conv2d(Module):
     """2-D convolution; parameters ``weight`` [out, in/groups, kh, kw] and ``bias`` [out].
 
@@ -42,13 +48,15 @@ class Conv2d(Module):
         rng: np.random.Generator | None = None,
     ) -> None:
         super().__init__()
-        if groups < 1 or in_channels % groups or out_channels % groups:
+        _positive("Conv2d", in_channels=in_channels, out_channels=out_channels, groups=groups)
+        if in_channels % groups or out_channels % groups:
             raise InputError(
                 f"Conv2d: in_channels ({in_channels}) and out_channels ({out_channels}) "
                 f"must be divisible by groups ({groups})"
             )
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size = _pair("Conv2d kernel_size", kernel_size)
+        _positive("Conv2d", kernel_height=self.kernel_size[0], kernel_width=self.kernel_size[1])
         self.stride, self.padding = stride, padding
         self.dilation, self.groups = dilation, groups
         gen = current_rng(rng)
@@ -76,6 +84,7 @@ class Linear(Module):
         self, in_features: int, out_features: int, bias: bool = True, *, rng: np.random.Generator | None = None
     ) -> None:
         super().__init__()
+        _positive("Linear", in_features=in_features, out_features=out_features)
         self.in_features, self.out_features = in_features, out_features
         gen = current_rng(rng)
         self.weight = Parameter(kaiming_uniform((out_features, in_features), gen))
@@ -110,6 +119,7 @@ class BatchNorm2d(Module):
         super().__init__()
         if not track_running_stats:
             raise InputError("BatchNorm2d: only inference with running statistics is supported")
+        _positive("BatchNorm2d", num_features=num_features)
         self.num_features, self.eps = num_features, eps
         if affine:
             self.weight: Parameter | None = Parameter(np.ones(num_features, np.float32))
