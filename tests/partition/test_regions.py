@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lowerkit.ir import Graph, TensorType
@@ -94,6 +94,11 @@ def _random_graph(rng: random.Random, size: int) -> Graph:
 
 @settings(max_examples=150, deadline=None)
 @given(seed=st.integers(0, 10_000), size=st.integers(1, 25))
+# Merging two regions once lost the ancestors of one half in their descendants' sets, so a
+# later merge could close a cycle; these graphs showed it.
+@example(seed=1038, size=22)
+@example(seed=191, size=14)
+@example(seed=92, size=25)
 def test_random_graphs_give_acyclic_complete_partitions(seed, size):
     rng = random.Random(seed)
     g = _random_graph(rng, size)

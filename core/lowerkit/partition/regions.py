@@ -107,10 +107,12 @@ def _merge(a, b, ancestors, members, alias) -> int:
     members[keep].extend(members.pop(gone))
     merged = (ancestors[keep] | ancestors.pop(gone)) - {keep, gone}
     ancestors[keep] = merged
+    # Whoever depended on either half now depends on the whole group and on everything it
+    # depends on; renaming gone to keep alone would lose the other half's ancestors.
     for other, anc in ancestors.items():
-        if gone in anc:
+        if other != keep and (gone in anc or keep in anc):
             anc.discard(gone)
-            anc.add(keep)
+            anc |= (merged | {keep}) - {other}
     return keep
 
 
