@@ -80,13 +80,14 @@ def test_whole_method_backend_takes_all_or_nothing():
     assert [d.reason for d in mixed.declines[id(g.nodes[1])]] == ["not supported", "takes whole methods only"]
 
 
-def _random_graph(rng: random.Random, size: int) -> Graph:
+def _random_graph(rng: random.Random, size: int, max_inputs: int = 2) -> Graph:
+    # Types are not checked here: a three-input "concat" keeps T so any value can feed any node.
     g = Graph()
     values = [g.add_input("x", T)]
     for i in range(size):
-        k = rng.choice([1, 2])
+        k = rng.randint(1, max_inputs)
         ins = [rng.choice(values) for _ in range(k)]
-        op = "relu" if k == 1 else "add"
+        op = {1: "relu", 2: "add"}.get(k, "concat")
         values.append(g.add_node(op, ins, [T], scope=f"s{rng.randrange(3)}").output)
     g.set_outputs([values[-1]])
     return g
@@ -100,8 +101,28 @@ def _random_graph(rng: random.Random, size: int) -> Graph:
 @example(seed=191, size=14)
 @example(seed=92, size=25)
 def test_random_graphs_give_acyclic_complete_partitions(seed, size):
+    _check_random_partition(seed, size, max_inputs=2)
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 10_000), size=st.integers(1, 25))
+def test_random_graphs_with_three_input_nodes_give_acyclic_complete_partitions(seed, size):
+    _check_random_partition(seed, size, max_inputs=3)
+
+
+def test_three_branches_of_one_backend_join_one_region():
+    # Joining the first two branch regions used to leave a stale group id for the third.
+    g = Graph()
+    x = g.add_input("x", T)
+    branches = [g.add_node(op, [x], [T]).output for op in ("relu", "neg", "sigmoid")]
+    g.set_outputs([g.add_node("concat", branches, [TensorType("f32", (6,))], {"dim": 0}).output])
+    regions = _regions(g, [Candidate("A", lambda n: True)])
+    assert [[n.op for n in r.nodes] for r in regions] == [["relu", "neg", "sigmoid", "concat"]]
+
+
+def _check_random_partition(seed: int, size: int, max_inputs: int) -> None:
     rng = random.Random(seed)
-    g = _random_graph(rng, size)
+    g = _random_graph(rng, size, max_inputs)
     owner = {id(n): rng.choice("AB") for n in g.nodes}
     candidates = [Candidate(b, lambda n, b=b: owner[id(n)] == b) for b in "AB"]
     regions = _regions(g, candidates)

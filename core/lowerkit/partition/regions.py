@@ -59,9 +59,10 @@ def form_regions(graph: Graph, assignment: Assignment) -> list[Region]:
         chosen: int | None = None
         if backend is not None:
             for g in sorted(input_groups):
-                if backend_of_group[g] != backend:
+                g = find(g)  # an earlier iteration may have merged it
+                if g == chosen or backend_of_group[g] != backend:
                     continue
-                others = input_groups - {g}
+                others = {find(o) for o in input_groups} - {g}
                 # Joining g is safe unless g reaches another input group (g -> o -> node).
                 if any(g in ancestors[o] for o in others):
                     continue
