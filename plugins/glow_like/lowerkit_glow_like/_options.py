@@ -60,4 +60,9 @@ def parse_options(method: str, spec: dict[str, Any] | None) -> Options:
             f"glow_like compile_spec for method {method!r}: precision 'int8' needs a 'profile' "
             "(from lowerkit_glow_like.calibrate, or the path it was saved to)"
         )
+    if precision == "int8" and opt != 2:
+        raise InputError(
+            f"glow_like compile_spec for method {method!r}: precision 'int8' needs opt_level 2, got "
+            f"{opt} (calibration profiles name the values of the fully optimized graph)"
+        )
     return Options(opt, threads, precision, profile)

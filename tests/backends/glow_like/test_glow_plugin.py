@@ -34,7 +34,8 @@ def test_claims_fp32_registry_ops_and_declines_others_with_a_reason():
 @pytest.mark.parametrize(
     "options, message",
     [({"opt_level": 3}, "opt_level must be 0, 1 or 2"), ({"threads": 0}, "threads must be a positive int, 'blas' or None"),
-     ({"precision": "int4"}, "precision must be 'fp32' or 'int8'"), ({"precision": "int8"}, "needs a 'profile'")],
+     ({"precision": "int4"}, "precision must be 'fp32' or 'int8'"), ({"precision": "int8"}, "needs a 'profile'"),
+     ({"precision": "int8", "profile": "p.json", "opt_level": 1}, "needs opt_level 2, got 1")],
 )
 def test_bad_options_are_input_errors(options, message):
     g = Graph()
