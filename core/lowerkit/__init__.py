@@ -9,7 +9,7 @@ from __future__ import annotations
 from . import nn, ops
 from ._lowered import LoweredModule
 from ._lowering import to_backend
-from ._plugins import backends, register_backend
+from ._plugins import backends, register_backend, unregister_backend
 from ._profile import profile
 from ._trace import trace
 from .errors import (
@@ -55,4 +55,5 @@ __all__ = [
     "save",
     "to_backend",
     "trace",
+    "unregister_backend",
 ]

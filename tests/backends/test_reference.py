@@ -114,3 +114,15 @@ def test_traced_resnet18_runs():
     assert out.shape == (1, 10) and out.dtype == np.float32 and np.isfinite(out).all()
     (direct,) = Interpreter(module, ref.KERNELS).run("forward", [x])
     np.testing.assert_array_equal(out, direct)
+
+
+def test_reference_refuses_options_it_does_not_have():
+    import lowerkit as lk
+    from lowerkit.ir import Graph, GraphMethod, Module, TensorType
+
+    t = TensorType("f32", (2,))
+    g = Graph()
+    g.set_outputs([g.add_node("relu", [g.add_input("x", t)], [t], debug_handle=0).output])
+    module = Module({}, {"forward": GraphMethod(g)}, name="Tiny")
+    with pytest.raises(lk.InputError, match=r"'reference' takes no options.*\['threads'\]"):
+        lk.to_backend(module, "reference", {"forward": {"threads": 2}})

@@ -101,22 +101,28 @@ class PartitionReport:
             indent = "  "
             if region is not None:
                 backend = members[0].backend
-                lines.append(f'  subgraph "cluster_{region}" {{')
-                lines.append(f'    label="{region} ({backend})"; style=rounded;')
+                lines.append(f'  subgraph "cluster_{_quote(region)}" {{')
+                lines.append(f'    label="{_quote(region)} ({_quote(backend)})"; style=rounded;')
                 indent = "    "
             for n in members:
                 fill = colour.get(n.backend, "#ffffff") if n.backend else "#ffffff"
-                label = f"{n.op}\\n{n.scope}" if n.scope else n.op
-                lines.append(f'{indent}"{n.method}#{n.debug_handle}" [label="{label}", fillcolor="{fill}"];')
+                label = f"{n.op}\\n{_quote(n.scope)}" if n.scope else n.op
+                lines.append(f'{indent}"{_quote(n.method)}#{n.debug_handle}" [label="{label}", fillcolor="{fill}"];')
             if region is not None:
                 lines.append("  }")
         for n in self.nodes:
             for src in n.inputs_from:
-                lines.append(f'  "{n.method}#{src}" -> "{n.method}#{n.debug_handle}";')
-        legend = " ".join(f'"{b}" [fillcolor="{c}"];' for b, c in colour.items())
+                method = _quote(n.method)
+                lines.append(f'  "{method}#{src}" -> "{method}#{n.debug_handle}";')
+        legend = " ".join(f'"{_quote(b)}" [fillcolor="{c}"];' for b, c in colour.items())
         lines.append(f"  subgraph cluster_legend {{ label=backends; {legend} }}")
         lines.append("}")
         return "\n".join(lines) + "\n"
+
+
+def _quote(text: str) -> str:
+    """Text safe inside a double-quoted Graphviz string."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _count(ops: tuple[str, ...]) -> str:

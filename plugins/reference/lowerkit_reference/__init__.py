@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 import lowerkit
+from lowerkit.errors import InputError
 from lowerkit.hookspecs import hookimpl
 from lowerkit.ir.interpreter import Interpreter
 from lowerkit.opset import has_schema
@@ -45,7 +46,13 @@ class ReferenceHandle:
 
 @hookimpl
 def lowerkit_preprocess(module: Any, compile_spec: dict[str, dict[str, Any]]) -> bytes:
-    """The payload is the module in lowerkit's own file format."""
+    """The payload is the module in lowerkit's own file format. The backend has no options."""
+    for method, options in compile_spec.items():
+        if options:
+            raise InputError(
+                f"backend 'reference' takes no options, but compile_spec[{method!r}] "
+                f"gives {sorted(options)}"
+            )
     return lowerkit.dumps(module)
 
 
