@@ -236,6 +236,19 @@ class Backend:
             raise self._hook_error("lowerkit_is_supported", err) from err
         return bool(answer), ("" if answer else getattr(answer, "reason", ""))
 
+    def describe(self, payload: bytes) -> str | None:
+        """The backend's own description of a payload (``lowerkit_describe``), if it has one.
+
+        Raises ``PluginError`` when the hook fails.
+        """
+        if not _has_impl(self.pm, "lowerkit_describe"):
+            return None
+        try:
+            text = self.pm.hook.lowerkit_describe(processed=payload)
+        except Exception as err:
+            raise self._hook_error("lowerkit_describe", err) from err
+        return None if text is None else str(text)
+
     def destroy(self, handles: dict[str, Any]) -> None:
         """Free compiled handles if the plugin has ``lowerkit_destroy``; never raises."""
         try:

@@ -134,6 +134,16 @@ def lowerkit_destroy(handles: dict[str, Any]) -> None:
     """
 
 
+@hookspec(firstresult=True)
+def lowerkit_describe(processed: bytes) -> str | None:
+    """Describe a payload for people: e.g. the compiled program and its memory plan.
+
+    Optional. Called by tools (``lowerkit inspect``) on any machine where the backend is
+    installed, even when it is unavailable: it must not compile or run anything. Gets
+    the bytes :func:`lowerkit_preprocess` returned; returns text (or ``None``).
+    """
+
+
 HOOK_NAMES = (
     "lowerkit_preprocess",
     "lowerkit_compile",
@@ -141,5 +151,6 @@ HOOK_NAMES = (
     "lowerkit_is_available",
     "lowerkit_is_supported",
     "lowerkit_destroy",
+    "lowerkit_describe",
 )
 REQUIRED_HOOKS = ("lowerkit_preprocess", "lowerkit_compile", "lowerkit_execute")

@@ -60,3 +60,14 @@ def test_dot_of_an_unpartitioned_file_is_a_user_error(cli, cnn_file):
     out = cli("inspect", str(path), "--dot")
     assert out.returncode == 1
     assert "draws partitions only" in out.stderr
+
+
+def test_inspect_shows_what_the_backend_says_about_its_payload(cli, cnn_file, tmp_path):
+    path, _ = cnn_file
+    lk.save(lk.to_backend(lk.load(path), "glow_like"), tmp_path / "g.lkm")
+    out = cli("inspect", "g.lkm")
+    assert out.returncode == 0, out.stderr
+    assert "described by the backend:" in out.stdout
+    for line in ("planned peak activation bytes", "sum of all activations (no reuse)", "liveness lower bound"):
+        assert line in out.stdout
+    assert "glow.conv2d" in out.stdout  # the instruction list

@@ -88,6 +88,17 @@ def _lowered_parts(module: Any, prefix: str) -> list[tuple[str, LoweredModule]]:
     return found
 
 
+def _backend_description(record: Any) -> str | None:
+    """What the installed backend says about the payload; a failing backend says why."""
+    from .._plugins import get_backend
+    from ..errors import LowerkitError
+
+    try:
+        return get_backend(record.backend).describe(record.payload)
+    except LowerkitError as err:
+        return f"(the backend could not describe its payload: {err})"
+
+
 def _describe_lowered(lowered: LoweredModule, indent: str, installed: dict[str, Any]) -> list[str]:
     record = lowered.record
     here = installed.get(record.backend)
@@ -104,6 +115,10 @@ def _describe_lowered(lowered: LoweredModule, indent: str, installed: dict[str, 
         f"{indent}methods:",
     ]
     lines += [f"{indent}  {name}{sig}" for name, sig in record.signatures.items()]
+    described = _backend_description(record) if here is not None else None
+    if described:
+        lines.append(f"{indent}described by the backend:")
+        lines += [f"{indent}  {line}" if line else "" for line in described.rstrip().splitlines()]
     if record.extra:
         lines.append(f"{indent}extra: {json.dumps(record.extra, sort_keys=True)}")
     if record.original is not None:

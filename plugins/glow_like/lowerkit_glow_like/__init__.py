@@ -103,9 +103,10 @@ def describe(processed: bytes) -> str:
     return "\n\n".join(format_program(p) for p in decode(processed))
 
 
-if "lowerkit_describe" in getattr(hookspecs, "HOOK_NAMES", ()):
-    # Exposed as a hook only once the core declares it (unknown hooks fail registration).
-    lowerkit_describe = hookimpl(describe)
+@hookimpl
+def lowerkit_describe(processed: bytes) -> str:
+    """For ``lowerkit inspect``: the instruction listing and memory plan of each method."""
+    return describe(processed)
 
 
 from .quant import Profile, calibrate  # noqa: E402  (quantization builds on the above)

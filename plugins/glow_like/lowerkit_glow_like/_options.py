@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-import warnings
 from typing import Any
 
 from lowerkit.errors import InputError
@@ -30,13 +29,10 @@ def parse_options(method: str, spec: dict[str, Any] | None) -> Options:
     spec = dict(spec or {})
     unknown = sorted(set(spec) - set(KNOWN))
     if unknown:
-        # A warning, not an error: compile specs may carry options meant for other tools
-        # (lowerkit's conformance kit passes one); a typo still gets pointed out.
-        warnings.warn(
-            f"glow_like compile_spec for method {method!r}: ignoring unknown option(s) {unknown}; "
-            f"known options are {list(KNOWN)}",
-            UserWarning,
-            stacklevel=3,
+        # An error, as in every shipped backend: a misspelled option must not be ignored.
+        raise InputError(
+            f"glow_like compile_spec for method {method!r}: unknown option(s) {unknown}; "
+            f"known options are {list(KNOWN)}"
         )
     opt = spec.get("opt_level", 2)
     if isinstance(opt, bool) or not isinstance(opt, int) or opt not in (0, 1, 2):

@@ -45,11 +45,11 @@ def test_bad_options_are_input_errors(options, message):
         glow.lowerkit_preprocess(module=module_of(g), compile_spec={"forward": options})
 
 
-def test_unknown_options_warn_naming_the_known_ones():
+def test_unknown_options_are_errors_naming_the_known_ones():
     g = Graph()
     x = g.add_input("x", f32(2))
     g.set_outputs([g.add_node("relu", [x], [f32(2)]).output])
-    with pytest.warns(UserWarning, match=r"unknown option\(s\) \['opt_levle'\]; known options are"):
+    with pytest.raises(InputError, match=r"unknown option\(s\) \['opt_levle'\]; known options are"):
         glow.lowerkit_preprocess(module=module_of(g), compile_spec={"forward": {"opt_levle": 1}})
 
 
