@@ -58,6 +58,9 @@ class _BlasLimiter:
 
     threadpoolctl changes a process-global setting; nesting or overlapping plain
     ``threadpool_limits`` contexts from several threads would restore in the wrong order.
+    threadpoolctl (>= 3.6) also lets only one "controlling" thread change OpenBLAS's
+    process-wide pool and silently ignores the others; the first and last callers here
+    may be different threads, so control is released after every change.
     """
 
     def __init__(self) -> None:
@@ -78,7 +81,9 @@ class _BlasLimiter:
             with self._lock:
                 self._depth -= 1
                 if self._depth == 0 and self._context is not None:
+                    _release_control()
                     self._context.restore_original_limits()
+                    _release_control()
                     self._context = None
 
     def _enter(self, blas_threads: int) -> Any:
@@ -86,7 +91,20 @@ class _BlasLimiter:
             from threadpoolctl import ThreadpoolController
 
             self._controller = ThreadpoolController()
-        return self._controller.limit(limits=blas_threads, user_api="blas")
+        _release_control()
+        context = self._controller.limit(limits=blas_threads, user_api="blas")
+        _release_control()
+        return context
+
+
+def _release_control() -> None:
+    """Let any thread change OpenBLAS's limit next (see :class:`_BlasLimiter`)."""
+    import threadpoolctl
+
+    controller_class = getattr(threadpoolctl, "OpenBLASController", None)
+    clear = getattr(controller_class, "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=True)
 
 
 _limiter = _BlasLimiter()

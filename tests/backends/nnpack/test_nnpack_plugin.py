@@ -113,15 +113,15 @@ def test_eight_threads_match_serial_results(traced):
     barrier = threading.Barrier(8)
 
     def work(i: int) -> None:
-        barrier.wait()
+        barrier.wait(timeout=60)
         for _ in range(3):
             results[i] = lowered(inputs[i])
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(8)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(timeout=120)
     for got, want in zip(results, serial):
         np.testing.assert_array_equal(got, want)
 
