@@ -367,6 +367,7 @@ class Direct(ImplicitGemm):
     """direct (1x1): a plain GEMM per image (or per folded batch); a stride reads a strided slice."""
 
     name = "direct"
+    splits_channels = False  # stride 1 reads the input in place: nothing to split
 
     def transform_input(self, x: np.ndarray) -> np.ndarray:
         g = self.geom

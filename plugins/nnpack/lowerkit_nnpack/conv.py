@@ -14,6 +14,9 @@ from .workspace import Workspace
 
 # Batches at or above this take the batched ("output") path; see docs/nnpack.md for the measurement.
 DEFAULT_BATCH_THRESHOLD = 2
+# Below this many direct-convolution FLOPs a call runs on the calling thread alone: handing
+# work to the pool costs about 0.1 ms per phase here (two phases on the per-image path).
+PARALLEL_MIN_FLOPS = 32_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +25,7 @@ class RunOptions:
 
     threads: int = 0  # 0: the machine's cores
     batch_threshold: int = DEFAULT_BATCH_THRESHOLD
+    min_parallel_flops: int = PARALLEL_MIN_FLOPS  # smaller calls stay on the calling thread
 
     @property
     def workers(self) -> int:
@@ -121,6 +125,8 @@ class Conv2d:
         workers = self.options.workers
         impl = self.impl
         with blas_limit(workers):
+            if g.flops(n) < self.options.min_parallel_flops:
+                workers = 1
             kernel = impl.kernel_data(weight)
             if workers <= 1 or (n >= self.options.batch_threshold and n > 1):
                 # Batched ("output") path: each worker runs whole chunks of the batch.

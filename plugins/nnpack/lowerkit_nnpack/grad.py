@@ -111,5 +111,7 @@ class Conv2dWeightGrad:
                 dy_folded = ws.get("dy_folded", (g.out_channels, n, oh * ow))
                 np.copyto(dy_folded, dy.transpose(1, 0, 2))
                 dy_folded = dy_folded.reshape(g.out_channels, n * oh * ow)
+            if g.flops(n) < self.options.min_parallel_flops:
+                workers = 1
             run_parallel(workers, run_block, split(g.out_channels, workers))
         return out.reshape(g.out_channels, g.in_channels, *g.kernel)

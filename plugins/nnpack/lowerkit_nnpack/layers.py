@@ -39,6 +39,8 @@ class Linear:
                 out[block] += b
 
         with blas_limit(workers):
+            if 2 * x2.shape[0] * wt.shape[0] * wt.shape[1] < self.options.min_parallel_flops:
+                workers = 1
             run_parallel(workers, rows, split(x2.shape[0], workers))
         return out.reshape(*x.shape[:-1], wt.shape[1])
 

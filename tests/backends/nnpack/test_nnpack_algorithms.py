@@ -39,7 +39,7 @@ def test_algorithm_matches_direct_convolution(rng, algorithm, k, stride, padding
     assert rel_error(got, want) < TOLERANCE[algorithm]
 
 
-@pytest.mark.parametrize("options", [RunOptions(1), RunOptions(2, batch_threshold=2), RunOptions(3, batch_threshold=64)])
+@pytest.mark.parametrize("options", [RunOptions(1), RunOptions(2, batch_threshold=2, min_parallel_flops=0), RunOptions(3, batch_threshold=64, min_parallel_flops=0)])
 @pytest.mark.parametrize("algorithm", ["wt8x8", "ft8x8", "implicit_gemm"])
 def test_batched_and_per_image_paths_agree(rng, options, algorithm):
     x = rng.standard_normal((5, 3, 10, 9)).astype(np.float32)
@@ -92,3 +92,29 @@ def test_input_shape_is_checked(rng):
     conv = Conv2d(ConvGeometry(2, 3, (6, 6), (3, 3)), np.zeros((3, 2, 3, 3), np.float32))
     with pytest.raises(GeometryError, match=r"input must have shape \[N, 2, 6, 6\], got \[1, 3, 6, 6\]"):
         conv(np.zeros((1, 3, 6, 6), np.float32))
+
+
+@pytest.mark.parametrize("algorithm,batch_threshold", [("wt8x8", 2), ("wt8x8", 64), ("implicit_gemm", 64), ("ft16x16", 2)])
+def test_eight_threads_sharing_one_kernel_and_its_pool(rng, algorithm, batch_threshold):
+    import threading
+
+    geom = ConvGeometry(4, 6, (13, 12), (3, 3), (1, 1), (1, 1, 1, 1))
+    conv = Conv2d(geom, rng.standard_normal((6, 4, 3, 3)).astype(np.float32), algorithm=algorithm,
+                  options=RunOptions(2, batch_threshold, min_parallel_flops=0))
+    inputs = [rng.standard_normal((3, 4, 13, 12)).astype(np.float32) for _ in range(8)]
+    serial = [conv(x) for x in inputs]
+    results: list = [None] * 8
+    barrier = threading.Barrier(8)
+
+    def work(i):
+        barrier.wait(timeout=60)
+        for _ in range(5):
+            results[i] = conv(inputs[i])
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    for got, want in zip(results, serial):
+        np.testing.assert_array_equal(got, want)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lowerkit_nnpack.conv import RunOptions
 from lowerkit_nnpack.geometry import ConvGeometry, GeometryError
 from lowerkit_nnpack.grad import Conv2dInputGrad, Conv2dWeightGrad
 from nnpack_oracles import TOLERANCE, naive_input_grad, naive_weight_grad, rel_error
@@ -34,6 +35,8 @@ def test_input_and_weight_gradients(rng, algorithm, k, padding, n, c, oc, h, w):
     assert rel_error(Conv2dInputGrad(geom, None, algorithm=algorithm)(dy, weight), dx) < tol
     dw = Conv2dWeightGrad(geom)(x, dy)
     assert dw.shape == weight.shape
+    parallel = Conv2dWeightGrad(geom, options=RunOptions(2, min_parallel_flops=0))(x, dy)
+    assert rel_error(parallel, dw) < 1e-6
     assert rel_error(dw, naive_weight_grad(x, dy, (k, k), padding)) < 1e-5
 
 

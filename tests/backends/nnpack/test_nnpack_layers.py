@@ -39,7 +39,7 @@ def test_linear(rng, threads):
     x = rng.standard_normal((5, 7)).astype(np.float32)
     w = rng.standard_normal((3, 7)).astype(np.float32)
     b = rng.standard_normal(3).astype(np.float32)
-    layer = Linear(w, b, options=RunOptions(threads))
+    layer = Linear(w, b, options=RunOptions(threads, min_parallel_flops=0))
     np.testing.assert_allclose(layer(x), x @ w.T + b, rtol=1e-5, atol=1e-5)
     with pytest.raises(GeometryError, match=r"input must have 7 features in its last axis, got shape \[5, 6\]"):
         layer(x[:, :6])
