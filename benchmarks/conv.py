@@ -29,7 +29,7 @@ from lowerkit_nnpack.grad import Conv2dInputGrad, Conv2dWeightGrad
 from lowerkit_nnpack.selection import nnpack_rules
 from lowerkit_nnpack.threads import cpu_count
 
-ALGORITHMS = ("wt8x8", "ft8x8", "ft16x16", "implicit_gemm", "direct")
+ALGORITHMS = ("wt8x8", "wt6x6", "wt4x4", "ft8x8", "ft16x16", "implicit_gemm", "direct")
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ def forward_table(layers: list[Layer], batches: list[int], args) -> list[dict]:
     return rows
 
 
-COLUMNS = ["wt8x8", "ft8x8", "ft16x16", "implicit_gemm", "direct", "auto", "im2col", "onnxruntime", "torch"]
+COLUMNS = ["wt8x8", "wt6x6", "wt4x4", "ft8x8", "ft16x16", "implicit_gemm", "direct", "auto", "im2col", "onnxruntime", "torch"]
 
 
 def print_header(markdown: bool) -> None:

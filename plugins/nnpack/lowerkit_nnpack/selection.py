@@ -3,7 +3,7 @@
 Two policies. :func:`nnpack_rules` is NNPACK's published selection
 (``nnp_convolution_inference``). :func:`select_algorithm` (what ``auto`` uses) is a cost
 model measured on this backend: in numpy the fast algorithms pay for their transforms in
-memory passes, and the transformed kernel (64 floats per 3x3 filter for wt8x8, 16x9
+memory passes, and the transformed kernel (36 floats per 3x3 filter for wt6x6, 16x9
 complex for ft16x16) must be read once per call, so they only win when the call has enough
 tiles to amortise it. The thresholds come from the measurements in docs/nnpack.md.
 """
@@ -13,8 +13,10 @@ from __future__ import annotations
 from .geometry import ConvGeometry
 from .tiles import tile_counts
 
-# wt8x8 beats implicit GEMM from this many 6x6 output tiles per unit of work (the images
-# one worker transforms together x tiles per image).
+# On the batched path (every worker reads the whole transformed kernel), wt6x6 beats
+# implicit GEMM from this many 4x4 output tiles per worker; below it the batch-folded GEMM
+# of implicit GEMM wins (7x7 layers). On the per-image path the kernel is read once per
+# call, split by output channels, and wt6x6 won at every ResNet/VGG size down to 7x7 (4 tiles).
 WINOGRAD_MIN_TILES = 24
 # ft16x16 beats implicit GEMM when (images per unit of work x 16x16 tiles) x kernel area reaches this.
 FFT16_MIN_WORK = 400
@@ -54,20 +56,23 @@ def select_algorithm(geom: ConvGeometry, batch: int = 1, workers: int = 1, batch
     """The measured policy behind ``auto`` for calls of ``batch`` images on ``workers`` threads.
 
     With ``m`` = :func:`images_per_chunk`: 1x1 -> ``direct``; strided -> ``implicit_gemm``;
-    3x3 -> ``wt8x8`` from :data:`WINOGRAD_MIN_TILES` tiles (m x tiles per image), else
-    ``implicit_gemm``; kernels from 2x2 to 16x16 -> ``ft16x16`` when m x tiles x kernel
+    3x3 -> ``wt6x6`` (Winograd F(4x4, 3x3), an extension), except on the batched path
+    below :data:`WINOGRAD_MIN_TILES` 4x4 tiles per worker (m x tiles per image), where
+    ``implicit_gemm`` wins; kernels from 2x2 to 16x16 -> ``ft16x16`` when m x tiles x kernel
     area reaches :data:`FFT16_MIN_WORK`, else ``implicit_gemm``. ``ft8x8`` is never
     picked: on 8x8 tiles a kernel of 4 or more leaves few outputs per tile, and 3x3 goes
-    to Winograd.
+    to Winograd; nor are ``wt8x8`` (wt6x6 measured as fast or faster on every ResNet-18 /
+    VGG layer: its transformed kernel is 36 floats per filter, not 64) and ``wt4x4``.
     """
-    batch = images_per_chunk(batch, workers, batch_threshold)
+    chunk = images_per_chunk(batch, workers, batch_threshold)
     kh, kw = geom.kernel
     if (kh, kw) == (1, 1):
         return "direct"
     if geom.stride != (1, 1) or min(kh, kw) < 2 or max(kh, kw) > 16:
         return "implicit_gemm"
     if (kh, kw) == (3, 3):
-        th, tw = tile_counts(geom.out_hw, (6, 6))
-        return "wt8x8" if batch * th * tw >= WINOGRAD_MIN_TILES else "implicit_gemm"
+        th, tw = tile_counts(geom.out_hw, (4, 4))
+        batched = chunk < batch
+        return "implicit_gemm" if batched and chunk * th * tw < WINOGRAD_MIN_TILES else "wt6x6"
     th, tw = tile_counts(geom.out_hw, (16 - kh + 1, 16 - kw + 1))
-    return "ft16x16" if batch * th * tw * kh * kw >= FFT16_MIN_WORK else "implicit_gemm"
+    return "ft16x16" if chunk * th * tw * kh * kw >= FFT16_MIN_WORK else "implicit_gemm"

@@ -14,6 +14,11 @@ CASES = [
     ("wt8x8", 3, (1, 1), (1, 1, 1, 1), 2, 3, 5, 13, 11),
     ("wt8x8", 3, (1, 1), (0, 2, 0, 0), 1, 4, 7, 6, 9),  # padding on one side only
     ("wt8x8", 3, (1, 1), (0, 0, 0, 0), 1, 1, 1, 3, 3),  # single output pixel
+    ("wt6x6", 3, (1, 1), (1, 1, 1, 1), 2, 3, 5, 13, 11),
+    ("wt6x6", 3, (1, 1), (0, 2, 0, 0), 1, 4, 7, 6, 9),
+    ("wt6x6", 3, (1, 1), (0, 0, 0, 0), 1, 1, 1, 3, 3),
+    ("wt4x4", 3, (1, 1), (2, 0, 1, 2), 2, 3, 5, 9, 12),
+    ("wt4x4", 3, (1, 1), (0, 0, 0, 0), 1, 2, 1, 3, 4),
     ("ft8x8", 5, (1, 1), (2, 0, 4, 1), 3, 3, 4, 13, 10),
     ("ft8x8", 8, (1, 1), (7, 0, 0, 0), 1, 2, 3, 9, 8),
     ("ft16x16", 7, (1, 1), (3, 3, 3, 3), 2, 3, 4, 20, 17),
@@ -40,7 +45,7 @@ def test_algorithm_matches_direct_convolution(rng, algorithm, k, stride, padding
 
 
 @pytest.mark.parametrize("options", [RunOptions(1), RunOptions(2, batch_threshold=2, min_parallel_flops=0), RunOptions(3, batch_threshold=64, min_parallel_flops=0)])
-@pytest.mark.parametrize("algorithm", ["wt8x8", "ft8x8", "implicit_gemm"])
+@pytest.mark.parametrize("algorithm", ["wt8x8", "wt6x6", "wt4x4", "ft8x8", "implicit_gemm"])
 def test_batched_and_per_image_paths_agree(rng, options, algorithm):
     x = rng.standard_normal((5, 3, 10, 9)).astype(np.float32)
     wt = rng.standard_normal((7, 3, 3, 3)).astype(np.float32)

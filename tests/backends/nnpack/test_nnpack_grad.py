@@ -12,6 +12,8 @@ from nnpack_oracles import TOLERANCE, naive_input_grad, naive_weight_grad, rel_e
 
 CASES = [
     ("wt8x8", 3, (1, 1, 1, 1), 2, 3, 4, 11, 9),
+    ("wt6x6", 3, (1, 0, 1, 2), 2, 3, 4, 10, 9),
+    ("wt4x4", 3, (0, 1, 1, 1), 1, 3, 2, 7, 6),
     ("auto", 3, (0, 1, 2, 0), 1, 2, 5, 7, 8),
     ("ft8x8", 5, (2, 0, 4, 1), 2, 3, 4, 9, 10),
     ("ft16x16", 7, (3, 3, 3, 3), 1, 2, 3, 12, 11),

@@ -27,7 +27,7 @@ SWEEP = [
     (1, 64, 32, 7, 7, 1, 2, (0, 0, 0, 0)),
     (1, 3, 4, 16, 16, 11, 1, (5, 0, 5, 0)),
 ]
-ALGORITHMS = ["wt8x8", "ft8x8", "ft16x16", "implicit_gemm", "direct"]
+ALGORITHMS = ["wt8x8", "wt6x6", "wt4x4", "ft8x8", "ft16x16", "implicit_gemm", "direct"]
 
 
 def _serving(geom: ConvGeometry) -> list[str]:

@@ -61,7 +61,7 @@ def test_conv_relu_is_fused(traced):
     handles = lowerkit_nnpack.lowerkit_compile(lowerkit_nnpack.lowerkit_preprocess(module, {}), {})
     ops_run = [step.node.op for step in handles["forward"].plan.steps]
     assert ops_run.count("relu") == 0 and ops_run.count("conv2d") == 3
-    assert sorted(set(handles["forward"].plan.algorithms.values())) == ["direct", "implicit_gemm"]
+    assert sorted(set(handles["forward"].plan.algorithms.values())) == ["direct", "implicit_gemm", "wt6x6"]
 
 
 def test_unknown_option_lists_valid_ones(traced):

@@ -28,9 +28,9 @@ def test_nnpack_published_rules(kernel, stride, hw, expected):
     "kernel,stride,hw,batch,expected",
     [
         ((1, 1), (2, 2), (56, 56), 1, "direct"),
-        ((3, 3), (1, 1), (56, 56), 1, "wt8x8"),  # 100 tiles
-        ((3, 3), (1, 1), (14, 14), 1, "implicit_gemm"),  # 9 tiles: the transformed kernel read dominates
-        ((3, 3), (1, 1), (14, 14), 8, "wt8x8"),  # 72 tiles
+        ((3, 3), (1, 1), (56, 56), 1, "wt6x6"),
+        ((3, 3), (1, 1), (7, 7), 1, "wt6x6"),  # per-image path: the kernel is read once per call
+        ((3, 3), (1, 1), (14, 14), 8, "wt6x6"),  # 64 4x4 tiles per worker
         ((3, 3), (2, 2), (56, 56), 8, "implicit_gemm"),
         ((5, 5), (1, 1), (13, 13), 1, "implicit_gemm"),
         ((7, 7), (1, 1), (28, 28), 1, "ft16x16"),
@@ -45,7 +45,11 @@ def test_measured_policy(kernel, stride, hw, batch, expected):
 
 
 def test_batched_path_counts_one_workers_share_of_the_batch():
-    geom = ConvGeometry(4, 4, (14, 14), (3, 3), (1, 1), (1, 1, 1, 1))  # 9 tiles per image
-    assert select_algorithm(geom, batch=4, workers=1) == "wt8x8"  # 36 tiles together
+    geom = ConvGeometry(4, 4, (10, 10), (3, 3), (1, 1), (1, 1, 1, 1))  # 9 4x4 tiles per image
+    assert select_algorithm(geom, batch=4, workers=1) == "wt6x6"  # one worker: the kernel is read once
     assert select_algorithm(geom, batch=4, workers=2, batch_threshold=2) == "implicit_gemm"  # 18 per worker
-    assert select_algorithm(geom, batch=4, workers=2, batch_threshold=8) == "wt8x8"  # per-image path
+    assert select_algorithm(geom, batch=6, workers=2, batch_threshold=2) == "wt6x6"  # 27 per worker
+    assert select_algorithm(geom, batch=4, workers=2, batch_threshold=8) == "wt6x6"  # per-image path
+    resnet_conv5 = ConvGeometry(512, 512, (7, 7), (3, 3), (1, 1), (1, 1, 1, 1))  # 4 tiles per image
+    assert select_algorithm(resnet_conv5, batch=8, workers=2) == "implicit_gemm"  # 16 per worker
+    assert select_algorithm(resnet_conv5, batch=1, workers=2) == "wt6x6"

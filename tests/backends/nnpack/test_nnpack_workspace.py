@@ -27,7 +27,7 @@ def _extra_bytes(call) -> int:
     return peak - result.nbytes
 
 
-@pytest.mark.parametrize("algorithm,kernel", [("wt8x8", 3), ("ft8x8", 3), ("ft16x16", 5), ("implicit_gemm", 3), ("direct", 1)])
+@pytest.mark.parametrize("algorithm,kernel", [("wt8x8", 3), ("wt6x6", 3), ("wt4x4", 3), ("ft8x8", 3), ("ft16x16", 5), ("implicit_gemm", 3), ("direct", 1)])
 @pytest.mark.parametrize("options", [RunOptions(1), RunOptions(2, batch_threshold=2, min_parallel_flops=0), RunOptions(2, batch_threshold=64, min_parallel_flops=0)])
 def test_steady_state_call_allocates_only_its_output(rng, algorithm, kernel, options):
     pad = kernel // 2
