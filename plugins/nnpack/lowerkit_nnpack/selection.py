@@ -13,11 +13,13 @@ from __future__ import annotations
 from .geometry import ConvGeometry
 from .tiles import tile_counts
 
-# On the batched path (every worker reads the whole transformed kernel), wt6x6 beats
-# implicit GEMM from this many 4x4 output tiles per worker; below it the batch-folded GEMM
-# of implicit GEMM wins (7x7 layers). On the per-image path the kernel is read once per
-# call, split by output channels, and wt6x6 won at every ResNet/VGG size down to 7x7 (4 tiles).
+# wt6x6 beats implicit GEMM from this many 4x4 output tiles per unit of work. On the
+# batched path every worker streams the whole transformed kernel, and below 24 tiles per
+# worker (7x7 layers) the batch-folded implicit GEMM wins. On the per-image path the
+# kernel is split by output channels and read once: wt6x6 wins from 14x14 (16 tiles) and
+# ties implicit GEMM on 7x7 (4 tiles), which then keeps the baseline's algorithm.
 WINOGRAD_MIN_TILES = 24
+WINOGRAD_MIN_TILES_PER_IMAGE = 16
 # ft16x16 beats implicit GEMM when (images per unit of work x 16x16 tiles) x kernel area reaches this.
 FFT16_MIN_WORK = 400
 
@@ -56,10 +58,11 @@ def select_algorithm(geom: ConvGeometry, batch: int = 1, workers: int = 1, batch
     """The measured policy behind ``auto`` for calls of ``batch`` images on ``workers`` threads.
 
     With ``m`` = :func:`images_per_chunk`: 1x1 -> ``direct``; strided -> ``implicit_gemm``;
-    3x3 -> ``wt6x6`` (Winograd F(4x4, 3x3), an extension), except on the batched path
-    below :data:`WINOGRAD_MIN_TILES` 4x4 tiles per worker (m x tiles per image), where
-    ``implicit_gemm`` wins; kernels from 2x2 to 16x16 -> ``ft16x16`` when m x tiles x kernel
-    area reaches :data:`FFT16_MIN_WORK`, else ``implicit_gemm``. ``ft8x8`` is never
+    3x3 -> ``wt6x6`` (Winograd F(4x4, 3x3), an extension) from m x (4x4 tiles per image)
+    = :data:`WINOGRAD_MIN_TILES` on the batched path or
+    :data:`WINOGRAD_MIN_TILES_PER_IMAGE` on the per-image path, else ``implicit_gemm``;
+    kernels from 2x2 to 16x16 -> ``ft16x16`` when m x tiles x kernel area reaches
+    :data:`FFT16_MIN_WORK`, else ``implicit_gemm``. ``ft8x8`` is never
     picked: on 8x8 tiles a kernel of 4 or more leaves few outputs per tile, and 3x3 goes
     to Winograd; nor are ``wt8x8`` (wt6x6 measured as fast or faster on every ResNet-18 /
     VGG layer: its transformed kernel is 36 floats per filter, not 64) and ``wt4x4``.
@@ -72,7 +75,7 @@ def select_algorithm(geom: ConvGeometry, batch: int = 1, workers: int = 1, batch
         return "implicit_gemm"
     if (kh, kw) == (3, 3):
         th, tw = tile_counts(geom.out_hw, (4, 4))
-        batched = chunk < batch
-        return "implicit_gemm" if batched and chunk * th * tw < WINOGRAD_MIN_TILES else "wt6x6"
+        least = WINOGRAD_MIN_TILES if chunk < batch else WINOGRAD_MIN_TILES_PER_IMAGE
+        return "wt6x6" if chunk * th * tw >= least else "implicit_gemm"
     th, tw = tile_counts(geom.out_hw, (16 - kh + 1, 16 - kw + 1))
     return "ft16x16" if chunk * th * tw * kh * kw >= FFT16_MIN_WORK else "implicit_gemm"

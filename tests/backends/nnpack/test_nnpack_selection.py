@@ -29,7 +29,8 @@ def test_nnpack_published_rules(kernel, stride, hw, expected):
     [
         ((1, 1), (2, 2), (56, 56), 1, "direct"),
         ((3, 3), (1, 1), (56, 56), 1, "wt6x6"),
-        ((3, 3), (1, 1), (7, 7), 1, "wt6x6"),  # per-image path: the kernel is read once per call
+        ((3, 3), (1, 1), (14, 14), 1, "wt6x6"),  # per-image path: 16 tiles, the kernel is read once per call
+        ((3, 3), (1, 1), (7, 7), 1, "implicit_gemm"),  # 4 tiles: a tie, the baseline's algorithm stays
         ((3, 3), (1, 1), (14, 14), 8, "wt6x6"),  # 64 4x4 tiles per worker
         ((3, 3), (2, 2), (56, 56), 8, "implicit_gemm"),
         ((5, 5), (1, 1), (13, 13), 1, "implicit_gemm"),
@@ -52,4 +53,4 @@ def test_batched_path_counts_one_workers_share_of_the_batch():
     assert select_algorithm(geom, batch=4, workers=2, batch_threshold=8) == "wt6x6"  # per-image path
     resnet_conv5 = ConvGeometry(512, 512, (7, 7), (3, 3), (1, 1), (1, 1, 1, 1))  # 4 tiles per image
     assert select_algorithm(resnet_conv5, batch=8, workers=2) == "implicit_gemm"  # 16 per worker
-    assert select_algorithm(resnet_conv5, batch=1, workers=2) == "wt6x6"
+    assert select_algorithm(resnet_conv5, batch=4, workers=2, batch_threshold=8) == "wt6x6"  # per-image, 16 tiles
