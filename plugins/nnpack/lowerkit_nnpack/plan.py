@@ -23,7 +23,6 @@ from .geometry import GeometryError
 from .grad import Conv2dInputGrad, Conv2dWeightGrad
 from .layers import Linear, MaxPool2d, relu, softmax
 from .support import attrs_of, conv_geometry, support_reason
-from .threads import blas_limit
 from .workspace import SHARED
 
 # A step's kernel takes the arrays of its runtime inputs and returns its outputs.
@@ -163,22 +162,23 @@ class Plan:
         env: dict[int, np.ndarray] = dict(self.constants)
         env.update(zip(self.inputs, inputs))
         keep = set(self.outputs)
-        with blas_limit(self.run_options.workers):
-            for step in self.steps:
-                args = [env[i] for i in step.inputs]
-                try:
-                    results = step.kernel(args)
-                except (LowerkitError, GeometryError) as err:
-                    raise NodeExecutionError(step.node.debug_handle, f"{step.node.where()}: {err}") from err
-                except Exception as err:
-                    raise NodeExecutionError(
-                        step.node.debug_handle, f"{step.node.where()}: nnpack kernel failed: {err}"
-                    ) from err
-                del args
-                env.update(zip(step.outputs, results))
-                for i in step.dying:
-                    if i not in keep and i not in self.constants:
-                        env.pop(i, None)
+        # No process-wide BLAS limit here: each kernel sets its own (a nested limit would
+        # be pinned to the outer one, and implicit GEMM on one image wants BLAS on all cores).
+        for step in self.steps:
+            args = [env[i] for i in step.inputs]
+            try:
+                results = step.kernel(args)
+            except (LowerkitError, GeometryError) as err:
+                raise NodeExecutionError(step.node.debug_handle, f"{step.node.where()}: {err}") from err
+            except Exception as err:
+                raise NodeExecutionError(
+                    step.node.debug_handle, f"{step.node.where()}: nnpack kernel failed: {err}"
+                ) from err
+            del args
+            env.update(zip(step.outputs, results))
+            for i in step.dying:
+                if i not in keep and i not in self.constants:
+                    env.pop(i, None)
         outs = []
         for i in self.outputs:
             value = env[i]

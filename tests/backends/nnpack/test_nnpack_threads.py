@@ -2,8 +2,11 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
 import pytest
 
+from lowerkit_nnpack.conv import Conv2d, RunOptions
+from lowerkit_nnpack.geometry import ConvGeometry
 from lowerkit_nnpack.threads import blas_limit, cpu_count, run_parallel, split
 
 
@@ -65,4 +68,52 @@ def test_blas_limit_is_reference_counted_across_threads():
             t.join(timeout=30)
     assert during == expected
     assert inside == [expected, expected]
+    assert _blas_threads() == before
+
+
+@pytest.mark.parametrize("batch,expected_share", [(1, 1), (4, 2)])
+def test_single_image_implicit_gemm_threads_blas_over_all_cores(rng, batch, expected_share):
+    """The per-image path runs implicit GEMM as one GEMM threaded by BLAS on every core;
+    the batched path splits images over pool workers, with BLAS at cores // workers."""
+    geom = ConvGeometry(4, 8, (9, 9), (3, 3), (2, 2), (1, 1, 1, 1))
+    conv = Conv2d(geom, rng.standard_normal((8, 4, 3, 3)).astype(np.float32), algorithm="implicit_gemm",
+                  options=RunOptions(2, min_parallel_flops=0))
+    seen = []
+    inner = conv.impl.compute_output
+
+    def recording(*args):
+        seen.append(_blas_threads())
+        inner(*args)
+
+    conv.impl.compute_output = recording
+    conv(rng.standard_normal((batch, 4, 9, 9)).astype(np.float32))
+    assert seen and set(seen) == {max(1, cpu_count() // expected_share)}
+
+
+def test_plan_lets_each_kernel_set_the_blas_limit(rng):
+    """No plan-wide limit pins the kernels: a single-image implicit GEMM inside a lowered
+    module gets BLAS on every core, and the limit is restored after the call."""
+    import lowerkit
+    from lowerkit import nn
+
+    with nn.init_seed(0):
+        net = nn.Conv2d(4, 8, 3, stride=2, padding=1)
+    x = rng.standard_normal((1, 4, 9, 9)).astype(np.float32)
+    lowered = lowerkit.to_backend(lowerkit.trace(net, x), "nnpack", {"forward": {"threads": 2}})
+    from lowerkit_nnpack import algorithms
+
+    seen = []
+    inner = algorithms.ImplicitGemm.compute_output
+
+    def recording(self, *args):
+        seen.append(_blas_threads())
+        inner(self, *args)
+
+    before = _blas_threads()
+    algorithms.ImplicitGemm.compute_output = recording
+    try:
+        lowered(x)
+    finally:
+        algorithms.ImplicitGemm.compute_output = inner
+    assert seen == [cpu_count()]
     assert _blas_threads() == before
