@@ -58,7 +58,10 @@ class ConvAlgorithm:
         raise NotImplementedError
 
     def transform_input(self, x: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """The transformed input for the whole batch; by default every channel in one go."""
+        state = self.new_state(x.shape[0])
+        self.transform_channels(x, slice(None), state)
+        return self.finish_state(state, x.shape[0])
 
     # Algorithms whose input transform can be split over input-channel blocks (so the
     # per-image path runs it on every worker) override these three.
@@ -182,11 +185,6 @@ class Winograd(ConvAlgorithm):
 
     def finish_state(self, state: np.ndarray, n: int) -> np.ndarray:
         return state.reshape(self.size * self.size, state.shape[2], state.shape[3])
-
-    def transform_input(self, x: np.ndarray) -> np.ndarray:
-        state = self.new_state(x.shape[0])
-        self.transform_channels(x, slice(None), state)
-        return self.finish_state(state, x.shape[0])
 
     def compute_output(
         self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray
@@ -371,11 +369,6 @@ class ImplicitGemm(ConvAlgorithm):
         """[C*KH*KW, N*OH*OW] when the batch is folded, else [N, C*KH*KW, OH*OW]."""
         ckk = self.geom.in_channels * self.geom.kernel[0] * self.geom.kernel[1]
         return state.reshape(ckk, -1) if self._fold(n) else state.reshape(n, ckk, -1)
-
-    def transform_input(self, x: np.ndarray) -> np.ndarray:
-        state = self.new_state(x.shape[0])
-        self.transform_channels(x, slice(None), state)
-        return self.finish_state(state, x.shape[0])
 
     def compute_output(
         self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray
