@@ -146,6 +146,7 @@ def forward_table(layers: list[Layer], batches: list[int], args) -> list[dict]:
         torch.set_num_threads(cores)
     rows = []
     rng = np.random.default_rng(0)
+    order_rng = np.random.default_rng(2)
     for layer in layers:
         geom = layer.geometry()
         w = rng.standard_normal((layer.oc, layer.c, layer.k, layer.k)).astype(np.float32) * 0.05
@@ -176,8 +177,12 @@ def forward_table(layers: list[Layer], batches: list[int], args) -> list[dict]:
                         return torch.nn.functional.conv2d(xt, wt, stride=stride, padding=pad)
 
                 engines.append(("torch", torch_conv, None))
+            # Each round visits the engines in a new (seeded) order: an engine that leaves
+            # spinning BLAS or OpenMP threads behind then slows a different neighbour each
+            # round instead of always the same one.
             for _ in range(args.rounds):
-                for key, fn, blas in engines:
+                for index in order_rng.permutation(len(engines)):
+                    key, fn, blas = engines[index]
                     if blas is None:
                         value = gf(timeit(fn, args.budget, args.reps))
                     else:

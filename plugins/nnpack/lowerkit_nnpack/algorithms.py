@@ -79,11 +79,6 @@ class ConvAlgorithm:
         """``state`` (for ``n`` images) as :meth:`compute_output` reads it."""
         return state
 
-    # Algorithms whose per-image work is one large GEMM set this: on the per-image path
-    # they run on the calling thread with BLAS threaded over all cores instead of
-    # splitting the GEMM into per-worker blocks (see docs/nnpack.md, "Options").
-    blas_threads_per_image = False
-
     def compute_output(
         self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray
     ) -> None:
@@ -327,7 +322,6 @@ class ImplicitGemm(ConvAlgorithm):
     """
 
     name = "implicit_gemm"
-    blas_threads_per_image = True
 
     def _transform_kernel(self, ws: Workspace | None, weight: np.ndarray) -> np.ndarray:
         return weight.reshape(self.geom.out_channels, -1)

@@ -124,11 +124,6 @@ class Conv2d:
             out = np.empty(self.output_shape(n), dtype=np.float32)
         workers = self.options.workers
         impl = self.impl
-        per_image = workers > 1 and not (n >= self.options.batch_threshold and n > 1)
-        if per_image and impl.blas_threads_per_image:
-            # One GEMM threaded by BLAS over all cores beats the same GEMM split into
-            # single-threaded blocks on the pool (1.5-1.8x measured on 14x14 / 7x7 images).
-            workers = 1
         with blas_limit(workers):
             if g.flops(n) < self.options.min_parallel_flops:
                 workers = 1

@@ -162,8 +162,8 @@ class Plan:
         env: dict[int, np.ndarray] = dict(self.constants)
         env.update(zip(self.inputs, inputs))
         keep = set(self.outputs)
-        # No process-wide BLAS limit here: each kernel sets its own (a nested limit would
-        # be pinned to the outer one, and implicit GEMM on one image wants BLAS on all cores).
+        # No process-wide BLAS limit here: each kernel sets its own, for its own worker
+        # count (a nested limit would be pinned to the outer one).
         for step in self.steps:
             args = [env[i] for i in step.inputs]
             try:

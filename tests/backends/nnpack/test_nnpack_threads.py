@@ -71,10 +71,11 @@ def test_blas_limit_is_reference_counted_across_threads():
     assert _blas_threads() == before
 
 
-@pytest.mark.parametrize("batch,expected_share", [(1, 1), (4, 2)])
-def test_single_image_implicit_gemm_threads_blas_over_all_cores(rng, batch, expected_share):
-    """The per-image path runs implicit GEMM as one GEMM threaded by BLAS on every core;
-    the batched path splits images over pool workers, with BLAS at cores // workers."""
+@pytest.mark.parametrize("batch", [1, 4])
+def test_implicit_gemm_pool_workers_run_single_threaded_blas(rng, batch):
+    """Both paths carry the parallelism on the pool, with BLAS at cores // workers: a
+    BLAS-threaded GEMM would leave OpenBLAS's threads spinning into the next kernel's pool
+    work (docs/nnpack.md, "Options")."""
     geom = ConvGeometry(4, 8, (9, 9), (3, 3), (2, 2), (1, 1, 1, 1))
     conv = Conv2d(geom, rng.standard_normal((8, 4, 3, 3)).astype(np.float32), algorithm="implicit_gemm",
                   options=RunOptions(2, min_parallel_flops=0))
@@ -87,12 +88,13 @@ def test_single_image_implicit_gemm_threads_blas_over_all_cores(rng, batch, expe
 
     conv.impl.compute_output = recording
     conv(rng.standard_normal((batch, 4, 9, 9)).astype(np.float32))
-    assert seen and set(seen) == {max(1, cpu_count() // expected_share)}
+    assert len(seen) == 2  # one call per worker: the work was split
+    assert set(seen) == {max(1, cpu_count() // 2)}
 
 
 def test_plan_lets_each_kernel_set_the_blas_limit(rng):
-    """No plan-wide limit pins the kernels: a single-image implicit GEMM inside a lowered
-    module gets BLAS on every core, and the limit is restored after the call."""
+    """Each kernel of a lowered module sets the BLAS limit for its own workers (cores //
+    threads), and the process's setting is restored after the call."""
     import lowerkit
     from lowerkit import nn
 
@@ -115,5 +117,5 @@ def test_plan_lets_each_kernel_set_the_blas_limit(rng):
         lowered(x)
     finally:
         algorithms.ImplicitGemm.compute_output = inner
-    assert seen == [cpu_count()]
+    assert seen and set(seen) == {max(1, cpu_count() // 2)}
     assert _blas_threads() == before
