@@ -117,7 +117,8 @@ def test_lower_warns_when_the_backend_is_unavailable(cli, tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (("run", "nothere.lkm"), "lowerkit: error: "),
+        (("run", "nothere.lkm"), "lowerkit: error: nothere.lkm: No such file or directory"),
+        (("lower", "accum.lkm", "-b", "reference", "-o", "no/such/dir/o.lkm"), "lowerkit: error: no/such/dir/o.lkm: "),
         (("lower", "accum.lkm", "-b", "nope", "-o", "o.lkm"), "no backend named 'nope'"),
         (("lower", "accum.lkm", "-b", "reference", "-o", "o.lkm", "--spec", "{bad"), "--spec is not valid JSON"),
         (("lower", "accum.lkm", "-b", "reference", "-o", "o.lkm", "--spec", '{"fwd": {}}'), "names method(s) ['fwd']"),

@@ -83,11 +83,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (LowerkitError, OSError) as err:
         if args.debug:
             raise
-        message = " ".join(str(err).split())
-        print(f"lowerkit: error: {message}", file=sys.stderr)
+        print(f"lowerkit: error: {_one_line(err)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # pragma: no cover
         return 130
+
+
+def _one_line(err: Exception) -> str:
+    """The error as one line; a file-system error names the file first, then the reason."""
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        return f"{err.filename}: {err.strerror}"
+    return " ".join(str(err).split())
 
 
 def _silence_stdout() -> None:
