@@ -22,11 +22,16 @@ def cpu_count() -> int:
 
 
 def pool(threads: int) -> ThreadPoolExecutor:
-    """The process-wide pool with ``threads`` workers (created on first use)."""
+    """The process-wide pool serving calls on ``threads`` threads (created on first use).
+
+    It has ``threads - 1`` workers: the calling thread runs one share itself. A larger pool
+    would hand each call's shares to whichever idle workers it has, so a worker could meet
+    a layer for the first time (and allocate its workspace) long after warm-up.
+    """
     with _pools_lock:
         executor = _pools.get(threads)
         if executor is None:
-            executor = ThreadPoolExecutor(threads, thread_name_prefix=f"lowerkit-nnpack-{threads}")
+            executor = ThreadPoolExecutor(max(1, threads - 1), thread_name_prefix=f"lowerkit-nnpack-{threads}")
             _pools[threads] = executor
         return executor
 
