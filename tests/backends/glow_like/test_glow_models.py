@@ -44,5 +44,12 @@ def test_resnet18_batch_8_on_opt_level_0_matches_reference():
 
 def test_resnet18_full_size_opt2_matches_reference():
     module, x = traced("resnet18")  # 1 x 3 x 224 x 224
+    from lowerkit_glow_like._compiler import compile_method
+    from lowerkit_glow_like._options import Options
+
+    program = compile_method(module, "forward", Options())
+    # At batch 1 the 3x3 stride-1 convolutions of layer1 (4) and layer2 (3) have enough
+    # tiles for Winograd; layer3 and layer4 (16 and 4 tiles) stay im2col.
+    assert sum(ins.attrs.get("algo") == "winograd" for ins in program.instructions) == 7
     lowered = lk.to_backend(module, "glow_like")
     assert_close([lowered(x)], reference(module, x))

@@ -35,18 +35,20 @@ def test_marks_wide_3x3_stride_1_convs_and_keeps_results():
     assert_close(evaluate(work, [x]), reference(module, x))
 
 
-def test_leaves_narrow_or_strided_convs_alone():
-    for module in (_conv_module(32, 8), _conv_module(256, 8, stride=2)):
+def test_leaves_narrow_strided_or_few_tile_convs_alone():
+    # 512x7x7 at batch 1 has 231 MFLOP but only 4 output tiles: memory-bound as Winograd.
+    for module in (_conv_module(32, 8), _conv_module(256, 8, stride=2), _conv_module(512, 7)):
         work = working_graph(module, "forward")
         assert select_conv_algorithm(work) is False
 
 
-def test_winograd_kernel_matches_im2col_with_partial_chunks_and_workers():
-    from lowerkit_glow_like.kernels import KERNELS
+def test_winograd_kernel_matches_im2col_with_partial_chunks_and_workers(monkeypatch):
+    from lowerkit_glow_like.kernels import KERNELS, winograd
     from lowerkit_glow_like.runtime import Parallel
 
+    monkeypatch.setattr(winograd, "_TILES", 600)  # 17x16 tiles per image: 2 images per chunk
     rng = np.random.default_rng(2)
-    x = rng.standard_normal((3, 4, 64, 63)).astype(np.float32)  # 2 images per chunk, odd width
+    x = rng.standard_normal((3, 4, 64, 63)).astype(np.float32)  # a partial last chunk, odd width
     w = rng.standard_normal((5, 4, 3, 3)).astype(np.float32)
     b = rng.standard_normal(5).astype(np.float32)
     attrs = {"stride": (1, 1), "padding": (1, 0, 2, 2), "dilation": (1, 1), "groups": 1, "act": "relu"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from glow_helpers import conv_bn_relu_graph, module_of, rand
@@ -31,7 +33,10 @@ def test_payload_from_another_format_version_is_refused_naming_both_versions(pay
     msg.ParseFromString(payload)
     msg.format = glow.PAYLOAD_FORMAT + 1
     msg.plugin_version = "9.9.9"
-    with pytest.raises(FormatError, match=r"lowerkit-glow-like 9\.9\.9 \(payload format 2\).*lowerkit-glow-like 0\.1\.0 \(payload format 1\)"):
+    ours = glow.PAYLOAD_FORMAT
+    pattern = (rf"lowerkit-glow-like 9\.9\.9 \(payload format {ours + 1}\).*"
+               rf"lowerkit-glow-like {re.escape(glow.__version__)} \(payload format {ours}\)")
+    with pytest.raises(FormatError, match=pattern):
         glow.lowerkit_compile(processed=msg.SerializeToString(), compile_spec={})
 
 

@@ -1,21 +1,58 @@
-"""Winograd F(2x2, 3x3) convolution for 3x3, stride-1, undilated, ungrouped convolutions.
+"""Winograd F(4x4, 3x3) for 3x3, stride-1, undilated, ungrouped convolutions.
 
-Each 2x2 output tile comes from a 4x4 input tile d: Y = A^T [(G g G^T) * (B^T d B)] A, so
-the 9 multiplies per output pixel and channel pair become 4 (16 per 2x2 tile): 16
-independent GEMMs U[k] @ V[k] with U = G g G^T ([16, OC, C], derived once per handle) and
-V = B^T d B ([16, C, tiles]). Tiles of several images share the GEMMs (up to ~2048 tiles)
-so late layers with few tiles still give BLAS wide matrices. The input and output
-transforms are a few dozen element-wise numpy ops on scratch buffers.
+Each 4x4 output tile comes from a 6x6 input tile d (tiles overlap by 2):
+Y = A^T [(G g G^T) * (B^T d B)] A, so a tile needs 36 multiplies per channel pair instead
+of 144. The transforms are GEMMs with the 6x6 and 4x6 matrices over all tiles at once;
+the channel products are 36 GEMMs ``U[k] @ V[k]`` with U = G g G^T ([36, OC, C], derived
+once per handle) and V = B^T d B ([36, C, tiles]).
+
+The work runs in two parallel phases: input-channel bands (pad, gather tiles, transform
+into their rows of V), then output-channel bands (channel GEMMs, output transform, bias,
+activation). Each band works in its own contiguous slice of the scratch.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ._base import apply_activation, scratch_array
 
-_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
-_TILES = 2048  # target tiles per GEMM batch
+# Interpolation points 0, +-1, +-2 and infinity (Lavin & Gray's F(4x4, 3x3) matrices).
+BT = np.array(
+    [
+        [4, 0, -5, 0, 1, 0],
+        [0, -4, -4, 1, 1, 0],
+        [0, 4, -4, -1, 1, 0],
+        [0, -2, -1, 2, 1, 0],
+        [0, 2, -1, -2, 1, 0],
+        [0, 4, 0, -5, 0, 1],
+    ],
+    dtype=np.float64,
+)
+G = np.array(
+    [
+        [1 / 4, 0, 0],
+        [-1 / 6, -1 / 6, -1 / 6],
+        [-1 / 6, 1 / 6, -1 / 6],
+        [1 / 24, 1 / 12, 1 / 6],
+        [1 / 24, -1 / 12, 1 / 6],
+        [0, 0, 1],
+    ],
+    dtype=np.float64,
+)
+AT = np.array(
+    [
+        [1, 1, 1, 1, 1, 0],
+        [0, 1, -1, 2, -2, 0],
+        [0, 1, 1, 4, 4, 0],
+        [0, 1, -1, 8, -8, 1],
+    ],
+    dtype=np.float64,
+)
+_BT32, _AT32 = BT.astype(np.float32), AT.astype(np.float32)
+TILE, OUT = 6, 4
+_TILES = 2048  # target tiles per batch chunk
 
 
 def applicable(w_shape, attrs) -> bool:
@@ -29,17 +66,21 @@ def applicable(w_shape, attrs) -> bool:
 
 
 def winograd_weights(w: np.ndarray, attrs: dict) -> np.ndarray:
-    """U = G g G^T for every (oc, c): [16, OC, C] float32 (raw weights pass through if not used)."""
+    """U = G g G^T for every (oc, c), in float64 then rounded: [36, OC, C] float32.
+
+    The derive hook of the convolution kernels: weights of convolutions not marked
+    ``algo="winograd"`` pass through unchanged.
+    """
     if attrs.get("algo") != "winograd" or w.ndim != 4:
         return w
-    u = np.einsum("ai,ocij,bj->aboc", _G, w.astype(np.float64), _G)
-    return np.ascontiguousarray(u.reshape(16, w.shape[0], w.shape[1]), dtype=np.float32)
+    u = np.einsum("ai,ocij,bj->aboc", G, w.astype(np.float64), G)
+    return np.ascontiguousarray(u.reshape(TILE * TILE, w.shape[0], w.shape[1]), dtype=np.float32)
 
 
 def _plan(x_shape, out_shape):
     n, c, h, w = x_shape
     oc, oh, ow = out_shape[1], out_shape[2], out_shape[3]
-    th, tw = (oh + 1) // 2, (ow + 1) // 2
+    th, tw = -(-oh // OUT), -(-ow // OUT)
     chunk = max(1, min(n, _TILES // (th * tw)))
     return n, c, h, w, oc, oh, ow, th, tw, chunk
 
@@ -47,115 +88,116 @@ def _plan(x_shape, out_shape):
 def scratch_bytes(in_types, out_types, attrs) -> int:
     n, c, h, w, oc, oh, ow, th, tw, chunk = _plan(in_types[0].shape, out_types[0].shape)
     t = chunk * th * tw
-    staged = oc * t * 4 if (oh % 2 or ow % 2) else 0
-    return 4 * (chunk * c * (2 * th + 2) * (2 * tw + 2) + c * t + 16 * c * t + 16 * oc * t + 4 * oc * t + staged)
+    pad = chunk * c * (OUT * th + 2) * (OUT * tw + 2)
+    phase_in = pad + 2 * 36 * c * t  # padded copy, gathered tiles, first transform GEMM
+    phase_out = (36 + 24 + 16) * oc * t + oc * t * 16  # M, two output GEMMs, staged tiles
+    return 4 * (36 * c * t + max(phase_in, phase_out))
+
+
+def _bands(size: int, ways: int) -> list[tuple[int, int]]:
+    return [(size * j // ways, size * (j + 1) // ways) for j in range(ways)]
 
 
 def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
+    """Bind an F(4x4, 3x3) convolution (weights raw or already transformed)."""
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     (out,) = outputs
     u = w if w.ndim == 3 else winograd_weights(w, {**attrs, "algo": "winograd"})
     n, c, h, wd, oc, oh, ow, th, tw, chunk = _plan(x.shape, out.shape)
     pt, pl = attrs.get("padding", (0, 0, 0, 0))[:2]
-    hp, wp = 2 * th + 2, 2 * tw + 2
+    hp, wp = OUT * th + 2, OUT * tw + 2
     t = chunk * th * tw
-    offset = 0
-
-    def take(shape):
-        nonlocal offset
-        array = scratch_array(scratch, np.float32, shape, offset)
-        offset += array.nbytes
-        return array
-
-    pad = take((chunk, c, hp, wp))
-    rows = take((1, c, chunk, th, tw))
-    v = take((16, c, chunk, th, tw))
-    m = take((16, oc, chunk, th, tw))
-    s = take((4, oc, chunk, th, tw))
-    odd = bool(oh % 2 or ow % 2)
-    staged = take((oc, chunk, 2 * th, 2 * tw)) if odd else None
-    v2, m2 = v.reshape(16, c, t), m.reshape(16, oc, t)
-    b4 = bias.reshape(oc, 1, 1, 1) if bias is not None else None  # broadcasts over [OC, k, OH, OW]
-    act = attrs.get("act", "none")
     ways = parallel.ways if parallel is not None else 1
-    gemm_bands = [(16 * j // ways, 16 * (j + 1) // ways) for j in range(ways)]
-    in_bands = [(c * j // ways, c * (j + 1) // ways) for j in range(ways)]
-    out_bands = [(oc * j // ways, oc * (j + 1) // ways) for j in range(ways)]
-    current = [0, 0]  # first image and image count of this thread's chunk
+    in_bands, out_bands = _bands(c, ways), _bands(oc, ways)
+
+    v = scratch_array(scratch, np.float32, (TILE, TILE, c, t))  # shared by both phases
+    base = v.nbytes
+    pad = scratch_array(scratch, np.float32, (chunk, c, hp, wp), base)
+    band_base = base + pad.nbytes
+
+    def in_band(c0: int, c1: int):
+        """Scratch of one input band: gathered tiles and the first GEMM's result."""
+        offset = band_base + 4 * 2 * 36 * c0 * t
+        cb = c1 - c0
+        tiles = scratch_array(scratch, np.float32, (TILE, TILE, cb, chunk, th, tw), offset)
+        rows = scratch_array(scratch, np.float32, (TILE, TILE * cb * t), offset + tiles.nbytes)
+        return tiles, rows
+
+    def out_band(o0: int, o1: int):
+        """Scratch of one output band: channel GEMM result, output GEMMs, staged tiles."""
+        offset = base + 4 * 92 * o0 * t
+        ob = o1 - o0
+        m = scratch_array(scratch, np.float32, (TILE * TILE, ob, t), offset)
+        y1 = scratch_array(scratch, np.float32, (OUT, TILE * ob * t), offset + m.nbytes)
+        y = scratch_array(scratch, np.float32, (OUT, OUT, ob * t), offset + m.nbytes + y1.nbytes)
+        staged = scratch_array(scratch, np.float32, (chunk, ob, OUT * th, OUT * tw),
+                               offset + m.nbytes + y1.nbytes + y.nbytes)
+        return m, y1, y, staged
+
+    in_buffers = [in_band(*b) for b in in_bands]
+    out_buffers = [out_band(*b) for b in out_bands]
+    b4 = bias.reshape(1, oc, 1, 1) if bias is not None else None
+    act = attrs.get("act", "none")
+    current = [0, 0]  # first image and image count of the chunk being computed
 
     def transform_in(j: int) -> None:
-        """Pad and transform input channels c0:c1 of the chunk: V = B^T d B."""
         c0, c1 = in_bands[j]
+        if c0 == c1:
+            return
         i0, k = current
+        tiles, rows = in_buffers[j]
         p = pad[:k, c0:c1]
-        # Zero-padded copy (borders rezeroed: the scratch is shared with other instructions).
+        # Zero border around the copied image (the scratch holds other instructions' data).
         p[:, :, :pt] = 0
         p[:, :, pt + h :] = 0
         p[:, :, pt : pt + h, :pl] = 0
         p[:, :, pt : pt + h, pl + wd :] = 0
-        p[:, :, pt : pt + h, pl : pl + wd] = x[i0 : i0 + k, c0:c1]
-        # d[i][j]: the (i, j) element of every 4x4 tile, as [C, k, TH, TW] views.
-        d = [[p[:, :, a : a + 2 * th : 2, b : b + 2 * tw : 2].transpose(1, 0, 2, 3) for b in range(4)] for a in range(4)]
-        r = rows[0, c0:c1, :k]
-        vv = v[:, c0:c1, :k]
-        for col in range(4):  # B^T d: combine tile rows, straight into V[4 * row + col]
-            np.subtract(d[0][col], d[2][col], out=vv[col])
-            np.add(d[1][col], d[2][col], out=vv[4 + col])
-            np.subtract(d[2][col], d[1][col], out=vv[8 + col])
-            np.subtract(d[1][col], d[3][col], out=vv[12 + col])
-        for row in range(4):  # (B^T d) B: combine tile columns in place (one temporary)
-            e0, e1, e2, e3 = vv[4 * row], vv[4 * row + 1], vv[4 * row + 2], vv[4 * row + 3]
-            np.subtract(e0, e2, out=e0)
-            np.subtract(e1, e3, out=e3)
-            np.subtract(e2, e1, out=r)
-            np.add(e1, e2, out=e1)
-            np.copyto(e2, r)
-
-    def gemm(j: int) -> None:
-        a, b = gemm_bands[j]
-        np.matmul(u[a:b], v2[a:b], out=m2[a:b])
+        np.copyto(p[:, :, pt : pt + h, pl : pl + wd], x[i0 : i0 + k, c0:c1])
+        s_n, s_c, s_h, s_w = p.strides
+        view = as_strided(p, (TILE, TILE, c1 - c0, k, th, tw), (s_h, s_w, s_c, s_n, OUT * s_h, OUT * s_w))
+        tk = tiles[:, :, :, :k]
+        np.copyto(tk, view)
+        # B^T d B: a GEMM over tile rows, then one over tile columns per row, written
+        # straight into this band's rows of V (as [6, 6, cb * t] with t's last axis merged).
+        cbt = (c1 - c0) * t
+        np.matmul(_BT32, tiles.reshape(TILE, TILE * cbt), out=rows)
+        dst = v[:, :, c0:c1]
+        merged = as_strided(dst, (TILE, TILE, cbt), dst.strides[:2] + (dst.strides[3],))
+        np.matmul(_BT32, rows.reshape(TILE, TILE, cbt), out=merged)
 
     def transform_out(j: int) -> None:
-        """Output channels o0:o1: Y = A^T M A, then bias and activation."""
         o0, o1 = out_bands[j]
+        if o0 == o1:
+            return
         i0, k = current
-        mk = m[:, o0:o1, :k]
-        sk = s[:, o0:o1, :k]
-        final = out[i0 : i0 + k, o0:o1].transpose(1, 0, 2, 3)
-        dst = staged[o0:o1, :k] if odd else final
-        for r_ in range(2):  # y[r][c] is output pixel (2*ty + r, 2*tx + c)
-            for col in range(4):
-                a0, a1, a2, a3 = mk[col], mk[4 + col], mk[8 + col], mk[12 + col]
-                if r_ == 0:
-                    np.add(a0, a1, out=sk[col])
-                    np.add(sk[col], a2, out=sk[col])
-                else:
-                    np.subtract(a1, a2, out=sk[col])
-                    np.subtract(sk[col], a3, out=sk[col])
-            y0 = dst[:, :, r_::2, 0::2]
-            y1 = dst[:, :, r_::2, 1::2]
-            np.add(sk[0], sk[1], out=y0)
-            np.add(y0, sk[2], out=y0)
-            np.subtract(sk[1], sk[2], out=y1)
-            np.subtract(y1, sk[3], out=y1)
-        if odd:
-            np.copyto(final, staged[o0:o1, :k, :oh, :ow])
+        m, y1, y, staged = out_buffers[j]
+        ob = o1 - o0
+        np.matmul(u[:, o0:o1], v.reshape(TILE * TILE, c, t), out=m)
+        np.matmul(_AT32, m.reshape(TILE, TILE * ob * t), out=y1)
+        np.matmul(_AT32, y1.reshape(OUT, TILE, ob * t), out=y)
+        # y[r, s, o, image, ty, tx] is output pixel (4 ty + r, 4 tx + s).
+        tiles_out = y.reshape(OUT, OUT, ob, chunk, th, tw)[:, :, :, :k].transpose(3, 2, 4, 0, 5, 1)
+        final = out[i0 : i0 + k, o0:o1]
+        if oh == OUT * th and ow == OUT * tw:
+            np.copyto(final.reshape(k, ob, th, OUT, tw, OUT), tiles_out)
+        else:
+            sk = staged[:k]
+            np.copyto(sk.reshape(k, ob, th, OUT, tw, OUT), tiles_out)
+            np.copyto(final, sk[:, :, :oh, :ow])
         if b4 is not None:
-            np.add(final, b4[o0:o1], out=final)
+            np.add(final, b4[:, o0:o1], out=final)
         if act != "none":
             apply_activation(final, attrs)
 
-    def run():
+    def run() -> None:
         for i0 in range(0, n, chunk):
             current[0], current[1] = i0, min(chunk, n - i0)
             if parallel is None:
                 transform_in(0)
-                gemm(0)
                 transform_out(0)
             else:
                 parallel(transform_in)
-                parallel(gemm)
                 parallel(transform_out)
 
     return run

@@ -1,12 +1,16 @@
-"""Algorithm selection, decided ahead of time: 3x3 stride-1 convolutions with constant
-weights, many channels and enough output tiles run as Winograd F(2x2, 3x3)
+"""Algorithm selection, decided ahead of time: large 3x3 stride-1 convolutions with
+constant weights and enough output tiles run as Winograd F(4x4, 3x3)
 (``algo="winograd"``); the rest stay im2col + GEMM.
 
-The thresholds come from timing both kernels on ResNet-18's layers (OpenBLAS, numpy
-transforms): single-threaded, Winograd won only from 256 channels up (256x14x14: -13% at
-batch 1, -18% at batch 8), lost at 64 channels (+5% / +30%) and with few tiles (512x7x7
-at batch 1: +38%); with two intra-op threads its three phases scale worse than im2col, so
-at batch 1 (49 tiles at 14x14) the whole network was no faster. It is kept for batches.
+The thresholds come from timing both kernels inside ResNet-18 (two intra-op workers,
+single-threaded OpenBLAS; per-instruction medians). Winograd won on 64x56x56 (1.45 ->
+1.20 ms at batch 1, 12.0 -> 9.5-10.5 ms at batch 8), 128x28x28 (1.20 -> 1.00 ms; 10.0 ->
+5.3 ms), 256x14x14 at batch 8 (8.5 -> 5.2 ms) and 512x7x7 at batch 8 (7.9 -> 6.3 ms). It
+lost where a batch has few tiles: its transformed kernel is 4x the weight and is streamed
+once per chunk, so with 16 tiles (256x14x14, batch 1: 1.2 -> 1.5 ms) or 4 tiles
+(512x7x7, batch 1: 1.5 -> 2.2 ms) the channel GEMMs are memory-bound. In isolation it also
+lost on small convolutions, which im2col runs without the pool hand-offs (64x14x14,
+batch 1: 0.38 vs 0.15 ms), and broke even around 60 MFLOP; narrow layers gain nothing.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ from lowerkit.ir import Graph
 from .._graph import const_value
 from ..kernels.winograd import applicable
 
-MIN_CHANNELS = 256  # below this the transforms cost more than the multiplies saved
-MIN_TILES = 256  # 2x2 output tiles over the batch: fewer make the 16 GEMMs too skinny
+MIN_CHANNELS = 32  # input and output channels
+MIN_FLOPS = 100e6  # direct-convolution FLOPs over the batch
+MIN_TILES = 32  # 4x4 output tiles over the batch (the chunk a GEMM streams the kernel for)
 
 
 def select_conv_algorithm(graph: Graph) -> bool:
@@ -30,8 +35,10 @@ def select_conv_algorithm(graph: Graph) -> bool:
         weight = const_value(producers.get(id(node.inputs[1])))
         if weight is None or node.output.type.dtype != "f32" or not applicable(weight.shape, node.attrs):
             continue
+        oc, c = weight.shape[0], weight.shape[1]
         n, _, oh, ow = node.output.type.shape
-        if min(weight.shape[0], weight.shape[1]) < MIN_CHANNELS or n * ((oh + 1) // 2) * ((ow + 1) // 2) < MIN_TILES:
+        tiles = n * -(-oh // 4) * -(-ow // 4)
+        if min(oc, c) < MIN_CHANNELS or 2 * n * oc * c * 9 * oh * ow < MIN_FLOPS or tiles < MIN_TILES:
             continue
         node.attrs = {**node.attrs, "algo": "winograd"}
         changed = True
