@@ -12,7 +12,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import winograd
-from ._base import apply_activation, kernel, scratch_array
+from ._base import apply_activation, bands, kernel, scratch_array
 
 
 def _geometry(x_shape, w_shape, out_shape, attrs):
@@ -136,10 +136,6 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, col_dtype=np
     return run
 
 
-def _split(size: int, ways: int) -> list[tuple[int, int]]:
-    return [(size * j // ways, size * (j + 1) // ways) for j in range(ways)]
-
-
 def _prepare_split(x, w, bias, out, attrs, geometry, scratch, col_dtype, parallel):
     """Intra-op parallel form: each of ``parallel.ways`` tasks fills and multiplies a band of
     output rows (its columns of the column buffer), then adds bias and activation there."""
@@ -160,7 +156,7 @@ def _prepare_split(x, w, bias, out, attrs, geometry, scratch, col_dtype, paralle
     if oh * ow < CHANNEL_SPLIT_PIXELS:
         # Few pixels: split the output channels instead (rows of W), after a serial im2col.
         # (With more pixels, each thread would pack the whole shared column matrix.)
-        channel_bands = _split(oc, parallel.ways)
+        channel_bands = bands(oc, parallel.ways)
 
         def channel_task(j: int) -> None:
             a, b = channel_bands[j]
@@ -181,10 +177,10 @@ def _prepare_split(x, w, bias, out, attrs, geometry, scratch, col_dtype, paralle
                 parallel(channel_task)
 
         return run_channels
-    bands = _split(oh, parallel.ways)
+    row_bands = bands(oh, parallel.ways)
 
     def task(j: int) -> None:
-        a, b = bands[j]
+        a, b = row_bands[j]
         if a == b:
             return
         window, i = current
@@ -225,10 +221,10 @@ def _prepare_batched(x, w, b3, out, attrs, geometry, scratch, col_dtype, paralle
     act = attrs.get("act", "none")
     out3 = out.reshape(n, oc, oh * ow)
 
-    bands = _split(n * oh * ow, parallel.ways) if parallel is not None else [(0, n * oh * ow)]
+    column_bands = bands(n * oh * ow, parallel.ways) if parallel is not None else [(0, n * oh * ow)]
 
     def gemm(j: int) -> None:
-        a, b = bands[j]
+        a, b = column_bands[j]
         if a < b:
             np.matmul(w2, col2[:, a:b], out=acc2[:, a:b])
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import conv
-from ._base import kernel, scratch_array
+from ._base import bands, kernel, scratch_array
 from .conv import Im2col, _batched, _is_pointwise, padded_bytes
 
 
@@ -91,7 +91,7 @@ def _qconv_scratch(in_types, out_types, attrs):
 
 
 def _bands(size: int, ways: int) -> list[slice]:
-    return [slice(size * j // ways, size * (j + 1) // ways) for j in range(ways)]
+    return [slice(a, b) for a, b in bands(size, ways)]
 
 
 @kernel("glow.qconv2d", scratch_bytes=_qconv_scratch, derive=((1, to_float32),), parallel=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ._base import apply_activation, scratch_array
+from ._base import apply_activation, bands, scratch_array
 
 # Interpolation points 0, +-1, +-2 and infinity (Lavin & Gray's F(4x4, 3x3) matrices).
 BT = np.array(
@@ -94,10 +94,6 @@ def scratch_bytes(in_types, out_types, attrs) -> int:
     return 4 * (36 * c * t + max(phase_in, phase_out))
 
 
-def _bands(size: int, ways: int) -> list[tuple[int, int]]:
-    return [(size * j // ways, size * (j + 1) // ways) for j in range(ways)]
-
-
 def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
     """Bind an F(4x4, 3x3) convolution (weights raw or already transformed)."""
     x, w = inputs[0], inputs[1]
@@ -109,7 +105,7 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
     hp, wp = OUT * th + 2, OUT * tw + 2
     t = chunk * th * tw
     ways = parallel.ways if parallel is not None else 1
-    in_bands, out_bands = _bands(c, ways), _bands(oc, ways)
+    in_bands, out_bands = bands(c, ways), bands(oc, ways)
 
     v = scratch_array(scratch, np.float32, (TILE, TILE, c, t))  # shared by both phases
     base = v.nbytes
