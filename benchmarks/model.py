@@ -10,6 +10,7 @@ Runtime, the glow_like memory-plan numbers and the BLAS kernel in use.
     python benchmarks/model.py --batch 1    # batch 1 only
     python benchmarks/model.py --repeat 5   # fewer timed runs
     python benchmarks/model.py --int8-accuracy   # int8 vs fp32 accuracy on random inputs
+    python benchmarks/model.py --instructions    # glow_like opt 2, per instruction, 2 workers vs 1
 """
 
 from __future__ import annotations
@@ -261,15 +262,63 @@ def int8_accuracy(calibration: int, held_out: int, batch: int = 1) -> None:
           f"top-1 agreement {agree}/{total} ({agree / total:.0%})")
 
 
+def instruction_times(batch: int, repeat: int) -> None:
+    """Median time of every glow_like instruction (opt 2), with the default workers and with one.
+
+    Binds the compiled program the way a call does (one thread's arena and scratch, BLAS
+    single-threaded) and runs it whole ``repeat`` times, timing every kernel in schedule
+    order (so caches hold what they would in a real call); the columns add up to about a
+    whole call minus the input/output copies.
+    """
+    from lowerkit_glow_like._compiler import compile_method
+    from lowerkit_glow_like._options import Options
+    from lowerkit_glow_like.runtime import BLAS_LIMIT, Executable
+
+    x = models.example_input("resnet18", batch=batch)
+    module = lk.trace(models.resnet18(), x)
+    columns = {}
+    for label, threads in (("default workers", None), ("1 thread", 1)):
+        program = compile_method(module, "forward", Options(threads=threads))
+        executable = Executable(program)
+        executable.run([x])  # binds this thread's arena, scratch and kernels
+        calls = executable._state().calls  # the bound kernels, in schedule order
+        times: list[list[float]] = [[] for _ in calls]
+        BLAS_LIMIT.enter(1)
+        try:
+            for _ in range(2 + repeat):  # the first two runs warm up
+                for call, kept in zip(calls, times):
+                    start = time.perf_counter()
+                    call()
+                    kept.append(time.perf_counter() - start)
+            columns[label] = [statistics.median(t[2:]) * 1e3 for t in times]
+        finally:
+            BLAS_LIMIT.exit()
+            executable.close()
+    print(f"\nglow_like opt 2, ResNet-18 batch {batch}: median ms per instruction over {repeat} runs")
+    print(f"  {'default workers':>15} {'1 thread':>9}  instruction")
+    for i, ins in enumerate(program.instructions):
+        shape = list(program.buffers[ins.outputs[0]].shape)
+        algo = f" [{ins.attrs['algo']}]" if "algo" in ins.attrs else ""
+        print(f"  {columns['default workers'][i]:15.3f} {columns['1 thread'][i]:9.3f}  "
+              f"{ins.op}{algo} -> {shape}  {ins.scope}")
+    print(f"  {sum(columns['default workers']):15.3f} {sum(columns['1 thread']):9.3f}  total")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, action="append", help="batch size(s); default 1 and 8")
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--no-int8", action="store_true")
     parser.add_argument("--int8-accuracy", action="store_true", help="only measure int8 accuracy against fp32")
+    parser.add_argument("--instructions", action="store_true",
+                        help="only time each glow_like instruction (opt 2), default workers and 1 thread")
     args = parser.parse_args()
     if args.int8_accuracy:
         int8_accuracy(calibration=16, held_out=32)
+        return
+    if args.instructions:
+        for batch in args.batch or [1]:
+            instruction_times(batch, args.repeat)
         return
     import os
 
