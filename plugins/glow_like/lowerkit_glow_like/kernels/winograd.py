@@ -53,6 +53,11 @@ AT = np.array(
 _BT32, _AT32 = BT.astype(np.float32), AT.astype(np.float32)
 TILE, OUT = 6, 4
 _TILES = 2048  # target tiles per batch chunk
+# Scratch floats per channel and tile of each band: gathered tiles + first input-transform
+# GEMM (input bands); channel-GEMM result + two output-transform GEMMs + staged output
+# tiles (output bands).
+_IN_BAND = 2 * TILE * TILE
+_OUT_BAND = TILE * TILE + OUT * TILE + OUT * OUT + OUT * OUT
 
 
 def applicable(w_shape, attrs) -> bool:
@@ -89,9 +94,9 @@ def scratch_bytes(in_types, out_types, attrs) -> int:
     n, c, h, w, oc, oh, ow, th, tw, chunk = _plan(in_types[0].shape, out_types[0].shape)
     t = chunk * th * tw
     pad = chunk * c * (OUT * th + 2) * (OUT * tw + 2)
-    phase_in = pad + 2 * 36 * c * t  # padded copy, gathered tiles, first transform GEMM
-    phase_out = (36 + 24 + 16) * oc * t + oc * t * 16  # M, two output GEMMs, staged tiles
-    return 4 * (36 * c * t + max(phase_in, phase_out))
+    # V stays for both phases; the padded copy and input bands, then the output bands,
+    # reuse the space after it.
+    return 4 * (TILE * TILE * c * t + max(pad + _IN_BAND * c * t, _OUT_BAND * oc * t))
 
 
 def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
@@ -114,7 +119,7 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
 
     def in_band(c0: int, c1: int):
         """Scratch of one input band: gathered tiles and the first GEMM's result."""
-        offset = band_base + 4 * 2 * 36 * c0 * t
+        offset = band_base + 4 * _IN_BAND * c0 * t
         cb = c1 - c0
         tiles = scratch_array(scratch, np.float32, (TILE, TILE, cb, chunk, th, tw), offset)
         rows = scratch_array(scratch, np.float32, (TILE, TILE * cb * t), offset + tiles.nbytes)
@@ -122,7 +127,7 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
 
     def out_band(o0: int, o1: int):
         """Scratch of one output band: channel GEMM result, output GEMMs, staged tiles."""
-        offset = base + 4 * 92 * o0 * t
+        offset = base + 4 * _OUT_BAND * o0 * t
         ob = o1 - o0
         m = scratch_array(scratch, np.float32, (TILE * TILE, ob, t), offset)
         y1 = scratch_array(scratch, np.float32, (OUT, TILE * ob * t), offset + m.nbytes)
@@ -169,6 +174,8 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
         i0, k = current
         m, y1, y, staged = out_buffers[j]
         ob = o1 - o0
+        # All t columns, also those of images past k in a partial last chunk (their results
+        # are dropped): the GEMMs keep one shape and columns never mix.
         np.matmul(u[:, o0:o1], v.reshape(TILE * TILE, c, t), out=m)
         np.matmul(_AT32, m.reshape(TILE, TILE * ob * t), out=y1)
         np.matmul(_AT32, y1.reshape(OUT, TILE, ob * t), out=y)

@@ -18,11 +18,11 @@ from __future__ import annotations
 from lowerkit.ir import Graph
 
 from .._graph import const_value
-from ..kernels.winograd import applicable
+from ..kernels.winograd import OUT, applicable
 
 MIN_CHANNELS = 32  # input and output channels
 MIN_FLOPS = 100e6  # direct-convolution FLOPs over the batch
-MIN_TILES = 32  # 4x4 output tiles over the batch (the chunk a GEMM streams the kernel for)
+MIN_TILES = 32  # output tiles over the batch (the chunk a GEMM streams the kernel for)
 
 
 def select_conv_algorithm(graph: Graph) -> bool:
@@ -37,7 +37,7 @@ def select_conv_algorithm(graph: Graph) -> bool:
             continue
         oc, c = weight.shape[0], weight.shape[1]
         n, _, oh, ow = node.output.type.shape
-        tiles = n * -(-oh // 4) * -(-ow // 4)
+        tiles = n * -(-oh // OUT) * -(-ow // OUT)
         if min(oc, c) < MIN_CHANNELS or 2 * n * oc * c * 9 * oh * ow < MIN_FLOPS or tiles < MIN_TILES:
             continue
         node.attrs = {**node.attrs, "algo": "winograd"}
