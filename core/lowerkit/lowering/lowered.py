@@ -6,13 +6,10 @@
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import copy
 import threading
 import warnings
 import weakref
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,24 +32,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["DelegateRecord", "Lowered", "LoweredMethod", "LoweredModule"]
 
 FALLBACKS = (None, "reference")
-
-# Set while inspecting files: from_record then builds without looking for the backend.
-_DEFER = contextvars.ContextVar("lowerkit_defer_compile", default=False)
-
-
-@contextlib.contextmanager
-def deferred_compile() -> Iterator[None]:
-    """Within the block, ``from_record`` neither looks up nor compiles the backend.
-
-    For tools that only look at files (``lowerkit inspect``): the modules come back
-    uncompiled and compile at their first call, where the backend is available.
-    """
-    token = _DEFER.set(True)
-    try:
-        yield
-    finally:
-        _DEFER.reset(token)
-
 
 @dataclass(frozen=True, slots=True)
 class DelegateRecord:
@@ -216,8 +195,6 @@ class LoweredModule(Lowered):
         if fallback not in FALLBACKS:
             raise InputError(f"fallback must be None or 'reference', got {fallback!r}")
         lowered = cls(record)
-        if _DEFER.get():
-            return lowered
         try:
             backend = lowered._resolve_backend()
             backend.require_available(f"loading {record.name}")
@@ -237,6 +214,15 @@ class LoweredModule(Lowered):
             )
             lowered._fallback = record.original
         return lowered
+
+    @classmethod
+    def uncompiled(cls, record: DelegateRecord) -> LoweredModule:
+        """A lowered module that neither looks up nor compiles its backend until first called.
+
+        For tools that only look at files (``lowerkit inspect``): pass it as the ``rebuild``
+        of :func:`lowerkit.serialization.decode`.
+        """
+        return cls(record)
 
     def _resolve_backend(self) -> Backend:
         if self._backend is None:
