@@ -24,10 +24,15 @@ def const_value(node: Node | None) -> np.ndarray | None:
     return None
 
 
+def _fresh_handle(graph: Graph) -> int:
+    return max((n.debug_handle for n in graph.nodes), default=0) + 1
+
+
 def make_constant(graph: Graph, array: np.ndarray, hint: str, index: int, like: Node | None = None) -> Value:
     """Insert a ``constant`` node at ``index`` holding ``array`` (made read-only); its value.
 
-    ``like`` lends the new node its scope, debug handle and source line.
+    ``like`` lends the new node its scope and source line. Debug handles are unique in a
+    graph, so the constant gets a fresh one (one past the largest) when ``like`` has one.
     """
     array = np.ascontiguousarray(array)
     array.flags.writeable = False
@@ -39,7 +44,7 @@ def make_constant(graph: Graph, array: np.ndarray, hint: str, index: int, like: 
         output_hints=[hint],
         index=index,
         scope=like.scope if like is not None else "",
-        debug_handle=like.debug_handle if like is not None else -1,
+        debug_handle=_fresh_handle(graph) if like is not None and like.debug_handle >= 0 else -1,
         source=like.source if like is not None else None,
     )
     return node.output
