@@ -144,6 +144,18 @@ def lowerkit_describe(processed: bytes) -> str | None:
     """
 
 
+@hookspec(firstresult=True)
+def lowerkit_payload_versions() -> list[str] | None:
+    """The payload format versions this backend's compile reads, the one its preprocess
+    writes first (e.g. ``["3", "2"]``).
+
+    Optional. Lets ``lowerkit check`` tell, without compiling, whether a file's payload can
+    be read here or on a target, and lets lowerkit record in files the version each payload
+    was written in. Must be cheap and must not import heavy dependencies. A backend without
+    it is assumed to read what it wrote (the check compares nothing).
+    """
+
+
 HOOK_NAMES = (
     "lowerkit_preprocess",
     "lowerkit_compile",
@@ -152,5 +164,6 @@ HOOK_NAMES = (
     "lowerkit_is_supported",
     "lowerkit_destroy",
     "lowerkit_describe",
+    "lowerkit_payload_versions",
 )
 REQUIRED_HOOKS = ("lowerkit_preprocess", "lowerkit_compile", "lowerkit_execute")

@@ -255,6 +255,25 @@ class Backend:
             raise self._hook_error("lowerkit_describe", err) from err
         return None if text is None else str(text)
 
+    def payload_versions(self) -> tuple[str, ...]:
+        """The payload versions the backend reads, the one it writes first (``()`` when it
+        does not say: no ``lowerkit_payload_versions``). Raises ``PluginError`` when the hook
+        fails or answers something other than a list of strings."""
+        if not _has_impl(self.pm, "lowerkit_payload_versions"):
+            return ()
+        try:
+            answer = self.pm.hook.lowerkit_payload_versions()
+        except Exception as err:
+            raise self._hook_error("lowerkit_payload_versions", err) from err
+        if answer is None:
+            return ()
+        if isinstance(answer, (str, bytes)) or not all(isinstance(v, (str, int)) for v in answer):
+            raise PluginError(
+                f"backend {self.name!r} ({self.origin}): lowerkit_payload_versions must return a "
+                f"list of version strings, got {answer!r}"
+            )
+        return tuple(str(v) for v in answer)
+
     def destroy(self, handles: dict[str, Any]) -> None:
         """Free compiled handles if the plugin has ``lowerkit_destroy``; never raises."""
         try:

@@ -195,6 +195,7 @@ def check_inputs(method: str, sig: Signature, inputs: Sequence[Any]) -> list[np.
             f"method {method!r} takes {len(sig.inputs)} inputs ({names}), got {len(inputs)}"
         )
     arrays = []
+    sizes: dict[str, int] = {}  # symbolic dims bound by the inputs seen so far
     for (name, expected), value in zip(sig.inputs, inputs):
         try:
             array = np.asarray(value)
@@ -207,11 +208,13 @@ def check_inputs(method: str, sig: Signature, inputs: Sequence[Any]) -> list[np.
             given = TensorType(dtype_name(array.dtype), array.shape)
         except ValueError:
             given = None
-        if given != expected:
+        if given is None or not expected.matches(given.dtype, given.shape, sizes):
             shown = given if given is not None else f"{array.dtype}{list(array.shape)}"
             source = "" if isinstance(value, np.ndarray) else f" (from a {type(value).__name__})"
+            bound = ", ".join(f"{k}={v}" for k, v in sizes.items() if k in expected.symbols)
+            also = f" ({bound} from the inputs before it)" if bound else ""
             raise InputError(
-                f"method {method!r}, input {name!r}: expected {expected}, got {shown}{source}"
+                f"method {method!r}, input {name!r}: expected {expected}{also}, got {shown}{source}"
             )
         arrays.append(array)
     return arrays
@@ -225,8 +228,9 @@ def format_outputs(
         raise InputError(
             f"method {method!r} should return {len(sig.outputs)} outputs, got {len(outputs)}"
         )
+    sizes: dict[str, int] = {}
     for i, (out, expected) in enumerate(zip(outputs, sig.outputs)):
-        if out.dtype != expected.numpy_dtype or out.shape != expected.shape:
+        if out.dtype != expected.numpy_dtype or not expected.matches(expected.dtype, out.shape, sizes):
             raise InputError(
                 f"method {method!r}, output {i}: expected {expected}, got {out.dtype}{list(out.shape)}"
             )

@@ -157,15 +157,19 @@ class _Parser:
             raise self.error(f"a dtype ({', '.join(DTYPES)})")
         self.expect("[", "'[' starting a shape")
         self.depth += 1
-        dims: list[int] = []
+        dims: list[int | str] = []
         if not self.accept("]"):
             while True:
                 self.ws()
                 at = self.pos
-                dim = self.integer("a dimension")
-                if dim < 0:
-                    raise self.error("a non-negative dimension", at, str(dim))
-                dims.append(dim)
+                symbol = self.match(_IDENT)
+                if symbol is not None:  # a symbolic dim such as N
+                    dims.append(symbol)
+                else:
+                    dim = self.integer("a dimension or a symbolic dim name")
+                    if dim < 0:
+                        raise self.error("a non-negative dimension", at, str(dim))
+                    dims.append(dim)
                 if self.accept("]"):
                     break
                 self.expect(",", "',' or ']' in a shape")

@@ -46,6 +46,7 @@ class DelegateRecord:
     original: Module | None = None
     name: str = "LoweredModule"
     extra: dict[str, str] = field(default_factory=dict)
+    payload_version: str = ""  # the payload format preprocess wrote ("" when the backend does not say)
 
 
 class LoweredMethod(Method):

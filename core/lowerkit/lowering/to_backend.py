@@ -74,8 +74,15 @@ def to_backend(
         signatures={m: module.signature(m) for m in module.methods},
         original=module if keep_source else None,
         name=module.name,
+        payload_version=written_payload_version(chosen),
     )
     return LoweredModule._created(record, chosen)
+
+
+def written_payload_version(backend: Any) -> str:
+    """The payload version ``backend``'s preprocess writes ("" when it does not say)."""
+    versions = backend.payload_versions()
+    return versions[0] if versions else ""
 
 
 def _as_list(items: object) -> list[Any] | None:

@@ -110,8 +110,14 @@ _SCHEMAS: dict[str, OpSchema] = {}
 
 
 def register(schema: OpSchema) -> OpSchema:
+    """Add ``schema``; its inference is wrapped to accept symbolic dims (see ``symbolic.py``)."""
     if schema.name in _SCHEMAS:
         raise ValueError(f"op {schema.name!r} is registered twice")
+    from dataclasses import replace
+
+    from .symbolic import symbolic_inference
+
+    schema = replace(schema, infer=symbolic_inference(schema.name, schema.infer))
     _SCHEMAS[schema.name] = schema
     return schema
 

@@ -15,6 +15,7 @@ from .constant_fold import NodeEvaluator, constant_folder, fold_constants, kerne
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fold_batch_norm import fold_batch_norm
+from .free_batch import free_batch
 from .helpers import const_value, make_constant, single_user
 from .noop import eliminate_noop_reshapes
 from .pipeline import Pass, PassEvent, pass_name, run_passes
@@ -22,6 +23,6 @@ from .pipeline import Pass, PassEvent, pass_name, run_passes
 __all__ = [
     "NodeEvaluator", "Pass", "PassEvent", "const_value", "constant_folder",
     "eliminate_common_subexpressions", "eliminate_dead_code", "eliminate_noop_reshapes",
-    "fold_batch_norm", "fold_constants", "kernel_evaluator", "make_constant", "pass_name",
+    "fold_batch_norm", "fold_constants", "free_batch", "kernel_evaluator", "make_constant", "pass_name",
     "run_passes", "single_user",
 ]

@@ -25,7 +25,7 @@ from ..errors import BackendUnavailableWarning, FormatError, LowerkitError, Veri
 from ..ir.graph import Graph
 from ..ir.module import GraphMethod, Method, Module, Signature
 from ..ir.node import AttrValue, Node, SourceLocation, Value
-from ..ir.types import DTYPES, TensorType
+from ..ir.types import DTYPES, SYMBOL_RE, TensorType
 from ..ir.verify import verify_module
 from . import lowerkit_pb2 as pb
 from .encoder import canonical_json
@@ -177,6 +177,7 @@ def record_from_proto(
         original=original,
         name=msg.name,
         extra=dict(sorted(msg.extra.items())),
+        payload_version=msg.payload_version,
     )
 
 
@@ -255,7 +256,18 @@ def _shape_from_proto(dtype: str, shape: Iterable[int], where: str) -> tuple[str
 
 
 def _type_from_proto(msg: pb.TensorType, where: str) -> TensorType:
-    return TensorType(*_shape_from_proto(msg.dtype, msg.shape, where))
+    if not msg.symbols:
+        return TensorType(*_shape_from_proto(msg.dtype, msg.shape, where))
+    symbols, shape = list(msg.symbols), list(msg.shape)
+    if len(symbols) != len(shape):
+        raise FormatError(f"{where}: {len(symbols)} symbol entries for a shape of rank {len(shape)}")
+    static = []
+    for name, dim in zip(symbols, shape):
+        if name and (dim != -1 or not SYMBOL_RE.match(name)):
+            raise FormatError(f"{where}: bad symbolic dim {name!r} (size entry {dim}); expected an identifier with size -1")
+        static.append(1 if name else dim)
+    dtype, _ = _shape_from_proto(msg.dtype, static, where)
+    return TensorType(dtype, tuple(name or dim for name, dim in zip(symbols, shape)))
 
 
 def _tensor_from_proto(msg: pb.Tensor, where: str) -> np.ndarray:

@@ -102,6 +102,7 @@ def record_to_proto(record: DelegateRecord, msg: pb.LoweredModule) -> pb.Lowered
     msg.backend = record.backend
     msg.distribution = record.distribution
     msg.version = record.version
+    msg.payload_version = record.payload_version
     try:
         msg.compile_spec_json = canonical_json(record.compile_spec)
     except (TypeError, ValueError) as err:
@@ -141,7 +142,11 @@ def canonical_json(data: Any) -> str:
 
 def _type_to_proto(t: TensorType, msg: pb.TensorType) -> None:
     msg.dtype = t.dtype
-    msg.shape.extend(t.shape)
+    if t.is_static:
+        msg.shape.extend(t.shape)  # type: ignore[arg-type]
+    else:
+        msg.shape.extend(-1 if isinstance(d, str) else d for d in t.shape)
+        msg.symbols.extend(d if isinstance(d, str) else "" for d in t.shape)
 
 
 def _tensor_to_proto(array: np.ndarray, msg: pb.Tensor, where: str) -> None:

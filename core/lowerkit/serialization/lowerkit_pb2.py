@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%lowerkit/serialization/lowerkit.proto\x12\x08lowerkit\"4\n\x06Tensor\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"*\n\nTensorType\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\"\x19\n\x07IntList\x12\x0e\n\x06values\x18\x01 \x03(\x03\"\x1b\n\tFloatList\x12\x0e\n\x06values\x18\x01 \x03(\x01\"\xb0\x01\n\x04\x41ttr\x12\x0b\n\x01i\x18\x01 \x01(\x03H\x00\x12\x0b\n\x01\x66\x18\x02 \x01(\x01H\x00\x12\x0b\n\x01\x62\x18\x03 \x01(\x08H\x00\x12\x0b\n\x01s\x18\x04 \x01(\tH\x00\x12!\n\x04ints\x18\x05 \x01(\x0b\x32\x11.lowerkit.IntListH\x00\x12%\n\x06\x66loats\x18\x06 \x01(\x0b\x32\x13.lowerkit.FloatListH\x00\x12\"\n\x06tensor\x18\x07 \x01(\x0b\x32\x10.lowerkit.TensorH\x00\x42\x06\n\x04kind\"8\n\tNamedAttr\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1d\n\x05value\x18\x02 \x01(\x0b\x32\x0e.lowerkit.Attr\"=\n\x0bNamedTensor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12 \n\x06tensor\x18\x02 \x01(\x0b\x32\x10.lowerkit.Tensor\"<\n\x08ValueDef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\"\n\x04type\x18\x02 \x01(\x0b\x32\x14.lowerkit.TensorType\",\n\x0eSourceLocation\x12\x0c\n\x04\x66ile\x18\x01 \x01(\t\x12\x0c\n\x04line\x18\x02 \x01(\x03\"\xba\x01\n\x04Node\x12\n\n\x02op\x18\x01 \x01(\t\x12\x0e\n\x06inputs\x18\x02 \x03(\t\x12#\n\x07outputs\x18\x03 \x03(\x0b\x32\x12.lowerkit.ValueDef\x12\"\n\x05\x61ttrs\x18\x04 \x03(\x0b\x32\x13.lowerkit.NamedAttr\x12\x14\n\x0c\x64\x65\x62ug_handle\x18\x05 \x01(\x03\x12\r\n\x05scope\x18\x06 \x01(\t\x12(\n\x06source\x18\x07 \x01(\x0b\x32\x18.lowerkit.SourceLocation\"[\n\x05Graph\x12\"\n\x06inputs\x18\x01 \x03(\x0b\x32\x12.lowerkit.ValueDef\x12\x1d\n\x05nodes\x18\x02 \x03(\x0b\x32\x0e.lowerkit.Node\x12\x0f\n\x07outputs\x18\x03 \x03(\t\"V\n\tSignature\x12\"\n\x06inputs\x18\x01 \x03(\x0b\x32\x12.lowerkit.ValueDef\x12%\n\x07outputs\x18\x02 \x03(\x0b\x32\x14.lowerkit.TensorType\"\x81\x01\n\x06Method\x12\x0c\n\x04name\x18\x01 \x01(\t\x12 \n\x05graph\x18\x02 \x01(\x0b\x32\x0f.lowerkit.GraphH\x00\x12(\n\tsignature\x18\x03 \x01(\x0b\x32\x13.lowerkit.SignatureH\x00\x12\x15\n\rreturns_tuple\x18\x04 \x01(\x08\x42\x06\n\x04\x62ody\"\x9f\x01\n\tSubmodule\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\"\n\x06module\x18\x02 \x01(\x0b\x32\x10.lowerkit.ModuleH\x00\x12*\n\x07lowered\x18\x03 \x01(\x0b\x32\x17.lowerkit.LoweredModuleH\x00\x12,\n\x0bpartitioned\x18\x04 \x01(\x0b\x32\x15.lowerkit.PartitionedH\x00\x42\x06\n\x04kind\"\x8d\x01\n\x06Module\x12\x0c\n\x04name\x18\x01 \x01(\t\x12)\n\nparameters\x18\x02 \x03(\x0b\x32\x15.lowerkit.NamedTensor\x12!\n\x07methods\x18\x03 \x03(\x0b\x32\x10.lowerkit.Method\x12\'\n\nsubmodules\x18\x04 \x03(\x0b\x32\x13.lowerkit.Submodule\"\xc1\x02\n\rLoweredModule\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x14\n\x0c\x64istribution\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x19\n\x11\x63ompile_spec_json\x18\x05 \x01(\t\x12\x0f\n\x07payload\x18\x06 \x01(\x0c\x12\x16\n\x0epayload_sha256\x18\x07 \x01(\x0c\x12!\n\x07methods\x18\x08 \x03(\x0b\x32\x10.lowerkit.Method\x12\"\n\x08original\x18\t \x01(\x0b\x32\x10.lowerkit.Module\x12\x31\n\x05\x65xtra\x18\n \x03(\x0b\x32\".lowerkit.LoweredModule.ExtraEntry\x1a,\n\nExtraEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"p\n\x0bPartitioned\x12\x1f\n\x05outer\x18\x01 \x01(\x0b\x32\x10.lowerkit.Module\x12\x10\n\x08\x62\x61\x63kends\x18\x02 \x03(\t\x12\x19\n\x11\x63ompile_spec_json\x18\x03 \x01(\t\x12\x13\n\x0breport_json\x18\x04 \x01(\t\"\x8f\x01\n\x04\x46ile\x12\"\n\x06module\x18\x01 \x01(\x0b\x32\x10.lowerkit.ModuleH\x00\x12*\n\x07lowered\x18\x02 \x01(\x0b\x32\x17.lowerkit.LoweredModuleH\x00\x12,\n\x0bpartitioned\x18\x03 \x01(\x0b\x32\x15.lowerkit.PartitionedH\x00\x42\t\n\x07\x63ontentb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%lowerkit/serialization/lowerkit.proto\x12\x08lowerkit\"4\n\x06Tensor\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\";\n\nTensorType\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0f\n\x07symbols\x18\x03 \x03(\t\"\x19\n\x07IntList\x12\x0e\n\x06values\x18\x01 \x03(\x03\"\x1b\n\tFloatList\x12\x0e\n\x06values\x18\x01 \x03(\x01\"\xb0\x01\n\x04\x41ttr\x12\x0b\n\x01i\x18\x01 \x01(\x03H\x00\x12\x0b\n\x01\x66\x18\x02 \x01(\x01H\x00\x12\x0b\n\x01\x62\x18\x03 \x01(\x08H\x00\x12\x0b\n\x01s\x18\x04 \x01(\tH\x00\x12!\n\x04ints\x18\x05 \x01(\x0b\x32\x11.lowerkit.IntListH\x00\x12%\n\x06\x66loats\x18\x06 \x01(\x0b\x32\x13.lowerkit.FloatListH\x00\x12\"\n\x06tensor\x18\x07 \x01(\x0b\x32\x10.lowerkit.TensorH\x00\x42\x06\n\x04kind\"8\n\tNamedAttr\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1d\n\x05value\x18\x02 \x01(\x0b\x32\x0e.lowerkit.Attr\"=\n\x0bNamedTensor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12 \n\x06tensor\x18\x02 \x01(\x0b\x32\x10.lowerkit.Tensor\"<\n\x08ValueDef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\"\n\x04type\x18\x02 \x01(\x0b\x32\x14.lowerkit.TensorType\",\n\x0eSourceLocation\x12\x0c\n\x04\x66ile\x18\x01 \x01(\t\x12\x0c\n\x04line\x18\x02 \x01(\x03\"\xba\x01\n\x04Node\x12\n\n\x02op\x18\x01 \x01(\t\x12\x0e\n\x06inputs\x18\x02 \x03(\t\x12#\n\x07outputs\x18\x03 \x03(\x0b\x32\x12.lowerkit.ValueDef\x12\"\n\x05\x61ttrs\x18\x04 \x03(\x0b\x32\x13.lowerkit.NamedAttr\x12\x14\n\x0c\x64\x65\x62ug_handle\x18\x05 \x01(\x03\x12\r\n\x05scope\x18\x06 \x01(\t\x12(\n\x06source\x18\x07 \x01(\x0b\x32\x18.lowerkit.SourceLocation\"[\n\x05Graph\x12\"\n\x06inputs\x18\x01 \x03(\x0b\x32\x12.lowerkit.ValueDef\x12\x1d\n\x05nodes\x18\x02 \x03(\x0b\x32\x0e.lowerkit.Node\x12\x0f\n\x07outputs\x18\x03 \x03(\t\"V\n\tSignature\x12\"\n\x06inputs\x18\x01 \x03(\x0b\x32\x12.lowerkit.ValueDef\x12%\n\x07outputs\x18\x02 \x03(\x0b\x32\x14.lowerkit.TensorType\"\x81\x01\n\x06Method\x12\x0c\n\x04name\x18\x01 \x01(\t\x12 \n\x05graph\x18\x02 \x01(\x0b\x32\x0f.lowerkit.GraphH\x00\x12(\n\tsignature\x18\x03 \x01(\x0b\x32\x13.lowerkit.SignatureH\x00\x12\x15\n\rreturns_tuple\x18\x04 \x01(\x08\x42\x06\n\x04\x62ody\"\x9f\x01\n\tSubmodule\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\"\n\x06module\x18\x02 \x01(\x0b\x32\x10.lowerkit.ModuleH\x00\x12*\n\x07lowered\x18\x03 \x01(\x0b\x32\x17.lowerkit.LoweredModuleH\x00\x12,\n\x0bpartitioned\x18\x04 \x01(\x0b\x32\x15.lowerkit.PartitionedH\x00\x42\x06\n\x04kind\"\x8d\x01\n\x06Module\x12\x0c\n\x04name\x18\x01 \x01(\t\x12)\n\nparameters\x18\x02 \x03(\x0b\x32\x15.lowerkit.NamedTensor\x12!\n\x07methods\x18\x03 \x03(\x0b\x32\x10.lowerkit.Method\x12\'\n\nsubmodules\x18\x04 \x03(\x0b\x32\x13.lowerkit.Submodule\"\xda\x02\n\rLoweredModule\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x14\n\x0c\x64istribution\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x19\n\x11\x63ompile_spec_json\x18\x05 \x01(\t\x12\x0f\n\x07payload\x18\x06 \x01(\x0c\x12\x16\n\x0epayload_sha256\x18\x07 \x01(\x0c\x12!\n\x07methods\x18\x08 \x03(\x0b\x32\x10.lowerkit.Method\x12\"\n\x08original\x18\t \x01(\x0b\x32\x10.lowerkit.Module\x12\x31\n\x05\x65xtra\x18\n \x03(\x0b\x32\".lowerkit.LoweredModule.ExtraEntry\x12\x17\n\x0fpayload_version\x18\x0b \x01(\t\x1a,\n\nExtraEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"p\n\x0bPartitioned\x12\x1f\n\x05outer\x18\x01 \x01(\x0b\x32\x10.lowerkit.Module\x12\x10\n\x08\x62\x61\x63kends\x18\x02 \x03(\t\x12\x19\n\x11\x63ompile_spec_json\x18\x03 \x01(\t\x12\x13\n\x0breport_json\x18\x04 \x01(\t\"\x8f\x01\n\x04\x46ile\x12\"\n\x06module\x18\x01 \x01(\x0b\x32\x10.lowerkit.ModuleH\x00\x12*\n\x07lowered\x18\x02 \x01(\x0b\x32\x17.lowerkit.LoweredModuleH\x00\x12,\n\x0bpartitioned\x18\x03 \x01(\x0b\x32\x15.lowerkit.PartitionedH\x00\x42\t\n\x07\x63ontentb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,39 +36,39 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TENSOR']._serialized_start=51
   _globals['_TENSOR']._serialized_end=103
   _globals['_TENSORTYPE']._serialized_start=105
-  _globals['_TENSORTYPE']._serialized_end=147
-  _globals['_INTLIST']._serialized_start=149
-  _globals['_INTLIST']._serialized_end=174
-  _globals['_FLOATLIST']._serialized_start=176
-  _globals['_FLOATLIST']._serialized_end=203
-  _globals['_ATTR']._serialized_start=206
-  _globals['_ATTR']._serialized_end=382
-  _globals['_NAMEDATTR']._serialized_start=384
-  _globals['_NAMEDATTR']._serialized_end=440
-  _globals['_NAMEDTENSOR']._serialized_start=442
-  _globals['_NAMEDTENSOR']._serialized_end=503
-  _globals['_VALUEDEF']._serialized_start=505
-  _globals['_VALUEDEF']._serialized_end=565
-  _globals['_SOURCELOCATION']._serialized_start=567
-  _globals['_SOURCELOCATION']._serialized_end=611
-  _globals['_NODE']._serialized_start=614
-  _globals['_NODE']._serialized_end=800
-  _globals['_GRAPH']._serialized_start=802
-  _globals['_GRAPH']._serialized_end=893
-  _globals['_SIGNATURE']._serialized_start=895
-  _globals['_SIGNATURE']._serialized_end=981
-  _globals['_METHOD']._serialized_start=984
-  _globals['_METHOD']._serialized_end=1113
-  _globals['_SUBMODULE']._serialized_start=1116
-  _globals['_SUBMODULE']._serialized_end=1275
-  _globals['_MODULE']._serialized_start=1278
-  _globals['_MODULE']._serialized_end=1419
-  _globals['_LOWEREDMODULE']._serialized_start=1422
-  _globals['_LOWEREDMODULE']._serialized_end=1743
-  _globals['_LOWEREDMODULE_EXTRAENTRY']._serialized_start=1699
-  _globals['_LOWEREDMODULE_EXTRAENTRY']._serialized_end=1743
-  _globals['_PARTITIONED']._serialized_start=1745
-  _globals['_PARTITIONED']._serialized_end=1857
-  _globals['_FILE']._serialized_start=1860
-  _globals['_FILE']._serialized_end=2003
+  _globals['_TENSORTYPE']._serialized_end=164
+  _globals['_INTLIST']._serialized_start=166
+  _globals['_INTLIST']._serialized_end=191
+  _globals['_FLOATLIST']._serialized_start=193
+  _globals['_FLOATLIST']._serialized_end=220
+  _globals['_ATTR']._serialized_start=223
+  _globals['_ATTR']._serialized_end=399
+  _globals['_NAMEDATTR']._serialized_start=401
+  _globals['_NAMEDATTR']._serialized_end=457
+  _globals['_NAMEDTENSOR']._serialized_start=459
+  _globals['_NAMEDTENSOR']._serialized_end=520
+  _globals['_VALUEDEF']._serialized_start=522
+  _globals['_VALUEDEF']._serialized_end=582
+  _globals['_SOURCELOCATION']._serialized_start=584
+  _globals['_SOURCELOCATION']._serialized_end=628
+  _globals['_NODE']._serialized_start=631
+  _globals['_NODE']._serialized_end=817
+  _globals['_GRAPH']._serialized_start=819
+  _globals['_GRAPH']._serialized_end=910
+  _globals['_SIGNATURE']._serialized_start=912
+  _globals['_SIGNATURE']._serialized_end=998
+  _globals['_METHOD']._serialized_start=1001
+  _globals['_METHOD']._serialized_end=1130
+  _globals['_SUBMODULE']._serialized_start=1133
+  _globals['_SUBMODULE']._serialized_end=1292
+  _globals['_MODULE']._serialized_start=1295
+  _globals['_MODULE']._serialized_end=1436
+  _globals['_LOWEREDMODULE']._serialized_start=1439
+  _globals['_LOWEREDMODULE']._serialized_end=1785
+  _globals['_LOWEREDMODULE_EXTRAENTRY']._serialized_start=1741
+  _globals['_LOWEREDMODULE_EXTRAENTRY']._serialized_end=1785
+  _globals['_PARTITIONED']._serialized_start=1787
+  _globals['_PARTITIONED']._serialized_end=1899
+  _globals['_FILE']._serialized_start=1902
+  _globals['_FILE']._serialized_end=2045
 # @@protoc_insertion_point(module_scope)

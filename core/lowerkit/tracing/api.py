@@ -28,6 +28,7 @@ def trace(
     obj: Traceable | Callable[..., Any],
     *example_inputs: np.ndarray,
     methods: Mapping[str, Sequence[np.ndarray] | np.ndarray] | None = None,
+    dynamic_batch: bool | str = False,
 ) -> Module:
     """Trace ``obj`` into a :class:`lowerkit.Module`.
 
@@ -38,7 +39,32 @@ def trace(
     the input types (dtype and static shape); Python control flow runs once and is unrolled.
     Raises :class:`~lowerkit.errors.InputError` for bad example inputs, return values that are
     not tensors, and ops whose inputs do not fit (naming the op and the source line).
+
+    ``dynamic_batch=True`` (or a symbol name, default ``"N"``) makes the leading dim of every
+    input free: the example inputs must share one batch size, and the module then runs any
+    batch size (see :func:`lowerkit.passes.free_batch`).
     """
+    module = _trace(obj, example_inputs, methods)
+    if not dynamic_batch:
+        return module
+    symbol = dynamic_batch if isinstance(dynamic_batch, str) else "N"
+    batches = {
+        t.shape[0] if t.rank else None
+        for m in module.methods.values()
+        for _, t in m.signature.inputs
+    }
+    if len(batches) != 1 or None in batches:
+        raise InputError(
+            "dynamic_batch needs every example input to have the same leading (batch) dim, got "
+            + ", ".join(f"{n}: {t}" for m in module.methods.values() for n, t in m.signature.inputs)
+        )
+    from ..passes import free_batch
+
+    (batch,) = batches
+    return free_batch(module, batch, {name: [n for n, _ in m.signature.inputs] for name, m in module.methods.items()}, symbol=symbol)
+
+
+def _trace(obj: Any, example_inputs: Sequence[Any], methods: Any) -> Module:
     if isinstance(obj, Traceable):
         specs = _method_specs(type(obj).__name__, example_inputs, methods)
         session = TraceSession(type(obj).__name__, obj)

@@ -24,10 +24,12 @@ from .kernels import KERNELS
 from .lir import format_program
 from .payload.codec import decode, encode
 from .runtime import Executable
+from .dynamic import MAGIC as DYNAMIC_MAGIC, DynamicExecutable, compile_dynamic, is_dynamic, preprocess_dynamic, split_options
 
 __all__ = [
     "PAYLOAD_FORMAT", "__version__", "calibrate", "describe", "Profile", "lowerkit_compile",
     "lowerkit_destroy", "lowerkit_execute", "lowerkit_is_available", "lowerkit_is_supported",
+    "lowerkit_payload_versions",
     "lowerkit_preprocess",
 ]
 
@@ -62,8 +64,12 @@ def lowerkit_is_available() -> bool:
 
 @hookimpl
 def lowerkit_preprocess(module: Module, compile_spec: dict[str, dict[str, Any]]) -> bytes:
-    """Optimize, lower and memory-plan every method; return the protobuf payload."""
-    return encode(compile_module(module, compile_spec))
+    """Optimize, lower and memory-plan every method; return the protobuf payload. A module
+    with a free batch dim is stored as is and specialised per batch size (``dynamic.py``)."""
+    if is_dynamic(module):
+        return preprocess_dynamic(module, compile_spec)
+    spec = {m: split_options(m, o)[0] for m, o in (compile_spec or {}).items()}
+    return encode(compile_module(module, spec))
 
 
 @hookimpl
@@ -71,6 +77,8 @@ def lowerkit_compile(processed: bytes, compile_spec: dict[str, dict[str, Any]]) 
     """Decode and validate the payload, bind each method for this thread (other threads get
     their own arena on their first call) and run it once on zeros: a payload whose
     instructions cannot be bound or run is a ``FormatError`` here, never later."""
+    if bytes(processed[: len(DYNAMIC_MAGIC)]) == DYNAMIC_MAGIC:
+        return compile_dynamic(processed, compile_spec)
     handles = {}
     for program in decode(processed):
         try:
@@ -86,7 +94,13 @@ def lowerkit_compile(processed: bytes, compile_spec: dict[str, dict[str, Any]]) 
 
 
 @hookimpl
-def lowerkit_execute(handle: Executable, inputs: list[np.ndarray]) -> list[np.ndarray]:
+def lowerkit_payload_versions() -> list[str]:
+    """The payload format this version reads and writes (one: see ``_version.py``)."""
+    return [str(PAYLOAD_FORMAT)]
+
+
+@hookimpl
+def lowerkit_execute(handle: Executable | DynamicExecutable, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """Run one method into its planned buffers; returns fresh output arrays."""
     return handle.run(inputs)
 

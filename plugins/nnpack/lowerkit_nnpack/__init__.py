@@ -24,7 +24,7 @@ from .conv import Conv2d, RunOptions, conv2d
 from .geometry import ConvGeometry, GeometryError
 from .grad import Conv2dInputGrad, Conv2dWeightGrad
 from .options import DEFAULTS, validate_options
-from .payload import decode, encode
+from .payload import READS, decode, encode
 from .plan import Plan
 from .selftest import run_self_test
 from .support import CLAIMED_OPS, conv_geometry, is_supported, support_reason
@@ -44,6 +44,7 @@ __all__ = [
     "lowerkit_execute",
     "lowerkit_is_available",
     "lowerkit_is_supported",
+    "lowerkit_payload_versions",
     "lowerkit_preprocess",
 ]
 
@@ -117,6 +118,12 @@ def lowerkit_compile(processed: bytes, compile_spec: dict[str, dict[str, Any]]) 
         opts = validate_options(method, options.get(method))
         handles[method] = NnpackHandle(method, Plan(m.graph, module.parameters, opts))
     return handles
+
+
+@hookimpl
+def lowerkit_payload_versions() -> list[str]:
+    """The payload formats this version reads; the one it writes first."""
+    return [str(v) for v in READS]
 
 
 @hookimpl

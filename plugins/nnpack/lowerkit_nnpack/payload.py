@@ -15,7 +15,8 @@ import lowerkit
 from lowerkit.errors import FormatError
 
 MAGIC = b"LKNNPACK"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the module may have a free batch dim (lowerkit format 1.1)
+READS = (2, 1)  # format 1 payloads have the same layout
 _PREFIX = struct.Struct("<8sII")
 
 
@@ -32,8 +33,8 @@ def decode(payload: bytes) -> tuple[Any, dict[str, dict[str, Any]]]:
     magic, version, length = _PREFIX.unpack_from(payload)
     if magic != MAGIC:
         raise FormatError(f"not an nnpack payload: magic {magic!r}, expected {MAGIC!r}")
-    if version != FORMAT_VERSION:
-        raise FormatError(f"nnpack payload format {version} unsupported; this version reads {FORMAT_VERSION}")
+    if version not in READS:
+        raise FormatError(f"nnpack payload format {version} unsupported; this version reads {list(READS)}")
     start = _PREFIX.size
     if start + length > len(payload):
         raise FormatError("nnpack payload is truncated inside its JSON header")

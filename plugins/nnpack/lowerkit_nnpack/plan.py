@@ -104,7 +104,7 @@ class Plan:
             conv = Conv2d(
                 conv_geometry(node), weight, bias, algorithm=opts["algorithm"], relu=fuse_relu,
                 transform_strategy=opts["transform_strategy"], options=run,
-                batch_hint=node.inputs[0].type.shape[0], workspace=self.workspace,
+                batch_hint=_batch_hint(node.inputs[0].type.shape[0]), workspace=self.workspace,
             )
             self.algorithms[node.debug_handle] = conv.algorithm
             live = [ids[0]] + [ids[i] for i in (1, 2) if i < len(ids) and ids[i] not in self.constants]
@@ -122,7 +122,7 @@ class Plan:
             grad = Conv2dInputGrad(
                 conv_geometry(node), weight, algorithm=opts["algorithm"],
                 transform_strategy=opts["transform_strategy"], options=run,
-                batch_hint=node.inputs[1].type.shape[0], workspace=self.workspace,
+                batch_hint=_batch_hint(node.inputs[1].type.shape[0]), workspace=self.workspace,
             )
             self.algorithms[node.debug_handle] = grad.conv.algorithm
             if weight is not None:
@@ -184,3 +184,8 @@ class Plan:
             value = env[i]
             outs.append(value.copy() if i in self.constants else value)
         return outs
+
+
+def _batch_hint(dim: int | str) -> int:
+    """A free (symbolic) batch dim gives no hint: plan for one image; kernels read the real size."""
+    return dim if isinstance(dim, int) else 1

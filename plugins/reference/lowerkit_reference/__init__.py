@@ -29,6 +29,7 @@ __all__ = [
     "lowerkit_execute",
     "lowerkit_is_available",
     "lowerkit_is_supported",
+    "lowerkit_payload_versions",
     "lowerkit_preprocess",
 ]
 
@@ -67,6 +68,14 @@ def lowerkit_compile(processed: bytes, compile_spec: dict[str, dict[str, Any]]) 
 @hookimpl
 def lowerkit_execute(handle: ReferenceHandle, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return handle(inputs)
+
+
+@hookimpl
+def lowerkit_payload_versions() -> list[str]:
+    """The payload is a lowerkit file: this reads the file format majors lowerkit reads."""
+    from lowerkit.serialization.container import FORMAT_VERSION
+
+    return [str(FORMAT_VERSION[0])]
 
 
 @hookimpl
