@@ -109,10 +109,13 @@ def _close(actual: np.ndarray, expected: np.ndarray, rtol: float = 1e-4) -> None
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale)
 
 
-def test_import_needs_a_batch_size_for_dynamic_models(resnet_onnx) -> None:
-    path, _, _ = resnet_onnx
-    with pytest.raises(lowerkit.InputError, match=r"'x' dim 0 \(batch\).*input_shapes"):
-        lowerkit.onnx.load(path)
+def test_dynamic_models_keep_a_symbolic_batch_unless_pinned(resnet_onnx) -> None:
+    path, x, _ = resnet_onnx
+    free = lowerkit.onnx.load(path)
+    assert free.signature("forward").inputs[0][1].shape == ("batch",) + x.shape[1:]
+    assert free.signature("forward").outputs[0].shape == ("batch", 1000)
+    pinned = lowerkit.onnx.load(path, input_shapes={"x": list(x.shape)})
+    assert pinned.signature("forward").inputs[0][1].shape == x.shape
 
 
 @pytest.mark.parametrize("backends", BACKEND_LISTS, ids="+".join)

@@ -13,6 +13,7 @@ import lowerkit as lk
 from lowerkit.lowering.lowered import DelegateRecord, LoweredModule
 from lowerkit.errors import BackendNotFoundError, FormatError, InputError
 from lowerkit.ir import Graph, GraphMethod, Module, Signature
+from lowerkit.serialization import FORMAT_VERSION
 from lowerkit.serialization import container, decoder, encoder
 from lowerkit.serialization import lowerkit_pb2 as pb
 
@@ -242,7 +243,7 @@ def test_decode_reports_version_and_size_and_can_skip_compiling():
 
     data = _file_with(_record())
     decoded = decode(data, rebuild=lambda record: record)
-    assert decoded.version == (1, 0)
+    assert decoded.version == FORMAT_VERSION == (1, 1)
     assert decoded.payload_size == len(data) - container.HEADER_SIZE
     assert isinstance(decoded.obj, DelegateRecord)
     assert decoded.obj.backend == "fake" and decoded.obj.compile_spec == _record().compile_spec

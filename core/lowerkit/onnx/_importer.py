@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import FormatError, InputError, UnsupportedOperatorError, VerificationError
 from ..ir import Graph, GraphMethod, Module, TensorType, Value
-from ..ir.types import dtype_name
+from ..ir.types import SYMBOL_RE, dtype_name
 from ..ir.verify import verify_module
 from ..opset import ShapeError, get_schema
 from ._deps import require_onnx
@@ -286,10 +286,18 @@ def _tensor_type(array: np.ndarray, what: str) -> TensorType:
         raise UnsupportedOperatorError(f"{what} has dtype {array.dtype}, which lowerkit lacks") from None
 
 
+# Inputs whose only symbolic dim is the leading one are imported at this batch size, then
+# the batch is made free again (lowerkit.passes.free_batch). Unlikely to equal a real dim.
+PROBE_BATCH = 13
+
+
 def _input_types(
-    graph_inputs: Sequence[Any], input_shapes: Mapping[str, Sequence[int]] | None
+    graph_inputs: Sequence[Any], input_shapes: Mapping[str, Sequence[int]] | None,
+    free: dict[str, str] | None = None,
 ) -> list[TensorType]:
-    """Concrete types for the graph inputs; symbolic dims must come from ``input_shapes``."""
+    """Concrete types for the graph inputs. A symbolic leading dim (a dynamic batch) is
+    imported at ``PROBE_BATCH`` and recorded in ``free`` (input name -> symbol name); any
+    other symbolic dim must come from ``input_shapes``."""
     given = dict(input_shapes or {})
     names = [vi.name for vi in graph_inputs]
     unknown = sorted(set(given) - set(names))
@@ -318,6 +326,10 @@ def _input_types(
             symbolic.append(f"{vi.name!r}: unknown rank")
             continue
         else:
+            if free is not None and declared and declared[0] is None and None not in declared[1:]:
+                label = dims[0].dim_param
+                free[vi.name] = label if SYMBOL_RE.match(label or "") else "N"
+                declared = [PROBE_BATCH] + declared[1:]
             for axis, (d, proto_dim) in enumerate(zip(declared, dims)):
                 if d is None:
                     label = proto_dim.dim_param or "?"
@@ -402,7 +414,8 @@ def import_model(
             + ", ".join(missing)
             + f". Supported ONNX ops: {', '.join(sorted(IMPORTERS))}"
         )
-    types = _input_types(graph_inputs, input_shapes)
+    free: dict[str, str] = {}
+    types = _input_types(graph_inputs, input_shapes, free)
     for vi, t in zip(graph_inputs, types):
         ctx.bind(vi.name, ctx.graph.add_input(vi.name, t))
     for index, (node, action) in enumerate(zip(graph.node, actions)):
@@ -424,6 +437,8 @@ def import_model(
         name=name or graph.name or "OnnxModel",
     )
     verify_module(module)  # an importer bug must not reach a backend
+    if free:
+        module = _free_batch(module, free)
     return OnnxImport(
         module=module,
         opset=opset,
@@ -451,3 +466,20 @@ def load(
     ``InputError`` for missing or contradictory ``input_shapes``.
     """
     return import_model(model, input_shapes=input_shapes, constant_inputs=constant_inputs).module
+
+
+def _free_batch(module: Module, free: dict[str, str]) -> Module:
+    """Make the leading dim of the ``free`` inputs symbolic again (one symbol for all)."""
+    from ..passes import free_batch
+
+    symbol = next(iter(free.values()))
+    try:
+        freed = free_batch(module, PROBE_BATCH, {"forward": list(free)}, symbol=symbol)
+    except InputError as err:
+        raise InputError(
+            f"the ONNX model's batch dim ({symbol}) cannot stay symbolic in lowerkit: "
+            f"{str(err).replace(str(PROBE_BATCH), symbol)}. Pin it with input_shapes="
+            f"{{{next(iter(free))!r}: [1, ...]}}"
+        ) from None
+    verify_module(freed)
+    return freed
