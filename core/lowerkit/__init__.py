@@ -30,6 +30,7 @@ from .errors import (
 )
 from .ir import Module, graph_of
 from .serialization import dumps, load, loads, save
+from .deploy import check
 
 # The functional API lives with the tracer and the hook specs with the backend layer; both
 # keep their historical import paths (``import lowerkit.ops``, ``lowerkit.hookspecs``).
@@ -52,6 +53,7 @@ __all__ = [
     "UnsupportedOperatorError",
     "Unsupported",
     "backends",
+    "check",
     "dumps",
     "graph_of",
     "hookimpl",

@@ -65,13 +65,19 @@ class BackendInfo:
     available: bool | None
     note: str = ""
     error: str | None = None
+    # The payload versions it reads, the written one first (lowerkit_payload_versions);
+    # None when not asked (check=False), broken, or the backend does not say.
+    payload_versions: tuple[str, ...] | None = None
 
     @property
     def broken(self) -> bool:
         return self.error is not None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if self.payload_versions is not None:
+            data["payload_versions"] = list(self.payload_versions)
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,11 +225,13 @@ class _Registry:
                 result.append(BackendInfo(name, dist, version, None))
                 continue
             try:
-                available, reason = self.get(name).availability()
+                backend = self.get(name)
+                available, reason = backend.availability()
+                versions = backend.payload_versions() or None
             except LowerkitError as err:
                 result.append(BackendInfo(name, dist, version, False, "", str(err)))
                 continue
-            result.append(BackendInfo(name, dist, version, available, reason))
+            result.append(BackendInfo(name, dist, version, available, reason, None, versions))
         return result
 
 

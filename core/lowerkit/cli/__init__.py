@@ -62,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="resnet18", choices=["resnet18", "small_cnn"])
     p.add_argument("--repeats", type=int, default=5, help="timed runs per plan (median shown)")
     p.set_defaults(func=commands.cmd_demo)
+
+    from . import batch_command, deploy_commands  # deploying: check, requirements, batch
+
+    deploy_commands.add_parsers(sub)
+    batch_command.add_parser(sub)
     return parser
 
 
