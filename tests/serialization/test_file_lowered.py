@@ -17,7 +17,7 @@ from lowerkit.serialization import FORMAT_VERSION
 from lowerkit.serialization import container, decoder, encoder
 from lowerkit.serialization import lowerkit_pb2 as pb
 
-from file_examples import T, assert_modules_equal, cnn_module, tiny_module
+from tests.serialization.file_examples import T, assert_modules_equal, cnn_module, tiny_module
 
 BACKEND = "serialization_test_backend"
 
