@@ -29,6 +29,7 @@ LAYERS: list[set[str]] = [
     {"lowering"},
     {"training"},
     {"serialization"},
+    {"deploy"},  # pre-flight and requirements: reads files, asks backends
     {"onnx", "torch"},
     {"ray"},
     {"models"},
