@@ -246,7 +246,7 @@ class ImportContext:
         return node
 
     def emit_constant(self, array: np.ndarray, hint: str = "const") -> Value:
-        return self.emit("constant", [], {"value": np.ascontiguousarray(array)}, hint=hint)
+        return self.emit("constant", [], {"value": np.asarray(array, order="C")}, hint=hint)  # keeps 0-d
 
 
 # -- reading and checking the model --------------------------------------------------------------
