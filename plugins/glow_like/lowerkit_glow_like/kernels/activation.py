@@ -1,0 +1,105 @@
+"""Activations of mobile nets and transformers, ``erf``, ``pow`` and ``where`` (numpy into ``out``)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._base import kernel
+
+
+def erf_into(x: np.ndarray, out: np.ndarray) -> None:
+    """out = erf(x): scipy's ufunc when installed, else math.erf element by element."""
+    try:
+        from scipy.special import erf
+    except ImportError:  # scipy is optional; the fallback is exact but slow
+        np.copyto(out, np.vectorize(math.erf, otypes=[np.float64])(x), casting="unsafe")
+        return
+    erf(x, out=out)
+
+
+@kernel("erf", inplace=True)
+def _erf(inputs, outputs, attrs, scratch):
+    (x,), (out,) = inputs, outputs
+    return lambda: erf_into(x, out)
+
+
+@kernel("hardsigmoid", inplace=True)
+def _hardsigmoid(inputs, outputs, attrs, scratch):
+    (x,), (out,) = inputs, outputs
+    alpha, beta = attrs.get("alpha", 1 / 6), attrs.get("beta", 0.5)
+
+    def run():  # element-wise and in order: safe when out is x
+        np.multiply(x, alpha, out=out)
+        np.add(out, beta, out=out)
+        np.clip(out, 0.0, 1.0, out=out)
+
+    return run
+
+
+@kernel("hardswish")
+def _hardswish(inputs, outputs, attrs, scratch):
+    (x,), (out,) = inputs, outputs
+
+    def run():
+        np.add(x, 3.0, out=out)
+        np.clip(out, 0.0, 6.0, out=out)
+        np.multiply(out, x, out=out)
+        np.multiply(out, 1 / 6, out=out)
+
+    return run
+
+
+@kernel("silu")
+def _silu(inputs, outputs, attrs, scratch):
+    (x,), (out,) = inputs, outputs
+
+    def run():
+        with np.errstate(over="ignore"):  # exp(-x) overflows to inf for x << 0: the result is -0
+            np.negative(x, out=out)
+            np.exp(out, out=out)
+            np.add(out, 1.0, out=out)
+            np.divide(x, out, out=out)
+
+    return run
+
+
+@kernel("gelu")
+def _gelu(inputs, outputs, attrs, scratch):
+    (x,), (out,) = inputs, outputs
+    tanh = attrs.get("approximate", "none") == "tanh"
+
+    def run():
+        if tanh:
+            np.multiply(x, x, out=out)
+            np.multiply(out, 0.044715, out=out)
+            np.add(out, 1.0, out=out)
+            np.multiply(out, x, out=out)
+            np.multiply(out, math.sqrt(2 / math.pi), out=out)
+            np.tanh(out, out=out)
+        else:
+            np.multiply(x, 1 / math.sqrt(2), out=out)
+            erf_into(out, out)
+        np.add(out, 1.0, out=out)
+        np.multiply(out, x, out=out)
+        np.multiply(out, 0.5, out=out)
+
+    return run
+
+
+@kernel("pow")
+def _pow(inputs, outputs, attrs, scratch):
+    (a, b), (out,) = inputs, outputs
+
+    def run():
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            np.power(a, b, out=out)
+
+    return run
+
+
+@kernel("where")
+def _where(inputs, outputs, attrs, scratch):
+    (cond, a, b), (out,) = inputs, outputs
+    return lambda: np.copyto(out, np.where(cond, a, b))
