@@ -78,7 +78,7 @@ def info(name: str) -> ModelInfo:
     try:
         return MODELS[name]
     except KeyError:
-        raise InputError(f"unknown zoo model {name!r}; expected one of {names()}") from None
+        raise InputError(f"unknown model {name!r}; expected one of the zoo models {names()}") from None
 
 
 def get(name: str, *, small: bool = False, image_size: int | None = None, **kwargs: Any) -> Any:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sysconfig
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -395,6 +396,13 @@ def load(
 ) -> Module:
     """See :func:`lowerkit.torch.load`."""
     torch = require_torch()
+    with warnings.catch_warnings():
+        # torch.export warns about its own pytree use (not the user's code) on every export
+        warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
+        return _load(torch, model, example_inputs, name)
+
+
+def _load(torch: Any, model: Any, example_inputs: Any, name: str | None) -> Module:
     examples = _to_torch(torch, _as_tuple(example_inputs))
     exported_type = torch.export.ExportedProgram
     if isinstance(model, exported_type):
@@ -421,3 +429,4 @@ def load(
         )
     program = decompose(torch, program)
     return import_program(torch, program, examples, name or default_name)
+
