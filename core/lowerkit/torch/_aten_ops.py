@@ -461,3 +461,33 @@ def index(ctx: ImportContext, x: Any, indices: Sequence[Any]) -> Any:
     flat = ops.index_select(x, dim, idx.reshape(-1))
     shape = _shape(x)
     return ops.reshape(flat, [*shape[:dim], *idx.shape, *shape[dim + 1:]])
+
+
+@aten("aten.as_strided.default")
+def as_strided(ctx: ImportContext, x: Any, size: Sequence[int], stride: Sequence[int],
+               storage_offset: Any = None) -> Any:
+    """A view of the input's storage, imported as the gather it amounts to.
+
+    Decompositions use it to restore a memory format (the same logical tensor), which is then
+    a reshape. The input's strides come from the exported node's metadata; lowerkit tensors
+    have no strides, so the view is resolved here, at import time.
+    """
+    val = ctx.node.args[0].meta.get("val")
+    if val is None:
+        raise ctx.unsupported("as_strided on a tensor of unknown strides")
+    shape, in_strides = tuple(val.shape), tuple(val.stride())
+    # storage offset -> flat logical index of the input (it must cover each offset once)
+    positions = np.indices(shape).reshape(len(shape), -1) if shape else np.zeros((0, 1), np.int64)
+    offsets = np.asarray(in_strides, np.int64) @ positions if shape else np.zeros(1, np.int64)
+    inverse = {int(o): i for i, o in enumerate(offsets)}
+    if len(inverse) != offsets.size:
+        raise ctx.unsupported("as_strided of a tensor whose storage overlaps itself")
+    out = np.indices(tuple(size)).reshape(len(size), -1)
+    wanted = int(storage_offset or 0) + np.asarray(stride, np.int64) @ out
+    try:
+        flat = np.array([inverse[int(o)] for o in wanted], dtype=np.int64)
+    except KeyError:
+        raise ctx.unsupported("as_strided reading outside the input's elements") from None
+    if np.array_equal(flat, np.arange(flat.size)) and flat.size == offsets.size:
+        return ops.reshape(x, tuple(size))
+    return ops.reshape(ops.index_select(ops.reshape(x, (-1,)), 0, flat), tuple(size))

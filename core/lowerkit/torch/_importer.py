@@ -256,7 +256,10 @@ def import_program(
         kind = spec.kind.name
         if kind in ("PARAMETER", "BUFFER"):
             tensor = state[spec.target] if spec.target in state else constants[spec.target]
-            env[node] = _Param(spec.target, tensor.detach().cpu().numpy())
+            if tensor.is_floating_point():
+                env[node] = _Param(spec.target, tensor.detach().cpu().numpy())
+            else:  # an index table or a counter: an import-time constant, not a weight
+                env[node] = _Const(tensor)
         elif kind == "CONSTANT_TENSOR":
             env[node] = _Const(constants[spec.target])
         elif kind != "USER_INPUT":
@@ -302,7 +305,7 @@ def _check_supported(ctx: ImportContext, graph: Any, specs: Mapping[str, Any]) -
     """Raise one error listing every node that can be neither imported nor folded."""
     constant: set[Any] = set()
     for node in graph.nodes:
-        if node.op == "placeholder" and specs[node.name].kind.name == "CONSTANT_TENSOR":
+        if node.op == "placeholder" and _is_constant_input(node, specs[node.name]):
             constant.add(node)
     missing = []
     for node in graph.nodes:
@@ -318,6 +321,14 @@ def _check_supported(ctx: ImportContext, graph: Any, specs: Mapping[str, Any]) -
             + "; ".join(missing)
             + ". See docs/torch.md for the ATen ops lowerkit imports"
         )
+
+
+def _is_constant_input(node: Any, spec: Any) -> bool:
+    kind = spec.kind.name
+    if kind == "CONSTANT_TENSOR":
+        return True
+    val = node.meta.get("val")
+    return kind in ("PARAMETER", "BUFFER") and val is not None and not val.is_floating_point()
 
 
 def _import_node(torch: Any, ctx: ImportContext, node: Any, env: dict[Any, Any], bindings: Mapping[Any, int]) -> Any:
