@@ -169,7 +169,7 @@ def export_program(torch: Any, model: Any, examples: tuple[Any, ...]) -> Any:
 
 def decompose(torch: Any, program: Any) -> Any:
     """Decompose to the core ATen op set, keeping the overloads lowerkit imports whole."""
-    from . import _aten_ops  # noqa: F401  (registers the importers)
+    from . import _aten_ops, _aten_shape  # noqa: F401  (register the importers)
 
     table = torch.export.default_decompositions()
     for name, entry in IMPORTERS.items():
@@ -221,7 +221,7 @@ def import_program(
     torch: Any, program: Any, examples: tuple[Any, ...], name: str
 ) -> Module:
     """Import a decomposed ExportedProgram whose user inputs are ``examples``."""
-    from . import _aten_ops  # noqa: F401  (registers the importers)
+    from . import _aten_ops, _aten_shape  # noqa: F401  (register the importers)
 
     graph = program.graph_module.graph
     signature = program.graph_signature

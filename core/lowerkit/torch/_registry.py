@@ -64,6 +64,6 @@ def supported(name: str) -> bool:
 
 def covered() -> list[AtenImporter]:
     """Every registered importer, sorted by overload name (for docs/torch.md)."""
-    from . import _aten_ops  # noqa: F401  (registers the importers)
+    from . import _aten_ops, _aten_shape  # noqa: F401  (register the importers)
 
     return [IMPORTERS[name] for name in sorted(IMPORTERS)]
