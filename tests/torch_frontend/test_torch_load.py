@@ -148,3 +148,23 @@ def test_without_torch_the_error_says_how_to_install(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_torch)
     with pytest.raises(lt.TorchNotInstalledError, match=r"pip install lowerkit\[torch\]"):
         _deps.require_torch()
+
+
+class Mixed(nn.Module):
+    """Constants made from shapes, folded constants, where/pow, views and reductions."""
+
+    def forward(self, x):
+        mask = torch.arange(x.shape[-1]) % 2 == 0
+        y = torch.where(mask, x, x * 2) ** torch.full_like(x, 2.0) + 2 ** x + torch.zeros_like(x)
+        y = y.unsqueeze(1).squeeze(1).transpose(0, 1).contiguous().t()
+        return y.sum(-1, keepdim=True) - y.amax(0) + torch.rsqrt(y + 1).mean()
+
+
+def test_shape_constants_folding_and_small_ops():
+    x = torch.rand(3, 4)
+    m = lt.load(Mixed(), x)
+    with torch.no_grad():
+        np.testing.assert_allclose(m(x.numpy()), Mixed()(x).numpy(), rtol=1e-5, atol=1e-6)
+    ops = {n.op for n in lk.graph_of(m).nodes}
+    assert {"where", "pow", "reduce_sum", "reduce_max"} <= ops
+    assert "arange" not in str(m)  # evaluated at import time, a constant mask

@@ -150,6 +150,18 @@ def pow_scalar(ctx: ImportContext, x: Any, exponent: Any) -> Any:
     raise ctx.unsupported(f"pow with exponent {exponent!r} (lowerkit imports 2, 0.5, 1 and -1)")
 
 
+@aten("aten.pow.Tensor_Tensor", "aten.pow.Scalar", requires=("pow",))
+def pow_tensor(ctx: ImportContext, x: Any, exponent: Any) -> Any:
+    if isinstance(x, (int, float)):
+        x = np.asarray(x, dtype=exponent.dtype)
+    return ops.pow(x, exponent)
+
+
+@aten("aten.where.self", requires=("where",))
+def where(ctx: ImportContext, condition: Any, a: Any, b: Any) -> Any:
+    return ops.where(condition, a, b)
+
+
 @aten("aten.clamp.default", "aten.clip.default")
 def clamp(ctx: ImportContext, x: Any, min: Any = None, max: Any = None) -> Any:
     if min is None and max is None:

@@ -145,3 +145,18 @@ def as_strided(ctx: ImportContext, x: Any, size: Sequence[int], stride: Sequence
     if np.array_equal(flat, np.arange(flat.size)) and flat.size == offsets.size:
         return ops.reshape(x, tuple(size))
     return ops.reshape(ops.index_select(ops.reshape(x, (-1,)), 0, flat), tuple(size))
+
+
+_TORCH_DTYPES = {"torch.float32": np.float32, "torch.float64": np.float64, "torch.float16": np.float16,
+                 "torch.int64": np.int64, "torch.int32": np.int32, "torch.bool": np.bool_}
+
+
+@aten("aten.full_like.default", "aten.zeros_like.default", "aten.ones_like.default")
+def full_like(ctx: ImportContext, x: Any, fill_value: Any = None, *, dtype: Any = None, **kwargs: Any) -> Any:
+    """A constant of ``x``'s (static) shape: only the shape is read, never the data."""
+    target = str(ctx.node.target)
+    value = 0 if "zeros" in target else 1 if "ones" in target else fill_value
+    if dtype is not None and str(dtype) not in _TORCH_DTYPES:
+        raise ctx.unsupported(f"a constant of dtype {dtype}")
+    numpy_dtype = _TORCH_DTYPES[str(dtype)] if dtype is not None else x.dtype
+    return ctx.constant(np.full(_shape(x), value, dtype=numpy_dtype))
