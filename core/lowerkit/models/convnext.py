@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import nn, ops
+from .. import nn
+from ..tracing import ops
 from ._common import initialize
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import nn, ops
+from .. import nn
+from ..tracing import ops
 from ._common import global_pool_flatten, initialize, repeats
 
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import nn, ops
+from .. import nn
+from ..tracing import ops
 from ._common import initialize
 from .vit import Mlp
 

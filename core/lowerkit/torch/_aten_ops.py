@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import ops
+from ..tracing import ops
 from ._importer import ImportContext
 from ._registry import aten
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import ops
+from ..tracing import ops
 from ._aten_ops import _dim, _dims, _shape
 from ._importer import ImportContext
 from ._registry import aten

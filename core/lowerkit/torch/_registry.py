@@ -30,7 +30,7 @@ class AtenImporter:
     requires: tuple[str, ...] = ()
 
     def available(self) -> bool:
-        from .. import ops
+        from ..tracing import ops
 
         return all(hasattr(ops, name) for name in self.requires)
 
