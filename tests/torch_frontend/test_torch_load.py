@@ -168,3 +168,19 @@ def test_shape_constants_folding_and_small_ops():
     ops = {n.op for n in lk.graph_of(m).nodes}
     assert {"where", "pow", "reduce_sum", "reduce_max"} <= ops
     assert "arange" not in str(m)  # evaluated at import time, a constant mask
+
+
+class ShapeArithmetic(nn.Module):
+    """Shape-dependent code a dynamic export records as sym_size arithmetic."""
+
+    def forward(self, x):
+        n = x.shape[0]
+        pos = torch.arange(x.shape[1] * 2, dtype=x.dtype)[: x.shape[1]]
+        return x.reshape(n, -1) * pos + n
+
+
+def test_symbolic_shape_arithmetic_is_evaluated_with_the_pinned_sizes():
+    x = torch.rand(3, 4)
+    program = torch.export.export(ShapeArithmetic(), (x,), dynamic_shapes=({0: torch.export.Dim("n", min=2)},))
+    m = lt.load(program, (x,))
+    np.testing.assert_allclose(m(x.numpy()), ShapeArithmetic()(x).numpy(), rtol=1e-6)

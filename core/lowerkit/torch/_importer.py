@@ -311,7 +311,8 @@ def _check_supported(ctx: ImportContext, graph: Any, specs: Mapping[str, Any]) -
     for node in graph.nodes:
         if node.op != "call_function":
             continue
-        if all(n in constant for n in node.all_input_nodes):
+        # a sym_size is a static int once dims are pinned; what reads only constants folds
+        if target_name(node.target) == "aten.sym_size.int" or all(n in constant for n in node.all_input_nodes):
             constant.add(node)
         elif not supported(target_name(node.target)):
             missing.append(ctx.where(node))
@@ -333,7 +334,7 @@ def _is_constant_input(node: Any, spec: Any) -> bool:
 
 def _import_node(torch: Any, ctx: ImportContext, node: Any, env: dict[Any, Any], bindings: Mapping[Any, int]) -> Any:
     inputs = node.all_input_nodes
-    if all(isinstance(env[n], _Const) for n in inputs):
+    if all(isinstance(env[n], (_Const, int, float, bool)) for n in inputs):
         return _fold(torch, ctx, node, env, bindings)
     entry = IMPORTERS[target_name(node.target)]
     args = [_resolve(torch, ctx, env, a, bindings) for a in node.args]
@@ -350,7 +351,11 @@ def _import_node(torch: Any, ctx: ImportContext, node: Any, env: dict[Any, Any],
 
 def _fold(torch: Any, ctx: ImportContext, node: Any, env: dict[Any, Any], bindings: Mapping[Any, int]) -> Any:
     """Evaluate a node whose tensor inputs are all import-time constants."""
-    unwrap = lambda a: _map(torch, a, lambda n: env[n].tensor, bindings)  # noqa: E731
+    def known(n: Any) -> Any:
+        value = env[n]
+        return value.tensor if isinstance(value, _Const) else value
+
+    unwrap = lambda a: _map(torch, a, known, bindings)  # noqa: E731
     try:
         result = node.target(*unwrap(node.args), **{k: unwrap(v) for k, v in node.kwargs.items()})
     except Exception as err:  # torch's own errors: say which node
