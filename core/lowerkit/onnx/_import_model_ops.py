@@ -96,10 +96,18 @@ def import_reduce(ctx: ImportContext, node) -> list[Value | None]:
 
 
 # -- normalisation -----------------------------------------------------------------------------------
+def _layer_norm_statistics(ctx: ImportContext, x: Value, axis: int, eps: float) -> tuple[Value, Value]:
+    """LayerNormalization's optional Mean and InvStdDev outputs (kept dims), with basic ops."""
+    dims = tuple(range(axis, x.type.rank))
+    mean = ctx.emit("reduce_mean", [x], {"dims": dims, "keepdim": True}, hint="mean")
+    centered = ctx.emit("sub", [x, mean])
+    var = ctx.emit("reduce_mean", [ctx.emit("mul", [centered, centered])], {"dims": dims, "keepdim": True})
+    std = ctx.emit("sqrt", [ctx.emit("add", [var, ctx.emit_constant(np.array(eps, x.type.numpy_dtype))])])
+    return mean, ctx.emit("div", [ctx.emit_constant(np.array(1, x.type.numpy_dtype)), std], hint="inv_std_dev")
+
+
 @importer("LayerNormalization")
 def import_layer_norm(ctx: ImportContext, node) -> list[Value]:
-    if ctx.output_requested(1) or ctx.output_requested(2):
-        raise ctx.unsupported("the Mean and InvStdDev outputs of LayerNormalization are not supported")
     attrs = ctx.attrs()
     x = ctx.input(0)
     axis = _axis(ctx, int(attrs.get("axis", -1)), x.type.rank)
@@ -111,7 +119,11 @@ def import_layer_norm(ctx: ImportContext, node) -> list[Value]:
             v = ctx.emit("expand", [v], {"shape": normalized})
         if v is not None:
             affine.append(v)
-    return [ctx.emit("layer_norm", [x] + affine, {"axis": axis, "eps": float(attrs.get("epsilon", 1e-5))})]
+    eps = float(attrs.get("epsilon", 1e-5))
+    y = ctx.emit("layer_norm", [x] + affine, {"axis": axis, "eps": eps})
+    if ctx.output_requested(1) or ctx.output_requested(2):
+        return [y, *_layer_norm_statistics(ctx, x, axis, eps)]
+    return [y]
 
 
 @importer("GroupNormalization")
@@ -293,15 +305,16 @@ def import_conv_transpose(ctx: ImportContext, node) -> list[Value]:
         wanted = _pair(ctx, attrs, "output_shape", (0, 0))
         if "output_shape" not in attrs:
             wanted = (in_hw[0] * stride[0], in_hw[1] * stride[1])
-        begin, end = [], []
+        begin, end, extra = [], [], list(out_pad)
         for i in range(2):
             total = stride[i] * (in_hw[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilation[i] + 1 - wanted[i]
-            if total < 0:
-                raise ctx.unsupported(f"ConvTranspose output_shape {list(wanted)} needs negative padding")
+            if total < 0:  # a larger output than the kernel covers: extra rows/columns at the end
+                extra[i], total = extra[i] - total, 0
             small, large = total // 2, total - total // 2
             begin.append(small if auto_pad == "SAME_UPPER" else large)
             end.append(large if auto_pad == "SAME_UPPER" else small)
         padding = (begin[0], begin[1], end[0], end[1])
+        out_pad = (extra[0], extra[1])
     elif auto_pad == "VALID":
         padding = (0, 0, 0, 0)
     else:
