@@ -146,3 +146,34 @@ def test_glow_like_specialises_safely_from_many_threads() -> None:
         t.join()
     assert not errors, errors
     assert lowered._handles["forward"].table.builds == 4
+
+
+@pytest.mark.parametrize("plan", PLANS, ids=lambda p: p if isinstance(p, str) else "+".join(p))
+def test_torch_export_dynamic_batch_maps_to_the_symbolic_batch(plan) -> None:
+    _installed(plan)
+    torch = pytest.importorskip("torch")
+    import lowerkit.torch
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+            self.fc = torch.nn.Linear(8 * 4 * 4, 5)
+
+        def forward(self, x):
+            return self.fc(torch.nn.functional.max_pool2d(torch.relu(self.conv(x)), 2).flatten(1))
+
+    torch.manual_seed(0)
+    net = Net().eval()
+    x = torch.randn(2, 3, 8, 8)
+    program = torch.export.export(net, (x,), dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+    module = lowerkit.torch.load(program, (x,))
+    assert str(module.signature("forward")) == "(x: f32[N, 3, 8, 8]) -> f32[N, 5]"
+    assert lowerkit.torch.load(net, (x,)).signature("forward").inputs[0][1].shape == (2, 3, 8, 8)
+    loaded = lk.loads(lk.dumps(lk.to_backend(module, plan)))
+    for batch in (1, 3, 8):
+        xb = torch.randn(batch, 3, 8, 8)
+        with torch.no_grad():
+            expected = net(xb).numpy()
+        np.testing.assert_allclose(loaded(xb.numpy()), expected, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(loaded(xb.numpy()), module(xb.numpy()), rtol=1e-5, atol=1e-6)

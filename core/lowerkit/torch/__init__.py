@@ -23,8 +23,9 @@ def load(model: Any, example_inputs: Any = None, *, name: str | None = None) -> 
     """Import a ``torch.nn.Module`` or ``torch.export.ExportedProgram`` as a lowerkit Module.
 
     ``example_inputs`` (a tensor/array or a tuple of them) fixes the input shapes: a module is
-    exported on them, and a program with a dynamic (symbolic) batch dim is pinned to their
-    size (optional for a program that stores its example inputs). The module has one method,
+    exported on them (optional for a program that stores its example inputs). A program
+    whose inputs have a dynamic leading (batch) dim imports with lowerkit's symbolic batch
+    ``N`` (any batch size runs); its other dynamic dims are pinned to the examples' sizes. The module has one method,
     ``forward``, taking the program's tensor inputs in order (named as in ``forward``'s
     signature) and returning its outputs; parameters and buffers become module parameters
     under their state-dict names (``layer1.0.conv1.weight``). Every node keeps the module

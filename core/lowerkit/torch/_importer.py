@@ -286,7 +286,33 @@ def import_program(
     session.methods["forward"] = graph_method
     module = Module(session.parameters, {"forward": graph_method}, {}, name)
     verify_module(module)  # an importer bug must not reach a backend
-    return module
+    return _free_dynamic_batch(torch, module, user, examples)
+
+
+def _free_dynamic_batch(torch: Any, module: Module, user: Sequence[Any], examples: Sequence[Any]) -> Module:
+    """A dynamic leading dim of the program's inputs becomes lowerkit's symbolic batch ``N``
+    (:func:`lowerkit.passes.free_batch`); other dynamic dims stay pinned to the examples."""
+    from ..passes import free_batch
+
+    free, batches = [], set()
+    for node, example in zip(user, examples):
+        val = node.meta.get("val")
+        if val is not None and val.dim() and isinstance(val.shape[0], torch.SymInt):
+            free.append(node.name)
+            batches.add(int(example.shape[0]))
+    if not free:
+        return module
+    if len(batches) != 1:
+        raise InputError(
+            f"lowerkit.torch.load: inputs {free} have a dynamic leading dim but example batch sizes "
+            f"{sorted(batches)}; give them one batch size"
+        )
+    try:
+        freed = free_batch(module, batches.pop(), {"forward": free})
+    except InputError as err:
+        raise InputError(f"lowerkit.torch.load: the dynamic batch dim cannot stay symbolic in lowerkit: {err}") from None
+    verify_module(freed)
+    return freed
 
 
 def _check_example(torch: Any, node: Any, example: Any) -> None:
