@@ -19,6 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 PLAN = ["nnpack", "glow_like", "reference"]
 
 
+def _pin(name: str) -> str:
+    backend = lk.backend.get_backend(name)
+    return f"{backend.distribution}=={backend.version}"
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "lowerkit.cli", *args], capture_output=True, text=True)
 
@@ -72,11 +77,11 @@ def test_target_lacking_the_backend(files, tmp_path) -> None:
     report = lk.check(files / "glow.lkm", target)
     assert not report.ok
     (region,) = report.regions
-    assert region.status == "missing" and "install lowerkit-glow-like==0.1.0" in region.detail
+    assert region.status == "missing" and f"install {_pin('glow_like')}" in region.detail
     assert "keeps no original" in region.fallback_note
     done = _cli("check", str(files / "glow.lkm"), "--target", str(target))
     assert done.returncode == 1
-    assert "missing: install lowerkit-glow-like==0.1.0" in done.stdout and "NOT OK" in done.stdout
+    assert f"missing: install {_pin('glow_like')}" in done.stdout and "NOT OK" in done.stdout
 
 
 def test_target_with_the_backend_unavailable(files, tmp_path) -> None:
@@ -145,11 +150,11 @@ def test_manifests_are_read_defensively(files, tmp_path) -> None:
 
 
 def test_requirements_lines_and_diff(files) -> None:
-    assert requirements(files / "parts.lkm") == ["lowerkit-glow-like==0.1.0", "lowerkit-nnpack==0.1.0"]
+    assert requirements(files / "parts.lkm") == [_pin("glow_like"), _pin("nnpack")]
     assert requirements(files / "plain.lkm") == ["lowerkit-reference"]
     assert requirements(files / "parts.lkm", diff=True) == []  # all installed here
     done = _cli("requirements", str(files / "glow.lkm"))
-    assert done.returncode == 0 and done.stdout.split() == ["lowerkit-glow-like==0.1.0"]
+    assert done.returncode == 0 and done.stdout.split() == [_pin("glow_like")]
 
 
 def test_requirements_output_installs_from_the_repository_plugins(files, tmp_path) -> None:
@@ -163,4 +168,5 @@ def test_requirements_output_installs_from_the_repository_plugins(files, tmp_pat
         capture_output=True, text=True,
     )
     assert pip.returncode == 0, pip.stderr
-    assert "Would install lowerkit-glow-like-0.1.0 lowerkit-nnpack-0.1.0" in pip.stdout
+    wanted = " ".join(_pin(n).replace("==", "-") for n in ("glow_like", "nnpack"))
+    assert f"Would install {wanted}" in pip.stdout
