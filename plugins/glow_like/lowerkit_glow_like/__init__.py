@@ -24,7 +24,7 @@ from .kernels import KERNELS
 from .lir import format_program
 from .payload.codec import decode, encode
 from .runtime import Executable
-from .dynamic import MAGIC as DYNAMIC_MAGIC, DynamicExecutable, compile_dynamic, is_dynamic, preprocess_dynamic, split_options
+from .dynamic import MAGIC as DYNAMIC_MAGIC, DynamicExecutable, compile_dynamic, describe_dynamic, is_dynamic, preprocess_dynamic, split_options
 
 __all__ = [
     "PAYLOAD_FORMAT", "__version__", "calibrate", "describe", "Profile", "lowerkit_compile",
@@ -118,6 +118,8 @@ def lowerkit_destroy(handles: dict[str, Executable]) -> None:
 
 def describe(processed: bytes) -> str:
     """The instruction listing and memory-plan numbers of every method in a payload."""
+    if bytes(processed[: len(DYNAMIC_MAGIC)]) == DYNAMIC_MAGIC:
+        return describe_dynamic(processed)
     return "\n\n".join(format_program(p) for p in decode(processed))
 
 

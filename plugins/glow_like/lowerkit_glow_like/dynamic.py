@@ -81,3 +81,11 @@ def compile_dynamic(processed: bytes, compile_spec: dict[str, dict[str, Any]]) -
             options, limit = split_options(name, compile_spec.get(name))
             handles[name] = DynamicExecutable(module, name, options, limit)
     return handles
+
+
+def describe_dynamic(processed: bytes) -> str:
+    """For ``lowerkit inspect``: a free-batch payload holds no program until a batch size is seen."""
+    module = lowerkit.loads(bytes(processed[len(MAGIC) :]))
+    lines = ["free-batch module: one program per batch size, built on first use (max_specializations)"]
+    lines += [f"  method {name}{module.signature(name)}" for name in module.methods]
+    return "\n".join(lines)
