@@ -1,0 +1,192 @@
+"""Direct grouped convolution (depthwise included) with bias and a fused activation.
+
+Each output plane ``(n, oc)`` is built row by row in place: the row starts as the bias,
+every kernel tap adds ``w * x[row of the tap]`` over the output columns whose input
+column lies inside the image (so padding costs nothing), then the activation runs on the
+row while it is in L1. Channels of a group are the inner loop, so a depthwise plane reads
+its one input plane KH*KW times from cache. Work is split by planes: a worker gets
+``[first, last)`` of ``N * OC``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+
+from ._act import act_span
+from ._types import f8, i8, ro, rw
+
+_SIG = types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8, i8)
+
+
+@njit(_SIG, nogil=True, cache=True)
+def conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1, first, last):
+    """out[n, oc] = act(bias[oc] + sum over the group's channels and taps) for planes [first, last).
+
+    ``bias`` of length 0 means no bias. Padding is (pt, pl) at the top/left; the bottom and
+    right padding follow from the output size.
+    """
+    h, wd = x.shape[2], x.shape[3]
+    oc_n, cg, kh_n, kw_n = w.shape
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    ocg = oc_n // groups
+    has_bias = bias.shape[0] > 0
+    for p in range(first, last):
+        n = p // oc_n
+        oc = p - n * oc_n
+        c0 = (oc // ocg) * cg
+        b = bias[oc] if has_bias else np.float32(0)
+        for oh in range(oh_n):
+            row = out[n, oc, oh]
+            for ow in range(ow_n):
+                row[ow] = b
+            for ci in range(cg):
+                for kh in range(kh_n):
+                    ih = oh * sh + kh * dh - pt
+                    if ih < 0 or ih >= h:
+                        continue
+                    src = x[n, c0 + ci, ih]
+                    for kw in range(kw_n):
+                        wv = w[oc, ci, kh, kw]
+                        off = kw * dw - pl
+                        lo = 0 if off >= 0 else (-off + sw - 1) // sw
+                        hi = min(ow_n, (wd - 1 - off) // sw + 1) if wd - 1 - off >= 0 else 0
+                        if hi <= lo:
+                            continue
+                        # Slices so the loops index from 0: no negative-index wraparound
+                        # check per element, and the stride-1 loop vectorises.
+                        dst = row[lo:hi]
+                        if sw == 1:
+                            s1 = src[lo + off : hi + off]
+                            for i in range(hi - lo):
+                                dst[i] += wv * s1[i]
+                        else:
+                            s2 = src[lo * sw + off :]
+                            for i in range(hi - lo):
+                                dst[i] += wv * s2[i * sw]
+            act_span(row, 0, ow_n, code, p0, p1)
+
+
+_SIG3 = types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, f8, f8, i8, i8)
+
+
+@njit(_SIG3, nogil=True, cache=True)
+def depthwise3x3(x, w, bias, out, stride, pt, pl, code, p0, p1, first, last):
+    """Depthwise 3x3 (one input channel per output channel, undilated), stride 1 or 2, for
+    planes large enough that a row is a long loop (28x28 and up).
+
+    Each output element of the interior columns is one expression of its nine taps, so a
+    row is written once (the generic kernel re-reads it per tap); the edge columns, where a
+    tap falls on padding, take the checked path.
+    """
+    h, wd = x.shape[2], x.shape[3]
+    oc_n = w.shape[0]
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    zero, one = np.float32(0), np.float32(1)
+    has_bias = bias.shape[0] > 0
+    # Interior columns: ow * stride - pl >= 0 and ow * stride - pl + 2 <= wd - 1.
+    lo = min(ow_n, (pl + stride - 1) // stride)
+    hi = max(lo, min(ow_n, (wd - 3 + pl) // stride + 1))
+    for p in range(first, last):
+        n = p // oc_n
+        oc = p - n * oc_n
+        c = oc * x.shape[1] // oc_n
+        b = bias[oc] if has_bias else zero
+        plane = x[n, c]
+        for oh in range(oh_n):
+            dst = out[n, oc, oh]
+            i0 = oh * stride - pt
+            # Rows on padding get zero weights and read a valid row instead.
+            m0 = one if 0 <= i0 < h else zero
+            m1 = one if 0 <= i0 + 1 < h else zero
+            m2 = one if 0 <= i0 + 2 < h else zero
+            r0 = plane[i0] if m0 else plane[0]
+            r1 = plane[i0 + 1] if m1 else plane[0]
+            r2 = plane[i0 + 2] if m2 else plane[0]
+            w00, w01, w02 = w[oc, 0, 0, 0] * m0, w[oc, 0, 0, 1] * m0, w[oc, 0, 0, 2] * m0
+            w10, w11, w12 = w[oc, 0, 1, 0] * m1, w[oc, 0, 1, 1] * m1, w[oc, 0, 1, 2] * m1
+            w20, w21, w22 = w[oc, 0, 2, 0] * m2, w[oc, 0, 2, 1] * m2, w[oc, 0, 2, 2] * m2
+            for e in range(lo + ow_n - hi):  # edge columns: [0, lo) and [hi, ow_n)
+                ow = e if e < lo else hi + e - lo
+                acc = b
+                for kw in range(3):
+                    iw = ow * stride - pl + kw
+                    if 0 <= iw < wd:
+                        acc += (w[oc, 0, 0, kw] * m0 * r0[iw] + w[oc, 0, 1, kw] * m1 * r1[iw]
+                                + w[oc, 0, 2, kw] * m2 * r2[iw])
+                dst[ow] = acc
+            # Slices from the first interior column: loops index from 0, so numba emits no
+            # negative-index check and the stride-1 loop vectorises.
+            d = dst[lo:hi]
+            start = lo * stride - pl
+            a0, a1, a2 = r0[start:], r1[start:], r2[start:]
+            if stride == 1:
+                for i in range(hi - lo):
+                    d[i] = (b + w00 * a0[i] + w01 * a0[i + 1] + w02 * a0[i + 2]
+                            + w10 * a1[i] + w11 * a1[i + 1] + w12 * a1[i + 2]
+                            + w20 * a2[i] + w21 * a2[i + 1] + w22 * a2[i + 2])
+            else:
+                for i in range(hi - lo):
+                    d[i] = (b + w00 * a0[2 * i] + w01 * a0[2 * i + 1] + w02 * a0[2 * i + 2]
+                            + w10 * a1[2 * i] + w11 * a1[2 * i + 1] + w12 * a1[2 * i + 2]
+                            + w20 * a2[2 * i] + w21 * a2[2 * i + 1] + w22 * a2[2 * i + 2])
+            act_span(dst, 0, ow_n, code, p0, p1)
+
+
+_SIGCL = types.void(ro(4), ro(2), ro(1), rw(4), rw(4), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8, i8)
+
+
+@njit(_SIGCL, nogil=True, cache=True)
+def depthwise_channels_last(x, wt, bias, out, xp, acc, kh_n, kw_n, sh, sw, pt, pl, dh, dw, code, p0, p1,
+                            c0, c1):
+    """Depthwise convolution of channels [c0, c1) through a channels-last copy, any kernel,
+    stride and dilation: for small planes (7x7, 14x14), whose rows are too short for the
+    NCHW kernels, the innermost loop runs over channels instead.
+
+    ``wt`` is the weight as [KH*KW, C]; ``xp`` [N, Hp, Wp, C] and ``acc`` [N, OH*OW, C]
+    are scratch of which only this band's channels are touched. The image is copied
+    zero-padded into ``xp``, every tap accumulates into ``acc`` (bias first, activation
+    last) and the result is scattered back to NCHW.
+    """
+    n_n, _, h, wd = x.shape
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    hp, wp = xp.shape[1], xp.shape[2]
+    nc = c1 - c0
+    zero = np.float32(0)
+    has_bias = bias.shape[0] > 0
+    b = bias[c0:c1]
+    for n in range(n_n):
+        src = x[n, c0:c1].reshape(nc, h * wd)
+        for i in range(hp):
+            for j in range(wp):
+                row = xp[n, i, j, c0:c1]
+                ii, jj = i - pt, j - pl
+                if 0 <= ii < h and 0 <= jj < wd:
+                    col = src[:, ii * wd + jj]
+                    for k in range(nc):
+                        row[k] = col[k]
+                else:
+                    for k in range(nc):
+                        row[k] = zero
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                a = acc[n, oh * ow_n + ow, c0:c1]
+                if has_bias:
+                    for k in range(nc):
+                        a[k] = b[k]
+                else:
+                    for k in range(nc):
+                        a[k] = zero
+                for kh in range(kh_n):
+                    for kw in range(kw_n):
+                        xs = xp[n, oh * sh + kh * dh, ow * sw + kw * dw, c0:c1]
+                        wk = wt[kh * kw_n + kw, c0:c1]
+                        for k in range(nc):
+                            a[k] += wk[k] * xs[k]
+                act_span(a, 0, nc, code, p0, p1)
+        dst = out[n, c0:c1].reshape(nc, oh_n * ow_n)
+        for q in range(oh_n * ow_n):
+            col = dst[:, q]
+            a = acc[n, q, c0:c1]
+            for k in range(nc):
+                col[k] = a[k]
