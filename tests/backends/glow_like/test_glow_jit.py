@@ -154,3 +154,30 @@ def test_steady_state_allocates_only_outputs(x_shape, w_shape, attrs):
     handle, _ = run_glow(module, x, threads=2)
     # A few small Python objects (closures' frames, the result list) but no arrays.
     assert steady_state_extra_bytes(handle, x) < 4096
+
+
+# Winograd (algo forced by the pass thresholds set to zero): odd sizes, padding, batch.
+WINOGRAD = [
+    ((1, 3, 9, 11), (5, 3, 3, 3), (1, 1, 1, 1)),
+    ((3, 4, 8, 8), (6, 4, 3, 3), (0, 0, 0, 0)),
+    ((2, 5, 13, 7), (4, 5, 3, 3), (1, 0, 1, 2)),
+    ((5, 2, 4, 5), (3, 2, 3, 3), (1, 1, 1, 1)),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("case", range(len(WINOGRAD)))
+def test_winograd_matches_reference(case, threads, monkeypatch):
+    from lowerkit_glow_like.kernels import winograd
+    from lowerkit_glow_like.passes import algorithm
+
+    monkeypatch.setattr(algorithm, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(algorithm, "MIN_FLOPS", 0)
+    monkeypatch.setattr(algorithm, "MIN_TILES", 1)
+    monkeypatch.setattr(winograd, "_TILES", 8)  # several batch chunks, the last one partial
+    x_shape, w_shape, padding = WINOGRAD[case]
+    module = conv_module(x_shape, w_shape, {"padding": padding}, act=ACTS[case % len(ACTS)], seed=case)
+    x = np.random.default_rng(case).standard_normal(x_shape).astype(np.float32)
+    handle, (got,) = run_glow(module, x, threads=threads)
+    assert any(ins.attrs.get("algo") == "winograd" for ins in handle.program.instructions)
+    assert_close(got, module.run("forward", x), tol=1e-3)
