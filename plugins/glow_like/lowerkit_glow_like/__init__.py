@@ -93,7 +93,7 @@ def lowerkit_execute(handle: Executable, inputs: list[np.ndarray]) -> list[np.nd
 
 @hookimpl
 def lowerkit_destroy(handles: dict[str, Executable]) -> None:
-    """Stop the handles' worker threads; arenas are numpy arrays freed with the handles."""
+    """Release the handles; arenas are numpy arrays freed with them, the worker pool is process-wide."""
     for handle in handles.values():
         handle.close()
 

@@ -17,41 +17,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import bands, scratch_array
+from lowerkit.backend.cpu import split, winograd_matrices
 
-# Interpolation points 0, +-1, +-2 and infinity (Lavin & Gray's F(4x4, 3x3) matrices).
-BT = np.array(
-    [
-        [4, 0, -5, 0, 1, 0],
-        [0, -4, -4, 1, 1, 0],
-        [0, 4, -4, -1, 1, 0],
-        [0, -2, -1, 2, 1, 0],
-        [0, 2, -1, -2, 1, 0],
-        [0, 4, 0, -5, 0, 1],
-    ],
-    dtype=np.float64,
-)
-G = np.array(
-    [
-        [1 / 4, 0, 0],
-        [-1 / 6, -1 / 6, -1 / 6],
-        [-1 / 6, 1 / 6, -1 / 6],
-        [1 / 24, 1 / 12, 1 / 6],
-        [1 / 24, -1 / 12, 1 / 6],
-        [0, 0, 1],
-    ],
-    dtype=np.float64,
-)
-AT = np.array(
-    [
-        [1, 1, 1, 1, 1, 0],
-        [0, 1, -1, 2, -2, 0],
-        [0, 1, 1, 4, 4, 0],
-        [0, 1, -1, 8, -8, 1],
-    ],
-    dtype=np.float64,
-)
+from ._base import scratch_array
+
 TILE, OUT = 6, 4
+
+# Points 0, +-1, +-2 and infinity: Lavin & Gray's F(4x4, 3x3) matrices (nnpack's wt6x6 too).
+AT, G, BT = winograd_matrices(OUT, 3)
 _TILES = 2048  # target tiles per batch chunk
 
 
@@ -116,7 +89,8 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
     code, p0, p1 = jit.activation_code(attrs)
     t = chunk * th * tw
     ways = parallel.ways if parallel is not None else 1
-    in_bands, out_bands = bands(c, min(ways, c)), bands(oc, min(ways, oc))
+    in_bands = [(b.start, b.stop) for b in split(c, ways)]
+    out_bands = [(b.start, b.stop) for b in split(oc, ways)]
     v = scratch_array(scratch, np.float32, (TILE * TILE, c, t))  # shared by both phases
     base = v.nbytes
     wp = OUT * tw + 2
