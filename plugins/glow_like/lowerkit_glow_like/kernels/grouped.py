@@ -3,8 +3,8 @@
 im2col + GEMM loses on these: a depthwise layer is one tiny GEMM per channel. Three
 compiled kernels instead, chosen by shape (:func:`grouped_algorithm`):
 
-- ``depthwise_cl`` — depthwise (one input channel per output channel) on planes of at most
-  :data:`CHANNELS_LAST_PIXELS` outputs: a channels-last copy, taps vectorised over channels;
+- ``depthwise_cl`` — depthwise (one input channel per output channel) on small planes
+  (``lowerkit.backend.cpu.jit.select``): a channels-last copy, taps vectorised over channels;
 - ``depthwise3x3`` — depthwise 3x3, stride 1 or 2, undilated, on larger planes: rows;
 - ``grouped`` — any other grouped convolution with at most :data:`DIRECT_MAX_TAPS` taps
   per output (channels per group x kernel area); larger groups keep im2col + GEMM.
@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
+
 from ._base import scratch_array
 
-CHANNELS_LAST_PIXELS = 1024  # depthwise planes up to 32x32 outputs go channels-last
 DIRECT_MAX_TAPS = 64
 PARALLEL_MIN_MACS = 1_500_000  # smaller layers run on the calling thread
 ALGORITHMS = ("depthwise_cl", "depthwise3x3", "grouped")
@@ -39,17 +40,10 @@ def grouped_algorithm(x_shape, w_shape, out_shape, attrs) -> str | None:
     oc, cg, kh, kw = w_shape
     c = x_shape[1]
     if cg == 1 and oc == c:
-        if out_shape[2] * out_shape[3] <= CHANNELS_LAST_PIXELS:
-            return "depthwise_cl"
-        if (kh, kw) == (3, 3) and dilation == (1, 1) and stride[0] == stride[1] and stride[0] in (1, 2):
-            return "depthwise3x3"
+        return depthwise_algorithm(out_shape[2:], (kh, kw), stride, dilation)
     if cg * kh * kw <= DIRECT_MAX_TAPS:
         return "grouped"
     return None
-
-
-def _padded_hw(out_hw, khw, stride, dilation):
-    return tuple((o - 1) * s + (k - 1) * d + 1 for o, k, s, d in zip(out_hw, khw, stride, dilation))
 
 
 def grouped_scratch_bytes(x_shape, w_shape, out_shape, attrs) -> int:
@@ -58,7 +52,7 @@ def grouped_scratch_bytes(x_shape, w_shape, out_shape, attrs) -> int:
     if algorithm != "depthwise_cl":
         return 0
     stride, _, dilation, _ = _geometry(attrs)
-    hp, wp = _padded_hw(out_shape[2:], w_shape[2:], stride, dilation)
+    hp, wp = padded_hw(out_shape[2:], w_shape[2:], stride, dilation)
     n, c = x_shape[0], x_shape[1]
     return 4 * n * c * (hp * wp + out_shape[2] * out_shape[3])
 
@@ -86,7 +80,7 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
 
     if algorithm == "depthwise_cl":
         wt = channels_last_weights(w)  # bound once per thread: depthwise weights are small
-        hp, wp = _padded_hw(out.shape[2:], (kh, kw), (sh, sw), (dh, dw))
+        hp, wp = padded_hw(out.shape[2:], (kh, kw), (sh, sw), (dh, dw))
         xp = scratch_array(scratch, np.float32, (n, hp, wp, c))
         acc = scratch_array(scratch, np.float32, (n, out.shape[2] * out.shape[3], c), offset=xp.nbytes)
         cut = [c * j // ways for j in range(ways + 1)]
