@@ -49,9 +49,12 @@ def cache_dir() -> str:
 def _configure_numba() -> None:
     import numba.core.config as config
 
+    from ..blas import LIMITER
+
     chosen = os.environ.get(CACHE_ENV)
     if chosen:
         config.CACHE_DIR = chosen  # read by numba when a cache is first located
+    LIMITER.rescan()  # importing numba loads scipy, and with it a second OpenBLAS
 
 
 def load(name: str, package: str = __name__) -> ModuleType:
