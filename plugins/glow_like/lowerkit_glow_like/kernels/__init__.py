@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import conv, elementwise, grad, linalg, norm, pool, quant, shape  # noqa: F401  (register)
+from . import chain, conv, elementwise, grad, linalg, norm, pool, quant, shape  # noqa: F401  (register)
 from ._base import KERNELS, KernelSpec, scratch_array
 
 __all__ = ["KERNELS", "KernelSpec", "scratch_array"]

@@ -17,6 +17,7 @@ from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fold_batch_norm import fold_batch_norm
 from .fuse import fuse_activations, fuse_bias
+from .fuse_chains import fuse_elementwise_chains
 from .lower import lower_high_level
 from .noop import eliminate_noop_reshapes
 
@@ -39,6 +40,7 @@ FULL: tuple[Pass, ...] = (
     fold_constants,
     fuse_bias,
     fuse_activations,
+    fuse_elementwise_chains,
     eliminate_noop_reshapes,
     eliminate_common_subexpressions,
     eliminate_dead_code,
@@ -59,6 +61,6 @@ def optimize(graph: Graph, opt_level: int) -> list[str]:
 
 __all__ = [
     "CLEANUP", "FULL", "PIPELINES", "eliminate_common_subexpressions", "eliminate_dead_code",
-    "eliminate_noop_reshapes", "fold_batch_norm", "fold_constants", "fuse_activations", "fuse_bias",
+    "eliminate_noop_reshapes", "fold_batch_norm", "fold_constants", "fuse_activations", "fuse_bias", "fuse_elementwise_chains",
     "lower_high_level", "optimize", "select_conv_algorithm",
 ]
