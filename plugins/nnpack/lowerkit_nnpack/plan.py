@@ -160,6 +160,9 @@ class Plan:
         if node.op == "relu":
             return (lambda args: [relu(args[0])]), ids
         if node.op == "softmax":
+            from lowerkit.backend.cpu import jit
+
+            jit.load("norm")  # compile (or load from the cache) now, not in the first call
             return (lambda args: [softmax(args[0])]), ids
         raise UnsupportedOperatorError(f"nnpack cannot run {node.where()}")  # pragma: no cover
 

@@ -181,3 +181,35 @@ def test_winograd_matches_reference(case, threads, monkeypatch):
     handle, (got,) = run_glow(module, x, threads=threads)
     assert any(ins.attrs.get("algo") == "winograd" for ins in handle.program.instructions)
     assert_close(got, module.run("forward", x), tol=1e-3)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("shape", [(1, 7), (3, 5, 33), (2, 1000)])
+def test_softmax_over_the_last_axis_matches_reference(op, shape):
+    g = Graph()
+    x = g.add_input("x", _f32(shape))
+    g.set_outputs([_add(g, op, [x], {"dim": -1})])
+    module = _module(g, {})
+    xs = (np.random.default_rng(1).standard_normal(shape) * 10).astype(np.float32)
+    _, (got,) = run_glow(module, xs)
+    assert_close(got, module.run("forward", xs), tol=1e-5)
+
+
+@pytest.mark.parametrize("op, shape, attrs", [
+    ("max_pool2d", (2, 3, 11, 10), {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1, 1, 1)}),
+    ("max_pool2d", (1, 2, 9, 8), {"kernel_size": (3, 2), "stride": (2, 3), "padding": (1, 0, 0, 1),
+                                  "dilation": (2, 1), "ceil_mode": True}),
+    ("avg_pool2d", (3, 2, 9, 9), {"kernel_size": (3, 3), "stride": (1, 1), "padding": (1, 1, 1, 1)}),
+    ("avg_pool2d", (1, 3, 10, 7), {"kernel_size": (2, 3), "stride": (2, 2), "padding": (1, 1, 1, 1),
+                                   "count_include_pad": False, "ceil_mode": True}),
+    ("global_avg_pool2d", (2, 5, 7, 3), {}),
+])
+def test_pooling_matches_reference(op, shape, attrs):
+    g = Graph()
+    x = g.add_input("x", _f32(shape))
+    g.set_outputs([_add(g, op, [x], attrs)])
+    module = _module(g, {})
+    xs = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    for threads in (1, 2):
+        _, (got,) = run_glow(module, xs, threads=threads)
+        assert_close(got, module.run("forward", xs), tol=1e-5)
