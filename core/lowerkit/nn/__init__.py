@@ -9,7 +9,7 @@ from __future__ import annotations
 from .init import init_seed
 from .layers import BatchNorm2d, Conv2d, Linear
 from .module import Module, Sequential
-from .parameter import Parameter
+from ..tracing.parameter import Parameter
 from .simple import (
     AdaptiveAvgPool2d,
     AvgPool2d,

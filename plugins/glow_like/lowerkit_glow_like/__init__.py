@@ -15,7 +15,7 @@ import numpy as np
 
 from lowerkit import hookspecs
 from lowerkit.errors import FormatError
-from lowerkit.hookspecs import hookimpl
+from lowerkit.backend.hookspecs import hookimpl
 from lowerkit.ir import Module, Node
 
 from ._compiler import compile_module

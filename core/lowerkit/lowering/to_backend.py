@@ -7,9 +7,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._lowered import DelegateRecord, LoweredModule
-from .errors import InputError
-from .ir.module import Module, trace_hint
+from .lowered import DelegateRecord, LoweredModule
+from ..errors import InputError
+from ..ir.module import Module, trace_hint
 
 __all__ = ["normalize_compile_spec", "to_backend"]
 
@@ -39,7 +39,7 @@ def to_backend(
     ``InputError`` (bad compile spec) and whatever the backend's preprocess raises
     (``UnsupportedOperatorError``).
     """
-    from ._plugins import get_backend
+    from ..backend.registry import get_backend
 
     if isinstance(module, LoweredModule):
         raise InputError(f"{module.name} is already lowered to backend {module.backend!r}")
@@ -58,7 +58,7 @@ def to_backend(
         submodules = paths
     spec = normalize_compile_spec(module, compile_spec)
     if not isinstance(backend, str) or submodules is not None:
-        from .partition.lowered import lower_partitioned
+        from .partitioned import lower_partitioned
 
         if len(set(names)) != len(names):
             raise InputError(f"backend list {names} names a backend twice")

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import BackendNotFoundError
+from ..errors import BackendNotFoundError
+from ..ir import calls
 
 REFERENCE = "reference"
 
@@ -26,7 +27,7 @@ def run_module_method(module: Any, method: str, inputs: list[np.ndarray]) -> lis
 
 
 def _compile_on_reference(module: Any) -> tuple[Any, dict[str, Any]]:
-    from ._plugins import get_backend
+    from ..backend.registry import get_backend
 
     try:
         backend = get_backend(REFERENCE)
@@ -41,3 +42,6 @@ def _compile_on_reference(module: Any) -> tuple[Any, dict[str, Any]]:
     if backend.has_hook("lowerkit_destroy"):
         weakref.finalize(module, backend.destroy, handles)
     return backend, handles
+
+
+calls.install(runner=run_module_method)

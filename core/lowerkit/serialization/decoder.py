@@ -1,13 +1,11 @@
-"""Conversion between lowerkit objects and the protobuf messages of ``lowerkit.proto``.
+"""The decoder: protobuf messages of ``lowerkit.proto`` back to lowerkit objects.
 
-Encoding (``*_to_proto``, in :mod:`.encode`, re-exported here) raises
-:class:`~lowerkit.errors.InputError` for objects the format cannot hold. Decoding
-(``*_from_proto``, here) trusts nothing in the message: every check that fails raises
+Decoding (``*_from_proto``; the encoder is :mod:`.encoder`) trusts nothing in the message: every check that fails raises
 :class:`~lowerkit.errors.FormatError` naming where in the file it was, and allocations are
 bounded by the size of the message itself (tensor data must match the declared shape
 before any array is made).
 
-Lowered modules go through :class:`lowerkit._lowered.DelegateRecord`: ``lowered.record``
+Lowered modules go through :class:`lowerkit.lowering.lowered.DelegateRecord`: ``lowered.record``
 when encoding, ``LoweredModule.from_record(record, fallback=...)`` when decoding (or any
 other ``rebuild(record)`` the caller passes, e.g. one that does not compile).
 """
@@ -30,26 +28,21 @@ from ..ir.node import AttrValue, Node, SourceLocation, Value
 from ..ir.types import DTYPES, TensorType
 from ..ir.verify import verify_module
 from . import lowerkit_pb2 as pb
-from .encode import canonical_json, file_to_proto, module_to_proto, partitioned_to_proto, record_to_proto
+from .encoder import canonical_json
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .._lowered import DelegateRecord, LoweredModule
-    from ..partition.lowered import PartitionedModule
+    from ..lowering.lowered import DelegateRecord, LoweredModule
+    from ..lowering.partitioned import PartitionedModule
 
 __all__ = [
     "MAX_ELEMENTS",
     "MAX_RANK",
     "Rebuild",
-    "canonical_json",
     "default_rebuild",
     "file_from_proto",
-    "file_to_proto",
     "module_from_proto",
-    "module_to_proto",
     "partitioned_from_proto",
-    "partitioned_to_proto",
     "record_from_proto",
-    "record_to_proto",
 ]
 
 # Makes a lowered module (or a stand-in with the same ``signature(method)``) from a record.
@@ -66,7 +59,7 @@ MAX_ELEMENTS = 2**40
 
 def default_rebuild(fallback: str | None = None) -> Rebuild:
     """Rebuild lowered modules with ``LoweredModule.from_record`` (compiles them here)."""
-    from .._lowered import LoweredModule
+    from ..lowering.lowered import LoweredModule
 
     from_record = LoweredModule.from_record
     return lambda record: from_record(record, fallback=fallback)
@@ -142,7 +135,7 @@ def record_from_proto(
 
     ``rebuild`` makes the lowered modules nested in the kept original module, if any.
     """
-    from .._lowered import DelegateRecord
+    from ..lowering.lowered import DelegateRecord
 
     where = f"{where} {msg.name!r} (backend {msg.backend!r})"
     if not msg.backend:
@@ -205,7 +198,7 @@ def partitioned_from_proto(
     msg: pb.Partitioned, where: str, rebuild: Rebuild | None
 ) -> PartitionedModule:
     """Rebuild a partitioned module; regions that fall back say so in one warning."""
-    from ..partition.lowered import PartitionedModule
+    from ..lowering.partitioned import PartitionedModule
     from ..partition.report import PartitionReport
 
     where = f"{where} {msg.outer.name!r}"

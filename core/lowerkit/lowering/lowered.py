@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import (
+from ..errors import (
     BackendExecutionError,
     BackendNotAvailableError,
     BackendNotFoundError,
@@ -27,12 +27,12 @@ from .errors import (
     InputError,
     PluginError,
 )
-from .ir.module import Method, Module, Signature, check_inputs, format_outputs, method_attribute
+from ..ir.module import CallableModule, Method, Module, Signature, format_outputs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ._plugins import Backend
+    from ..backend.registry import Backend
 
-__all__ = ["DelegateRecord", "LoweredMethod", "LoweredModule"]
+__all__ = ["DelegateRecord", "Lowered", "LoweredMethod", "LoweredModule"]
 
 FALLBACKS = (None, "reference")
 
@@ -83,7 +83,40 @@ class LoweredMethod(Method):
         return f"<LoweredMethod {self._signature}>"
 
 
-class LoweredModule:
+class Lowered(CallableModule):
+    """What every lowered module tells: single-backend :class:`LoweredModule` and the
+    partitioned module of :mod:`lowerkit.lowering.partitioned` both implement it."""
+
+    @property
+    def backend(self) -> str | list[str]:
+        """The backend's name, or the priority list of a partitioned module."""
+        raise NotImplementedError
+
+    @property
+    def compile_spec(self) -> dict[str, dict[str, Any]]:
+        """The compile spec as given, after defaults (a copy)."""
+        raise NotImplementedError
+
+    @property
+    def original(self) -> Module | None:
+        """The un-lowered module, when kept."""
+        raise NotImplementedError
+
+    @property
+    def is_compiled(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def is_fallback(self) -> bool:
+        """True when (part of) the module runs its kept original instead of its backend."""
+        raise NotImplementedError
+
+    @property
+    def parameters(self) -> dict[str, np.ndarray]:
+        return {}
+
+
+class LoweredModule(Lowered):
     """A module whose methods run on a backend.
 
     Made by :func:`lowerkit.to_backend` or loaded from a file. Call it like a module:
@@ -140,10 +173,6 @@ class LoweredModule:
 
     @property
     def submodules(self) -> dict[str, Any]:
-        return {}
-
-    @property
-    def parameters(self) -> dict[str, np.ndarray]:
         return {}
 
     def signature(self, method: str) -> Signature:
@@ -211,7 +240,7 @@ class LoweredModule:
 
     def _resolve_backend(self) -> Backend:
         if self._backend is None:
-            from ._plugins import get_backend
+            from ..backend.registry import get_backend
 
             try:
                 self._backend = get_backend(self.backend)
@@ -236,15 +265,7 @@ class LoweredModule:
             return self._handles
 
     # -- calling --------------------------------------------------------------------------
-    def run(self, method: str, *inputs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        """Run ``method`` on ``inputs``; returns one array or a tuple, as the method does."""
-        from ._trace import intercept_call
-
-        traced = intercept_call(self, method, inputs)  # inside lowerkit.trace: record a call node
-        if traced is not NotImplemented:
-            return traced
-        sig = self.signature(method)
-        arrays = check_inputs(method, sig, inputs)
+    def _execute(self, method: str, sig: Signature, arrays: list[np.ndarray]) -> Any:
         if self._fallback is not None:
             return self._fallback.run(method, *arrays)
         backend = self._resolve_backend()
@@ -255,12 +276,6 @@ class LoweredModule:
             return format_outputs(method, sig, outputs)
         except InputError as err:
             raise BackendExecutionError(f"backend {self.backend!r} returned bad outputs: {err}") from None
-
-    def __call__(self, *inputs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        return self.run("forward", *inputs)
-
-    def __getattr__(self, name: str) -> Any:
-        return method_attribute(self, name)
 
     def __copy__(self) -> LoweredModule:
         # A copy shares the immutable record and compiles its own handles when first called.

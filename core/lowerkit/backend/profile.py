@@ -146,7 +146,7 @@ class _ProfilerPlugin:
 
 def _start(report: ProfileReport) -> None:
     global _remove_wrapper
-    from ._plugins import add_wrapper
+    from .registry import add_wrapper
 
     with _ACTIVE_LOCK:
         _ACTIVE.append(report)

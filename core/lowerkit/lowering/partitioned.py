@@ -15,19 +15,19 @@ from typing import Any
 
 import numpy as np
 
-from .._lowered import LoweredModule
+from .lowered import Lowered, LoweredModule
 from ..errors import BackendExecutionError, InputError, NodeExecutionError
-from ..hookspecs import Unsupported
+from ..backend.hookspecs import Unsupported
 from ..ir.interpreter import Interpreter
-from ..ir.module import Module, Signature, check_inputs, format_outputs
+from ..ir.module import Module, Signature, format_outputs
 from ..ir.node import Node
 from ..opset import STRUCTURAL_OPS
-from .assign import Candidate
-from .plan import build_outer_module, make_report, plan_partition
-from .report import PartitionReport
+from ..partition.assign import Candidate
+from ..partition.plan import build_outer_module, make_report, plan_partition
+from ..partition.report import PartitionReport
 
 
-class PartitionedModule(LoweredModule):
+class PartitionedModule(Lowered):
     """A module lowered to several backends (or partly lowered): regions plus glue.
 
     ``backend`` is the list of backends asked for, ``regions`` maps region names to their
@@ -85,8 +85,8 @@ class PartitionedModule(LoweredModule):
         }
 
     @property
-    def record(self):  # type: ignore[override]
-        raise AttributeError("a partitioned module has no single DelegateRecord; see .regions")
+    def submodules(self) -> dict[str, Any]:
+        return {}
 
     @property
     def is_compiled(self) -> bool:
@@ -104,14 +104,7 @@ class PartitionedModule(LoweredModule):
         return self._report
 
     # -- calling --------------------------------------------------------------------------
-    def run(self, method: str, *inputs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        from .._trace import intercept_call
-
-        traced = intercept_call(self, method, inputs)
-        if traced is not NotImplemented:
-            return traced
-        sig = self.signature(method)
-        arrays = check_inputs(method, sig, inputs)
+    def _execute(self, method: str, sig: Signature, arrays: list[np.ndarray]) -> Any:
         if self._interpreter is None:  # selective lowering: un-lowered nodes run on reference
             return self._outer.run(method, *arrays)
         return format_outputs(method, sig, self._interpreter.run(method, arrays))
@@ -126,9 +119,12 @@ class PartitionedModule(LoweredModule):
         twin = Module(outer.parameters, outer.methods, submodules, name=outer.name)
         return type(self)(twin, self._backends, self._spec, self._report)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> PartitionedModule:
+        return self.__copy__()
+
     def __repr__(self) -> str:
         return (
-            f"<lowerkit.PartitionedModule {self.name} backends={list(self._backends)} "
+            f"<lowerkit.lowering.PartitionedModule {self.name} backends={list(self._backends)} "
             f"regions={len(self._report.regions)}>"
         )
 
@@ -206,8 +202,8 @@ def lower_partitioned(
     ``UnsupportedOperatorError`` listing every node no backend claims, and ``InputError``
     for unknown submodule paths or compile-spec backends.
     """
-    from .._lowering import to_backend
-    from .._plugins import get_backend
+    from .to_backend import to_backend
+    from ..backend.registry import get_backend
 
     chosen = [get_backend(name) for name in backends]
     for method, per_backend in compile_spec.items():

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ._backend import _WRAPPERS, DISABLE_ENV, Backend, WrapperFactory, _wrapper_counter, disabled_names
-from .errors import BackendNotFoundError, LowerkitError, PluginError
+from .manager import _WRAPPERS, DISABLE_ENV, Backend, WrapperFactory, _wrapper_counter, disabled_names
+from ..errors import BackendNotFoundError, LowerkitError, PluginError
 
 if sys.version_info >= (3, 12):  # pragma: no cover - depends on the interpreter
     import importlib.metadata as _metadata
@@ -247,7 +247,7 @@ def backends(*, check: bool = True) -> list[BackendInfo]:
     With ``check=False`` nothing is imported and ``available`` is ``None``. A broken plugin
     is listed with its ``error``; it never prevents the others from being listed.
     """
-    from ._profile import start_env_profile
+    from .profile import start_env_profile
 
     start_env_profile()
     return _REGISTRY.infos(check)
@@ -264,7 +264,7 @@ def get_backend(name: str) -> Backend:
     Raises ``BackendNotFoundError`` if none is installed (or it is disabled) and
     ``PluginError`` if it is broken or its name is claimed by two distributions.
     """
-    from ._profile import start_env_profile
+    from .profile import start_env_profile
 
     start_env_profile()
     backend = _REGISTRY.get(name)

@@ -1,7 +1,7 @@
 """Functional ops for traced code, with ``torch.nn.functional`` signatures where one exists.
 
 Each function records one node (a few record a constant too) in the graph being traced and
-returns a :class:`~lowerkit._trace.TracedTensor`. Inputs may be traced tensors,
+returns a :class:`~lowerkit.tracing.api.TracedTensor`. Inputs may be traced tensors,
 ``nn.Parameter`` s, numpy arrays (recorded as constants) and, for binary ops, Python numbers.
 Outside :func:`lowerkit.trace` they raise :class:`~lowerkit.errors.InputError`: lowerkit has
 no eager mode; trace a function that calls them and run the resulting module.
@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
-from .tracing.builder import MethodBuilder
-from .tracing.state import current_builder
-from .tracing.tensor import TracedTensor
+from ..errors import InputError
+from .builder import MethodBuilder
+from .state import current_builder
+from .tensor import TracedTensor
 
 __all__ = [
     "adaptive_avg_pool2d", "add", "avg_pool2d", "batch_norm", "cat", "clamp", "clip", "concat",

@@ -1,4 +1,6 @@
-"""``nn.Parameter``: a named, trainable-looking holder of one numpy array."""
+"""``Parameter``: a named holder of one numpy array, read by the tracer as a ``param`` node.
+
+Public as ``lowerkit.nn.Parameter``; it lives with the tracer, which must recognise it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One backend: its plugin object, its own pluggy plugin manager, and checked hook calls.
 
-:class:`Backend` objects come from the registry (:func:`lowerkit._plugins.get_backend`).
+:class:`Backend` objects come from the registry (:func:`lowerkit.backend.registry.get_backend`).
 Loading imports the plugin and validates its hooks; every hook call turns a plugin's
 failure into a lowerkit error that names the backend.
 """
@@ -19,7 +19,7 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
-from .errors import (
+from ..errors import (
     BackendExecutionError,
     BackendNotAvailableError,
     FormatError,
@@ -52,7 +52,7 @@ def _parse_disabled(raw: str) -> frozenset[str]:
 class Backend:
     """One backend: its plugin object, its own plugin manager and checked hook calls.
 
-    Obtain with :func:`lowerkit._plugins.get_backend`. Hook failures are turned into lowerkit errors that
+    Obtain with :func:`lowerkit.backend.registry.get_backend`. Hook failures are turned into lowerkit errors that
     name the backend; :class:`LowerkitError` raised by a hook passes through unchanged.
     """
 

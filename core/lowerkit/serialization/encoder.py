@@ -2,7 +2,7 @@
 
 Every ``*_to_proto`` raises :class:`~lowerkit.errors.InputError` for objects the format
 cannot hold; a module is verified before it is encoded, so a file that would not load is
-never written. Decoding is :mod:`lowerkit.serialization.convert`.
+never written. Decoding is :mod:`lowerkit.serialization.decoder`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from ..ir.verify import verify_module
 from . import lowerkit_pb2 as pb
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .._lowered import DelegateRecord
-    from ..partition.lowered import PartitionedModule
+    from ..lowering.lowered import DelegateRecord
+    from ..lowering.partitioned import PartitionedModule
 
 __all__ = ["canonical_json", "file_to_proto", "module_to_proto", "partitioned_to_proto", "record_to_proto"]
 
@@ -34,9 +34,9 @@ def file_to_proto(obj: object) -> pb.File:
     A module is verified first (``VerificationError``): a file that would not load is
     never written.
     """
-    from .._lowered import LoweredModule
+    from ..lowering.lowered import LoweredModule
 
-    from ..partition.lowered import PartitionedModule
+    from ..lowering.partitioned import PartitionedModule
 
     msg = pb.File()
     if isinstance(obj, Module):
@@ -66,8 +66,8 @@ def _encoding(encode: Any, obj: Any, msg: Any) -> None:
 
 
 def module_to_proto(module: Module, msg: pb.Module) -> pb.Module:
-    from .._lowered import LoweredModule
-    from ..partition.lowered import PartitionedModule
+    from ..lowering.lowered import LoweredModule
+    from ..lowering.partitioned import PartitionedModule
 
     msg.name = module.name
     for name, array in module.parameters.items():
