@@ -213,3 +213,33 @@ def test_pooling_matches_reference(op, shape, attrs):
     for threads in (1, 2):
         _, (got,) = run_glow(module, xs, threads=threads)
         assert_close(got, module.run("forward", xs), tol=1e-5)
+
+
+@pytest.mark.parametrize("shape, axis, affine", [((2, 5, 33), -1, 2), ((3, 4, 6, 7), 2, 1), ((1, 300), -1, 0)])
+def test_layer_norm_matches_reference(shape, axis, affine):
+    rng = np.random.default_rng(4)
+    g = Graph()
+    x = g.add_input("x", _f32(shape))
+    norm_shape = shape[axis:] if axis != -1 else shape[-1:]
+    params, ins = {}, [x]
+    for name in ("weight", "bias")[:affine]:
+        params[name] = rng.standard_normal(norm_shape).astype(np.float32)
+        ins.append(g.add_node("param", [], [_f32(norm_shape)], {"name": name}).output)
+    g.set_outputs([_add(g, "layer_norm", ins, {"axis": axis})])
+    module = _module(g, params)
+    xs = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    _, (got,) = run_glow(module, xs)
+    assert_close(got, module.run("forward", xs), tol=1e-5)
+
+
+@pytest.mark.parametrize("op, attrs", [("hardswish", {}), ("hardsigmoid", {}), ("silu", {}), ("gelu", {}),
+                                       ("gelu", {"approximate": "tanh"}), ("sigmoid", {}), ("erf", {})])
+def test_lone_activation_runs_as_a_compiled_chain(op, attrs):
+    g = Graph()
+    x = g.add_input("x", _f32((2, 3, 5, 7)))
+    g.set_outputs([_add(g, op, [x], attrs)])
+    module = _module(g, {})
+    xs = (np.random.default_rng(5).standard_normal((2, 3, 5, 7)) * 4).astype(np.float32)
+    handle, (got,) = run_glow(module, xs)
+    assert [ins.op for ins in handle.program.instructions] == ["glow.chain"]
+    assert_close(got, module.run("forward", xs), tol=1e-5)

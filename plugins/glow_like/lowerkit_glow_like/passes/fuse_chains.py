@@ -1,4 +1,5 @@
-"""``fuse_elementwise_chains``: runs of element-wise ops -> one ``glow.chain`` instruction.
+"""``fuse_elementwise_chains``: runs of element-wise ops -> one ``glow.chain`` instruction
+(also a lone activation that numpy would run in several passes: hardswish, silu, GELU, ...).
 
 Starting from an element-wise node, the chain grows along single-reader edges while the
 next node is element-wise with the same output type (its other operands may broadcast to
@@ -18,6 +19,8 @@ from ..kernels.jit_codes import ACT, BINARY, MAX_INPUTS, UNARY
 from ._util import single_user
 
 MAX_LENGTH = 16  # instructions per chain (register blocks live in per-thread scratch)
+# Alone, these take several numpy passes (and temporaries): worth a one-node chain.
+SINGLE = ("hardswish", "hardsigmoid", "silu", "gelu", "sigmoid", "erf", "leaky_relu")
 
 
 def _unary_code(node: Node) -> tuple[int, float, float] | None:
@@ -114,7 +117,7 @@ def fuse_elementwise_chains(graph: Graph) -> bool:
                 break
             program.add(nxt)
             chain.append(nxt)
-        if len(chain) < 2 or len(program.inputs) > MAX_INPUTS:
+        if (len(chain) < 2 and node.op not in SINGLE) or len(program.inputs) > MAX_INPUTS:
             index += 1
             continue
         last = chain[-1]
