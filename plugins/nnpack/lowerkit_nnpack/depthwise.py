@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from lowerkit.backend.cpu import run_parallel, split
+from lowerkit.backend.cpu.jit.depthwise import DepthwiseGeometry, depthwise_cl_band
 from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
 
 from .conv import RunOptions
@@ -78,9 +79,10 @@ class DepthwiseConv2d:
             xp = self.ws.get("dw_pad", (n, hp, wp, c))
             acc = self.ws.get("dw_acc", (n, oh * ow, c))
 
+            geom = DepthwiseGeometry((kh, kw), (sh, sw), (pt, pl), (dh, dw))
+
             def band(s: slice) -> None:
-                k.depthwise_channels_last(x, wt, b, out, xp, acc, kh, kw, sh, sw, pt, pl, dh, dw,
-                                          code, 0.0, 0.0, s.start, s.stop)
+                depthwise_cl_band(k, x, wt, b, out, xp, acc, geom, (code, 0.0, 0.0), s.start, s.stop)
 
             run_parallel(workers, band, split(c, workers))
         elif self.algorithm == "depthwise3x3":

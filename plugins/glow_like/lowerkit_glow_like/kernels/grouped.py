@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lowerkit.backend.cpu.jit.depthwise import DepthwiseGeometry, depthwise_cl_band
 from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
 
 from ._base import scratch_array
@@ -85,9 +86,11 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
         acc = scratch_array(scratch, np.float32, (n, out.shape[2] * out.shape[3], c), offset=xp.nbytes)
         cut = [c * j // ways for j in range(ways + 1)]
 
+        geom = DepthwiseGeometry((kh, kw), (sh, sw), (pt, pl), (dh, dw))
+        act = (code, p0, p1)
+
         def band(j: int) -> None:
-            kernels.depthwise_channels_last(x, wt, bias, out, xp, acc, kh, kw, sh, sw, pt, pl, dh, dw,
-                                            code, p0, p1, cut[j], cut[j + 1])
+            depthwise_cl_band(kernels, x, wt, bias, out, xp, acc, geom, act, cut[j], cut[j + 1])
     else:
         planes = n * oc
         cut = [planes * j // ways for j in range(ways + 1)]

@@ -133,60 +133,49 @@ def depthwise3x3(x, w, bias, out, stride, pt, pl, code, p0, p1, first, last):
             act_span(dst, 0, ow_n, code, p0, p1)
 
 
-_SIGCL = types.void(ro(4), ro(2), ro(1), rw(4), rw(4), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8, i8)
+_SIGCL = types.void(ro(4), ro(2), ro(1), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8, i8)
 
 
 @njit(_SIGCL, nogil=True, cache=True)
-def depthwise_channels_last(x, wt, bias, out, xp, acc, kh_n, kw_n, sh, sw, pt, pl, dh, dw, code, p0, p1,
-                            c0, c1):
-    """Depthwise convolution of channels [c0, c1) through a channels-last copy, any kernel,
-    stride and dilation: for small planes (7x7, 14x14), whose rows are too short for the
-    NCHW kernels, the innermost loop runs over channels instead.
+def depthwise_channels_last(xp, wt, bias, acc, oh_n, ow_n, kh_n, kw_n, sh, sw, dh, dw, code, p0, p1, c0, c1):
+    """Depthwise taps on a channels-last padded image, channels [c0, c1): for small planes
+    (7x7 .. 32x32), whose rows are too short for the NCHW kernels, the innermost loop runs
+    over channels instead.
 
-    ``wt`` is the weight as [KH*KW, C]; ``xp`` [N, Hp, Wp, C] and ``acc`` [N, OH*OW, C]
-    are scratch of which only this band's channels are touched. The image is copied
-    zero-padded into ``xp``, every tap accumulates into ``acc`` (bias first, activation
-    last) and the result is scattered back to NCHW.
+    ``xp`` [N, Hp, Wp, C] is the zero-padded image, ``wt`` the weight as [KH*KW, C], ``acc``
+    [N, OH*OW, C] receives act(bias + taps). (The caller moves NCHW in and out.) 3x3
+    undilated kernels are one expression of nine taps per element; others accumulate.
     """
-    n_n, _, h, wd = x.shape
-    oh_n, ow_n = out.shape[2], out.shape[3]
-    hp, wp = xp.shape[1], xp.shape[2]
     nc = c1 - c0
     zero = np.float32(0)
     has_bias = bias.shape[0] > 0
-    b = bias[c0:c1]
-    for n in range(n_n):
-        src = x[n, c0:c1].reshape(nc, h * wd)
-        for i in range(hp):
-            for j in range(wp):
-                row = xp[n, i, j, c0:c1]
-                ii, jj = i - pt, j - pl
-                if 0 <= ii < h and 0 <= jj < wd:
-                    col = src[:, ii * wd + jj]
-                    for k in range(nc):
-                        row[k] = col[k]
-                else:
-                    for k in range(nc):
-                        row[k] = zero
+    b = bias[c0:c1] if has_bias else bias
+    unrolled = kh_n == 3 and kw_n == 3 and dh == 1 and dw == 1
+    w0, w1, w2 = wt[0, c0:c1], wt[1 % wt.shape[0], c0:c1], wt[2 % wt.shape[0], c0:c1]
+    w3, w4, w5 = wt[3 % wt.shape[0], c0:c1], wt[4 % wt.shape[0], c0:c1], wt[5 % wt.shape[0], c0:c1]
+    w6, w7, w8 = wt[6 % wt.shape[0], c0:c1], wt[7 % wt.shape[0], c0:c1], wt[8 % wt.shape[0], c0:c1]
+    for n in range(xp.shape[0]):
         for oh in range(oh_n):
             for ow in range(ow_n):
                 a = acc[n, oh * ow_n + ow, c0:c1]
-                if has_bias:
+                i, j = oh * sh, ow * sw
+                if unrolled:
+                    x0, x1, x2 = xp[n, i, j, c0:c1], xp[n, i, j + 1, c0:c1], xp[n, i, j + 2, c0:c1]
+                    x3, x4, x5 = xp[n, i + 1, j, c0:c1], xp[n, i + 1, j + 1, c0:c1], xp[n, i + 1, j + 2, c0:c1]
+                    x6, x7, x8 = xp[n, i + 2, j, c0:c1], xp[n, i + 2, j + 1, c0:c1], xp[n, i + 2, j + 2, c0:c1]
                     for k in range(nc):
-                        a[k] = b[k]
+                        a[k] = (w0[k] * x0[k] + w1[k] * x1[k] + w2[k] * x2[k] + w3[k] * x3[k] + w4[k] * x4[k]
+                                + w5[k] * x5[k] + w6[k] * x6[k] + w7[k] * x7[k] + w8[k] * x8[k])
                 else:
                     for k in range(nc):
                         a[k] = zero
-                for kh in range(kh_n):
-                    for kw in range(kw_n):
-                        xs = xp[n, oh * sh + kh * dh, ow * sw + kw * dw, c0:c1]
-                        wk = wt[kh * kw_n + kw, c0:c1]
-                        for k in range(nc):
-                            a[k] += wk[k] * xs[k]
+                    for kh in range(kh_n):
+                        for kw in range(kw_n):
+                            xs = xp[n, i + kh * dh, j + kw * dw, c0:c1]
+                            wk = wt[kh * kw_n + kw, c0:c1]
+                            for k in range(nc):
+                                a[k] += wk[k] * xs[k]
+                if has_bias:
+                    for k in range(nc):
+                        a[k] += b[k]
                 act_span(a, 0, nc, code, p0, p1)
-        dst = out[n, c0:c1].reshape(nc, oh_n * ow_n)
-        for q in range(oh_n * ow_n):
-            col = dst[:, q]
-            a = acc[n, q, c0:c1]
-            for k in range(nc):
-                col[k] = a[k]
