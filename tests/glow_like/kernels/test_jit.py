@@ -104,7 +104,7 @@ def test_grouped_algorithm_by_shape():
     dw = {"padding": (1, 1, 1, 1), "groups": 32}
     assert grouped_algorithm((1, 32, 112, 112), (32, 1, 3, 3), (1, 32, 112, 112), dw) == "depthwise3x3"
     assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 14, 14), dw) == "depthwise_cl"
-    assert grouped_algorithm((1, 32, 64, 64), (32, 1, 3, 3), (1, 32, 64, 64), {**dw, "dilation": (2, 2)}) == "grouped"
+    assert grouped_algorithm((1, 32, 96, 96), (32, 1, 3, 3), (1, 32, 96, 96), {**dw, "dilation": (2, 2)}) == "grouped"
     assert grouped_algorithm((1, 512, 8, 8), (512, 128, 3, 3), (1, 512, 8, 8), {"groups": 4}) is None
     assert grouped_algorithm((1, 8, 8, 8), (8, 8, 3, 3), (1, 8, 8, 8), {}) is None
 

@@ -68,21 +68,25 @@ def conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1
 
 
 _SIG3 = types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, f8, f8, i8, i8)
+_U = np.uint64
 
 
-@njit(_SIG3, nogil=True, cache=True)
+@njit(_SIG3, nogil=True, cache=True, fastmath={"contract"})
 def depthwise3x3(x, w, bias, out, stride, pt, pl, code, p0, p1, first, last):
-    """Depthwise 3x3 (one input channel per output channel, undilated), stride 1 or 2, for
-    planes large enough that a row is a long loop (28x28 and up).
+    """Depthwise 3x3 (one input channel per output channel, undilated), stride 1 or 2.
 
     Each output element of the interior columns is one expression of its nine taps, so a
-    row is written once (the generic kernel re-reads it per tap); the edge columns, where a
-    tap falls on padding, take the checked path.
+    row is written once; the edge columns, where a tap falls on padding, take the checked
+    path; rows on padding get zero weights. Indices are flat and unsigned: numba then emits
+    no negative-index check (the loops vectorise), and no per-row array views are made (a
+    view costs two atomic reference-count updates, which dominated small rows).
     """
-    h, wd = x.shape[2], x.shape[3]
+    c_n, h, wd = x.shape[1], x.shape[2], x.shape[3]
     oc_n = w.shape[0]
     oh_n, ow_n = out.shape[2], out.shape[3]
+    xf, wf, of = x.reshape(-1), w.reshape(-1), out.reshape(-1)
     zero, one = np.float32(0), np.float32(1)
+    u1, u2 = _U(1), _U(2)
     has_bias = bias.shape[0] > 0
     # Interior columns: ow * stride - pl >= 0 and ow * stride - pl + 2 <= wd - 1.
     lo = min(ow_n, (pl + stride - 1) // stride)
@@ -90,47 +94,46 @@ def depthwise3x3(x, w, bias, out, stride, pt, pl, code, p0, p1, first, last):
     for p in range(first, last):
         n = p // oc_n
         oc = p - n * oc_n
-        c = oc * x.shape[1] // oc_n
+        c = oc * c_n // oc_n
         b = bias[oc] if has_bias else zero
-        plane = x[n, c]
+        xb = (n * c_n + c) * h * wd
+        ob = p * oh_n * ow_n
+        k = oc * 9
         for oh in range(oh_n):
-            dst = out[n, oc, oh]
             i0 = oh * stride - pt
-            # Rows on padding get zero weights and read a valid row instead.
             m0 = one if 0 <= i0 < h else zero
             m1 = one if 0 <= i0 + 1 < h else zero
             m2 = one if 0 <= i0 + 2 < h else zero
-            r0 = plane[i0] if m0 else plane[0]
-            r1 = plane[i0 + 1] if m1 else plane[0]
-            r2 = plane[i0 + 2] if m2 else plane[0]
-            w00, w01, w02 = w[oc, 0, 0, 0] * m0, w[oc, 0, 0, 1] * m0, w[oc, 0, 0, 2] * m0
-            w10, w11, w12 = w[oc, 0, 1, 0] * m1, w[oc, 0, 1, 1] * m1, w[oc, 0, 1, 2] * m1
-            w20, w21, w22 = w[oc, 0, 2, 0] * m2, w[oc, 0, 2, 1] * m2, w[oc, 0, 2, 2] * m2
+            r0 = xb + (i0 if m0 else 0) * wd
+            r1 = xb + (i0 + 1 if m1 else 0) * wd
+            r2 = xb + (i0 + 2 if m2 else 0) * wd
+            w00, w01, w02 = wf[k] * m0, wf[k + 1] * m0, wf[k + 2] * m0
+            w10, w11, w12 = wf[k + 3] * m1, wf[k + 4] * m1, wf[k + 5] * m1
+            w20, w21, w22 = wf[k + 6] * m2, wf[k + 7] * m2, wf[k + 8] * m2
+            d = ob + oh * ow_n
             for e in range(lo + ow_n - hi):  # edge columns: [0, lo) and [hi, ow_n)
                 ow = e if e < lo else hi + e - lo
                 acc = b
                 for kw in range(3):
                     iw = ow * stride - pl + kw
                     if 0 <= iw < wd:
-                        acc += (w[oc, 0, 0, kw] * m0 * r0[iw] + w[oc, 0, 1, kw] * m1 * r1[iw]
-                                + w[oc, 0, 2, kw] * m2 * r2[iw])
-                dst[ow] = acc
-            # Slices from the first interior column: loops index from 0, so numba emits no
-            # negative-index check and the stride-1 loop vectorises.
-            d = dst[lo:hi]
-            start = lo * stride - pl
-            a0, a1, a2 = r0[start:], r1[start:], r2[start:]
+                        acc += (wf[k + kw] * m0 * xf[r0 + iw] + wf[k + 3 + kw] * m1 * xf[r1 + iw]
+                                + wf[k + 6 + kw] * m2 * xf[r2 + iw])
+                of[d + ow] = acc
+            s = lo * stride - pl
+            a0, a1, a2, ud = _U(r0 + s), _U(r1 + s), _U(r2 + s), _U(d + lo)
             if stride == 1:
-                for i in range(hi - lo):
-                    d[i] = (b + w00 * a0[i] + w01 * a0[i + 1] + w02 * a0[i + 2]
-                            + w10 * a1[i] + w11 * a1[i + 1] + w12 * a1[i + 2]
-                            + w20 * a2[i] + w21 * a2[i + 1] + w22 * a2[i + 2])
+                for i in range(_U(hi - lo)):
+                    of[ud + i] = (b + w00 * xf[a0 + i] + w01 * xf[a0 + i + u1] + w02 * xf[a0 + i + u2]
+                                  + w10 * xf[a1 + i] + w11 * xf[a1 + i + u1] + w12 * xf[a1 + i + u2]
+                                  + w20 * xf[a2 + i] + w21 * xf[a2 + i + u1] + w22 * xf[a2 + i + u2])
             else:
-                for i in range(hi - lo):
-                    d[i] = (b + w00 * a0[2 * i] + w01 * a0[2 * i + 1] + w02 * a0[2 * i + 2]
-                            + w10 * a1[2 * i] + w11 * a1[2 * i + 1] + w12 * a1[2 * i + 2]
-                            + w20 * a2[2 * i] + w21 * a2[2 * i + 1] + w22 * a2[2 * i + 2])
-            act_span(dst, 0, ow_n, code, p0, p1)
+                for i in range(_U(hi - lo)):
+                    j = i * u2
+                    of[ud + i] = (b + w00 * xf[a0 + j] + w01 * xf[a0 + j + u1] + w02 * xf[a0 + j + u2]
+                                  + w10 * xf[a1 + j] + w11 * xf[a1 + j + u1] + w12 * xf[a1 + j + u2]
+                                  + w20 * xf[a2 + j] + w21 * xf[a2 + j + u1] + w22 * xf[a2 + j + u2])
+        act_span(of[ob:ob + oh_n * ow_n], 0, oh_n * ow_n, code, p0, p1)
 
 
 _SIGCL = types.void(ro(4), ro(2), ro(1), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8, i8)
