@@ -27,7 +27,7 @@ from .options import DEFAULTS, validate_options
 from .payload import decode, encode
 from .plan import Plan
 from .selftest import run_self_test
-from .support import CLAIMED_OPS, conv_geometry, is_supported, support_reason
+from .support import CLAIMED_OPS, conv_geometry, is_depthwise, is_supported, support_reason
 
 __all__ = [
     "CLAIMED_OPS",
@@ -79,8 +79,8 @@ def _check_method(module: Any, method: str, options: dict[str, Any]) -> None:
     if algorithm == "auto":
         return
     for node in m.graph.nodes:
-        if node.op not in ("conv2d", "conv2d_input_grad"):
-            continue
+        if node.op not in ("conv2d", "conv2d_input_grad") or is_depthwise(node):
+            continue  # depthwise has one algorithm of its own
         geom = conv_geometry(node)
         if node.op == "conv2d_input_grad":
             geom = Conv2dInputGrad(geom, None, algorithm="implicit_gemm").backward

@@ -37,6 +37,7 @@ class BlasLimiter:
         self._depth = 0
         self._context: Any = None
         self._controller: Any = None
+        self._rescan_pending = False
 
     @property
     def depth(self) -> int:
@@ -61,7 +62,18 @@ class BlasLimiter:
                     _release_control()
                     self._context = None
 
+    def rescan(self) -> None:
+        """Inspect the loaded libraries again at the next region: call after loading code that
+        may bring its own BLAS (importing numba loads scipy's OpenBLAS)."""
+        with self._lock:
+            if self._depth == 0:
+                self._controller = None
+            else:
+                self._rescan_pending = True
+
     def _enter(self, blas_threads: int) -> Any:
+        if self._rescan_pending:
+            self._controller, self._rescan_pending = None, False
         if self._controller is None:
             # Found on first use: threadpoolctl inspects the libraries loaded by then.
             self._controller = _threadpoolctl().ThreadpoolController()

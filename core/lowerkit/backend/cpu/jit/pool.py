@@ -1,0 +1,80 @@
+"""Pooling: max and average windows row by row, global average plane by plane.
+
+A window pool builds each output row in place like the direct convolution: the row starts
+at -inf (max) or 0 (sum), every window tap folds in the input row it reads over the output
+columns whose input column is inside the image (padding never enters a max, and the
+average divides by the caller's per-position divisor). Work is split by planes
+``[first, last)`` of ``N * C``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+
+from ._types import i8, ro, rw
+
+_WIN = types.void(ro(4), ro(2), rw(4), i8, i8, i8, i8, i8, i8, i8, i8, i8, i8, i8)
+_GLOBAL = types.void(ro(4), rw(4), i8, i8)
+
+
+@njit(_WIN, nogil=True, cache=True)
+def pool2d(x, inv, out, is_max, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last):
+    """Max (``is_max``) or average pooling of planes [first, last); ``inv`` [OH, OW] holds
+    1 / divisor for the average (unused for max)."""
+    c_n, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    start = np.float32(-np.inf) if is_max else np.float32(0)
+    for p in range(first, last):
+        n = p // c_n
+        c = p - n * c_n
+        for oh in range(oh_n):
+            row = out[n, c, oh]
+            for ow in range(ow_n):
+                row[ow] = start
+            for kh in range(kh_n):
+                ih = oh * sh + kh * dh - pt
+                if ih < 0 or ih >= h:
+                    continue
+                src = x[n, c, ih]
+                for kw in range(kw_n):
+                    off = kw * dw - pl
+                    lo = 0 if off >= 0 else (-off + sw - 1) // sw
+                    hi = min(ow_n, (wd - 1 - off) // sw + 1) if wd - 1 - off >= 0 else 0
+                    if hi <= lo:
+                        continue
+                    dst = row[lo:hi]
+                    s = src[lo * sw + off :]
+                    if is_max:
+                        if sw == 1:
+                            for i in range(hi - lo):
+                                dst[i] = max(dst[i], s[i])
+                        else:
+                            for i in range(hi - lo):
+                                dst[i] = max(dst[i], s[i * sw])
+                    else:
+                        if sw == 1:
+                            for i in range(hi - lo):
+                                dst[i] += s[i]
+                        else:
+                            for i in range(hi - lo):
+                                dst[i] += s[i * sw]
+            if not is_max:
+                scale = inv[oh]
+                for ow in range(ow_n):
+                    row[ow] *= scale[ow]
+
+
+@njit(_GLOBAL, nogil=True, cache=True, fastmath={"reassoc", "contract"})
+def global_avg_pool2d(x, out, first, last):
+    """out[n, c, 0, 0] = mean of plane (n, c), for planes [first, last); summed in float64 lanes."""
+    c_n = x.shape[1]
+    size = x.shape[2] * x.shape[3]
+    planes = x.reshape(x.shape[0] * c_n, size)
+    for p in range(first, last):
+        src = planes[p]
+        acc = 0.0
+        for i in range(size):
+            acc += src[i]
+        n = p // c_n
+        out[n, p - n * c_n, 0, 0] = np.float32(acc / size)
