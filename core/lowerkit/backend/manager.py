@@ -79,6 +79,7 @@ class Backend:
         self._error: PluginError | None = None
         self._wrapper_table = wrappers
         self._wrappers: dict[int, object] = {}
+        self._direct: dict[str, tuple[Any, Any, Callable[..., Any]] | None] = {}
 
     # -- loading and validation ---------------------------------------------------------
     @property
@@ -132,6 +133,29 @@ class Backend:
         if wrapper is not None and self._pm is not None:
             self._pm.unregister(wrapper)
 
+    def _direct_call(self, hook: str) -> Callable[..., Any] | None:
+        """The plugin's own implementation of ``hook``, as a plain function, when it is the
+        hook's only implementation (no wrapper installed); else None (call through pluggy).
+
+        Every hook is ``firstresult`` with one implementation per manager, so calling that
+        implementation directly is what pluggy would do, minus its dispatch. The answer is
+        cached with the implementation it saw, and checked against the hook's current
+        implementations on every call: a wrapper registered by any means (the profiler, or
+        ``backend.pm.register``) switches the call back to pluggy at once.
+        """
+        caller = getattr(self.pm.hook, hook, None)
+        if caller is None:
+            return None
+        impls = caller.get_hookimpls()
+        cached = self._direct.get(hook)
+        if cached is not None and len(impls) == 1 and impls[0] is cached[0]:
+            return cached[2]
+        if len(impls) != 1 or impls[0].hookwrapper or impls[0].wrapper:
+            return None
+        impl = impls[0]
+        self._direct[hook] = (impl, caller, _positional(impl.function, tuple(impl.argnames)))
+        return self._direct[hook][2]
+
     def has_hook(self, hook: str) -> bool:
         """Whether the plugin itself implements ``hook`` (wrappers do not count)."""
         return _has_impl(self.pm, hook)
@@ -142,11 +166,11 @@ class Backend:
         disabled = disabled_reason(self.name)
         if disabled:
             return False, disabled
-        pm = self.pm
-        if not _has_impl(pm, "lowerkit_is_available"):
+        direct = self._direct_call("lowerkit_is_available")
+        if direct is None and not _has_impl(self.pm, "lowerkit_is_available"):
             return True, ""
         try:
-            answer = pm.hook.lowerkit_is_available()
+            answer = direct() if direct is not None else self.pm.hook.lowerkit_is_available()
         except Exception as err:
             raise self._hook_error("lowerkit_is_available", err) from err
         return bool(answer), ("" if answer else getattr(answer, "reason", ""))
@@ -216,7 +240,11 @@ class Backend:
 
     def execute(self, handle: Any, inputs: list[Any], method: str) -> list[Any]:
         try:
-            outputs = self.pm.hook.lowerkit_execute(handle=handle, inputs=inputs, method=method)
+            direct = self._direct_call("lowerkit_execute")
+            if direct is not None:  # the hot path: no pluggy dispatch when nothing wraps it
+                outputs = direct(handle=handle, inputs=inputs, method=method)
+            else:
+                outputs = self.pm.hook.lowerkit_execute(handle=handle, inputs=inputs, method=method)
         except NodeExecutionError as err:
             raise NodeExecutionError(
                 err.debug_handle, f"backend {self.name!r}, method {method!r}: {err}"
@@ -276,6 +304,20 @@ class Backend:
 
     def __repr__(self) -> str:
         return f"<lowerkit Backend {self.name!r} from {self.origin}>"
+
+
+def _positional(function: Callable[..., Any], argnames: tuple[str, ...]) -> Callable[..., Any]:
+    """``function`` called with keyword hook arguments, passing only those it declares, by
+    position (as pluggy does for an implementation taking a subset of the spec's arguments)."""
+    if not argnames:
+        return lambda **_: function()
+    if len(argnames) == 1:
+        (a,) = argnames
+        return lambda **kw: function(kw[a])
+    if len(argnames) == 2:
+        a, b = argnames
+        return lambda **kw: function(kw[a], kw[b])
+    return lambda **kw: function(*[kw[n] for n in argnames])
 
 
 def _has_impl(pm: pluggy.PluginManager, hook: str) -> bool:

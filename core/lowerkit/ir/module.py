@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,17 @@ class Signature:
     inputs: tuple[tuple[str, TensorType], ...]
     outputs: tuple[TensorType, ...]
     returns_tuple: bool = False
+    # (numpy dtype, shape) per input and per output, for the checks on every call.
+    _input_checks: tuple[tuple[np.dtype, tuple[int, ...]], ...] = field(
+        init=False, repr=False, compare=False, hash=False
+    )
+    _output_checks: tuple[tuple[np.dtype, tuple[int, ...]], ...] = field(
+        init=False, repr=False, compare=False, hash=False
+    )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_input_checks", tuple((t.numpy_dtype, t.shape) for _, t in self.inputs))
+        object.__setattr__(self, "_output_checks", tuple((t.numpy_dtype, t.shape) for t in self.outputs))
 
     def __str__(self) -> str:
         ins = ", ".join(f"{n}: {t}" for n, t in self.inputs)
@@ -77,9 +88,12 @@ class CallableModule:
 
     def run(self, method: str, *inputs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
         """Run ``method`` on ``inputs``; returns one array or a tuple, as the method does."""
-        traced = calls.intercept(self, method, inputs)  # inside lowerkit.trace: record a call node
-        if traced is not NotImplemented:
-            return traced
+        for value in inputs:  # plain arrays are never traced: skip the interceptors
+            if type(value) is not np.ndarray:
+                traced = calls.intercept(self, method, inputs)  # inside lowerkit.trace: record a call
+                if traced is not NotImplemented:
+                    return traced
+                break
         sig = self.signature(method)
         return self._execute(method, sig, check_inputs(method, sig, inputs))
 
@@ -189,6 +203,13 @@ def trace_hint(obj: object) -> str:
 
 def check_inputs(method: str, sig: Signature, inputs: Sequence[Any]) -> list[np.ndarray]:
     """Check call inputs against a signature; return them as numpy arrays."""
+    checks = sig._input_checks
+    if len(inputs) == len(checks):  # the common case: arrays of the right type, no copies
+        for value, (dtype, shape) in zip(inputs, checks):
+            if type(value) is not np.ndarray or value.dtype != dtype or value.shape != shape:
+                break
+        else:
+            return list(inputs)
     if len(inputs) != len(sig.inputs):
         names = ", ".join(n for n, _ in sig.inputs)
         raise InputError(
@@ -221,6 +242,13 @@ def format_outputs(
     method: str, sig: Signature, outputs: Sequence[np.ndarray]
 ) -> np.ndarray | tuple[np.ndarray, ...]:
     """Check outputs against the signature and shape them as the method returns them."""
+    checks = sig._output_checks
+    if len(outputs) == len(checks):
+        for out, (dtype, shape) in zip(outputs, checks):
+            if out.dtype != dtype or out.shape != shape:
+                break
+        else:
+            return tuple(outputs) if sig.returns_tuple else outputs[0]
     if len(outputs) != len(sig.outputs):
         raise InputError(
             f"method {method!r} should return {len(sig.outputs)} outputs, got {len(outputs)}"

@@ -28,6 +28,10 @@ def _aligned_bytes(nbytes: int) -> np.ndarray:
     return raw[start : start + nbytes]
 
 
+# Kernel modules whose kernels call no BLAS routine (numpy ufuncs, copies, compiled chains).
+_BLAS_FREE_KERNELS = frozenset({"elementwise", "shape", "activation", "chain"})
+
+
 @dataclass
 class _ThreadState:
     inputs: list[np.ndarray]
@@ -65,6 +69,12 @@ class Executable:
             self.ways = int(self.threads) if self.threads else max(1, min(cpu_count(), 8))
             self.parallel: Parallel | None = Parallel(self.ways) if self.ways > 1 else None
         self._local = threading.local()
+        # Programs of element-wise and data-movement kernels only never reach BLAS: they skip
+        # the BLAS thread limit (two library calls a run, most of a tiny program's cost).
+        self.uses_blas = any(
+            KERNELS[ins.op].prepare.__module__.rsplit(".", 1)[-1] not in _BLAS_FREE_KERNELS
+            for ins in program.instructions
+        )
 
     @staticmethod
     def _derived_key(buf, fn, ins) -> tuple | None:
@@ -125,7 +135,7 @@ class Executable:
                     f"got {list(src.shape)}"
                 )
             np.copyto(dst, src, casting="same_kind")
-        if self.threads != "blas":
+        if self.threads != "blas" and self.uses_blas:
             with blas_limit(1):
                 for call in state.calls:
                     call()
