@@ -14,6 +14,8 @@ from numba import njit, types
 
 from ._types import i8, ro, rw
 
+_U = np.uint64
+
 _WIN = types.void(ro(4), ro(2), rw(4), i8, i8, i8, i8, i8, i8, i8, i8, i8, i8, i8)
 _GLOBAL = types.void(ro(4), rw(4), i8, i8)
 
@@ -21,48 +23,42 @@ _GLOBAL = types.void(ro(4), rw(4), i8, i8)
 @njit(_WIN, nogil=True, cache=True)
 def pool2d(x, inv, out, is_max, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last):
     """Max (``is_max``) or average pooling of planes [first, last); ``inv`` [OH, OW] holds
-    1 / divisor for the average (unused for max)."""
+    1 / divisor for the average (unused for max). Flat unsigned indices in the inner loops
+    (no negative-index checks, no per-row views)."""
     c_n, h, wd = x.shape[1], x.shape[2], x.shape[3]
     oh_n, ow_n = out.shape[2], out.shape[3]
+    xf, of = x.reshape(-1), out.reshape(-1)
     start = np.float32(-np.inf) if is_max else np.float32(0)
+    us = _U(sw)
     for p in range(first, last):
-        n = p // c_n
-        c = p - n * c_n
+        xb = p * h * wd
+        ob = p * oh_n * ow_n
         for oh in range(oh_n):
-            row = out[n, c, oh]
+            d = ob + oh * ow_n
             for ow in range(ow_n):
-                row[ow] = start
+                of[d + ow] = start
             for kh in range(kh_n):
                 ih = oh * sh + kh * dh - pt
                 if ih < 0 or ih >= h:
                     continue
-                src = x[n, c, ih]
+                r = xb + ih * wd
                 for kw in range(kw_n):
                     off = kw * dw - pl
                     lo = 0 if off >= 0 else (-off + sw - 1) // sw
                     hi = min(ow_n, (wd - 1 - off) // sw + 1) if wd - 1 - off >= 0 else 0
                     if hi <= lo:
                         continue
-                    dst = row[lo:hi]
-                    s = src[lo * sw + off :]
+                    src, dst = _U(r + lo * sw + off), _U(d + lo)
                     if is_max:
-                        if sw == 1:
-                            for i in range(hi - lo):
-                                dst[i] = max(dst[i], s[i])
-                        else:
-                            for i in range(hi - lo):
-                                dst[i] = max(dst[i], s[i * sw])
+                        for i in range(_U(hi - lo)):
+                            of[dst + i] = max(of[dst + i], xf[src + i * us])
                     else:
-                        if sw == 1:
-                            for i in range(hi - lo):
-                                dst[i] += s[i]
-                        else:
-                            for i in range(hi - lo):
-                                dst[i] += s[i * sw]
-            if not is_max:
-                scale = inv[oh]
-                for ow in range(ow_n):
-                    row[ow] *= scale[ow]
+                        for i in range(_U(hi - lo)):
+                            of[dst + i] += xf[src + i * us]
+        if not is_max:
+            invf = inv.reshape(-1)
+            for q in range(_U(oh_n * ow_n)):
+                of[_U(ob) + q] *= invf[q]
 
 
 @njit(_GLOBAL, nogil=True, cache=True, fastmath={"reassoc", "contract"})

@@ -20,6 +20,8 @@ from numba import njit, types
 from ._act import act
 from ._types import f8, i8, ro, rw
 
+_U = np.uint64
+
 _IN = types.void(ro(4), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, rw(2), rw(2))
 _OUT = types.void(ro(3), ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, f8, f8, rw(3), rw(3))
 
@@ -36,49 +38,59 @@ def _bt(d0, d1, d2, d3, d4, d5):
             four * d1 - five * d3 + d5)
 
 
-@njit(_IN, nogil=True, cache=True)
+@njit(_IN, nogil=True, cache=True, fastmath={"contract"})
 def winograd_input(x, v, pt, pl, th, tw, i0, k, c0, c1, rows, tmp):
-    """v[:, c, t] = B^T d B for images [i0, i0+k), channels [c0, c1); t counts from image i0."""
-    h, wd = x.shape[2], x.shape[3]
+    """v[:, c, t] = B^T d B for images [i0, i0+k), channels [c0, c1); t counts from image i0.
+
+    Flat unsigned indices in the loops: no per-row array views (each costs atomic
+    reference counting) and no negative-index checks.
+    """
+    c_n, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    t_n = v.shape[2]
     wp = 4 * tw + 2
+    xf, vf, rf, tf = x.reshape(-1), v.reshape(-1), rows.reshape(-1), tmp.reshape(-1)
     zero = np.float32(0)
+    uwp, ct = _U(wp), _U(c_n * t_n)
+    lo = max(0, pl)  # first padded column holding image data
+    src0 = max(0, -pl)
+    cnt = max(0, min(wd - src0, wp - lo))
     for img in range(k):
         n = i0 + img
         for c in range(c0, c1):
-            plane = x[n, c]
+            plane = (n * c_n + c) * h * wd
             for ty in range(th):
                 for r in range(6):
-                    dst = rows[r]
-                    for j in range(wp):
-                        dst[j] = zero
+                    base = _U(r * wp)
+                    for j in range(uwp):
+                        rf[base + j] = zero
                     ih = 4 * ty + r - pt
                     if 0 <= ih < h:
-                        lo = max(0, pl)  # first padded column holding image data
-                        src0 = max(0, -pl)
-                        cnt = min(wd - src0, wp - lo)
-                        if cnt > 0:
-                            seg = dst[lo:lo + cnt]
-                            src = plane[ih, src0:src0 + cnt]
-                            for j in range(cnt):
-                                seg[j] = src[j]
-                r0, r1, r2, r3, r4, r5 = rows[0], rows[1], rows[2], rows[3], rows[4], rows[5]
-                t0, t1, t2, t3, t4, t5 = tmp[0], tmp[1], tmp[2], tmp[3], tmp[4], tmp[5]
-                for j in range(wp):
-                    a0, a1, a2, a3, a4, a5 = _bt(r0[j], r1[j], r2[j], r3[j], r4[j], r5[j])
-                    t0[j], t1[j], t2[j], t3[j], t4[j], t5[j] = a0, a1, a2, a3, a4, a5
-                base = (img * th + ty) * tw
+                        dst, src = _U(r * wp + lo), _U(plane + ih * wd + src0)
+                        for j in range(_U(cnt)):
+                            rf[dst + j] = xf[src + j]
+                for j in range(uwp):
+                    a0, a1, a2, a3, a4, a5 = _bt(rf[j], rf[uwp + j], rf[_U(2) * uwp + j], rf[_U(3) * uwp + j],
+                                                 rf[_U(4) * uwp + j], rf[_U(5) * uwp + j])
+                    tf[j] = a0
+                    tf[uwp + j] = a1
+                    tf[_U(2) * uwp + j] = a2
+                    tf[_U(3) * uwp + j] = a3
+                    tf[_U(4) * uwp + j] = a4
+                    tf[_U(5) * uwp + j] = a5
+                t0 = (img * th + ty) * tw
                 for a in range(6):
-                    ta = tmp[a]
-                    o0 = v[a * 6 + 0, c, base:base + tw]
-                    o1 = v[a * 6 + 1, c, base:base + tw]
-                    o2 = v[a * 6 + 2, c, base:base + tw]
-                    o3 = v[a * 6 + 3, c, base:base + tw]
-                    o4 = v[a * 6 + 4, c, base:base + tw]
-                    o5 = v[a * 6 + 5, c, base:base + tw]
-                    for tx in range(tw):
-                        b0, b1, b2, b3, b4, b5 = _bt(ta[4 * tx], ta[4 * tx + 1], ta[4 * tx + 2],
-                                                     ta[4 * tx + 3], ta[4 * tx + 4], ta[4 * tx + 5])
-                        o0[tx], o1[tx], o2[tx], o3[tx], o4[tx], o5[tx] = b0, b1, b2, b3, b4, b5
+                    ta = _U(a * wp)
+                    o = _U((a * 6 * c_n + c) * t_n + t0)  # v[a*6 + 0, c, t0]
+                    for tx in range(_U(tw)):
+                        q = ta + _U(4) * tx
+                        b0, b1, b2, b3, b4, b5 = _bt(tf[q], tf[q + _U(1)], tf[q + _U(2)], tf[q + _U(3)],
+                                                     tf[q + _U(4)], tf[q + _U(5)])
+                        vf[o + tx] = b0
+                        vf[o + ct + tx] = b1
+                        vf[o + _U(2) * ct + tx] = b2
+                        vf[o + _U(3) * ct + tx] = b3
+                        vf[o + _U(4) * ct + tx] = b4
+                        vf[o + _U(5) * ct + tx] = b5
 
 
 @njit(inline="always")
@@ -91,44 +103,54 @@ def _at(m0, m1, m2, m3, m4, m5):
             m1 - m2 + eight * (m3 - m4) + m5)
 
 
-@njit(_OUT, nogil=True, cache=True)
+@njit(_OUT, nogil=True, cache=True, fastmath={"contract"})
 def winograd_output(m, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y):
     """out[i0:i0+k, o0:o1] = act(A^T m A + bias), cropped; m's channel j is output channel o0 + j.
 
-    ``s`` [6, 4, tw] and ``y`` [4, 4, tw] are this band's scratch.
+    ``s`` [6, 4, tw] and ``y`` [4, 4, tw] are this band's scratch. Flat unsigned indices.
     """
-    oh_n, ow_n = out.shape[2], out.shape[3]
+    oc_n, oh_n, ow_n = out.shape[1], out.shape[2], out.shape[3]
+    ob_n, t_n = m.shape[1], m.shape[2]
+    mf, sf, yf, of = m.reshape(-1), s.reshape(-1), y.reshape(-1), out.reshape(-1)
     has_bias = bias.shape[0] > 0
+    utw = _U(tw)
+    stride_k = _U(ob_n * t_n)  # between m[k] and m[k + 1]
     for oc in range(o0, o1):
         j = oc - o0
         b = bias[oc] if has_bias else np.float32(0)
         for img in range(k):
             n = i0 + img
             for ty in range(th):
-                base = (img * th + ty) * tw
+                base = j * t_n + (img * th + ty) * tw
                 for col in range(6):  # A^T over the six tile rows, for tile column ``col``
-                    q0 = m[0 * 6 + col, j, base:base + tw]
-                    q1 = m[1 * 6 + col, j, base:base + tw]
-                    q2 = m[2 * 6 + col, j, base:base + tw]
-                    q3 = m[3 * 6 + col, j, base:base + tw]
-                    q4 = m[4 * 6 + col, j, base:base + tw]
-                    q5 = m[5 * 6 + col, j, base:base + tw]
-                    sc = s[col]
-                    for tx in range(tw):
-                        sc[0, tx], sc[1, tx], sc[2, tx], sc[3, tx] = _at(q0[tx], q1[tx], q2[tx], q3[tx],
-                                                                         q4[tx], q5[tx])
+                    q = _U(col * ob_n * t_n + base)
+                    d = _U(col * 4 * tw)
+                    for tx in range(utw):
+                        g0, g1, g2, g3 = _at(mf[q + tx], mf[q + _U(6) * stride_k + tx],
+                                             mf[q + _U(12) * stride_k + tx], mf[q + _U(18) * stride_k + tx],
+                                             mf[q + _U(24) * stride_k + tx], mf[q + _U(30) * stride_k + tx])
+                        sf[d + tx] = g0
+                        sf[d + utw + tx] = g1
+                        sf[d + _U(2) * utw + tx] = g2
+                        sf[d + _U(3) * utw + tx] = g3
                 for r in range(4):  # A^T over columns: output row r of each tile
-                    g0, g1, g2, g3, g4, g5 = s[0, r], s[1, r], s[2, r], s[3, r], s[4, r], s[5, r]
-                    yr = y[r]
-                    for tx in range(tw):
-                        yr[0, tx], yr[1, tx], yr[2, tx], yr[3, tx] = _at(g0[tx], g1[tx], g2[tx], g3[tx],
-                                                                         g4[tx], g5[tx])
+                    e = _U(r * tw)
+                    f = _U(r * 4 * tw)
+                    u4 = _U(4) * utw
+                    for tx in range(utw):
+                        h0, h1, h2, h3 = _at(sf[e + tx], sf[u4 + e + tx], sf[_U(2) * u4 + e + tx],
+                                             sf[_U(3) * u4 + e + tx], sf[_U(4) * u4 + e + tx],
+                                             sf[_U(5) * u4 + e + tx])
+                        yf[f + tx] = h0
+                        yf[f + utw + tx] = h1
+                        yf[f + _U(2) * utw + tx] = h2
+                        yf[f + _U(3) * utw + tx] = h3
                 rows = min(4, oh_n - 4 * ty)
                 for r in range(rows):
-                    dst = out[n, oc, 4 * ty + r]
+                    dst = ((n * oc_n + oc) * oh_n + 4 * ty + r) * ow_n
                     for c in range(4):
-                        yc = y[r, c]
-                        full = (ow_n - c + 3) // 4  # tiles whose column c lies inside the output
-                        cnt = min(tw, full)
-                        for tx in range(cnt):
-                            dst[4 * tx + c] = act(yc[tx] + b, code, p0, p1)
+                        src = _U((r * 4 + c) * tw)
+                        cnt = min(tw, (ow_n - c + 3) // 4)  # tiles whose column c is inside the output
+                        row = _U(dst + c)
+                        for tx in range(_U(cnt)):
+                            of[row + _U(4) * tx] = act(yf[src + tx] + b, code, p0, p1)
