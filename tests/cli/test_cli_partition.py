@@ -28,17 +28,19 @@ def test_lower_report_json_and_dot(cli, cnn_file, tmp_path):
     out = cli("lower", str(path), "-b", "nnpack,glow_like,reference", "--report", "-o", "out.lkm")
     assert out.returncode == 0, out.stderr
     assert "forward_region1        glow_like" in out.stdout
-    assert "nnpack: op 'batch_norm' is not in NNPACK's layer set" in out.stdout
+    # The batch norm was folded into the convolution before partitioning.
+    assert "passes before partitioning: fold_batch_norm" in out.stdout
+    assert "nnpack: op 'flatten' is not in NNPACK's layer set" in out.stdout
 
     out = cli("lower", str(path), "-b", "nnpack,glow_like,reference", "--json", "-o", "out.lkm")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["backends"] == ["nnpack", "glow_like", "reference"]
-    assert [r["backend"] for r in report["regions"]] == ["nnpack", "glow_like", "nnpack", "glow_like", "nnpack"]
+    assert [r["backend"] for r in report["regions"]] == ["nnpack", "glow_like", "nnpack"]
 
     out = cli("inspect", "out.lkm", "--dot")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("digraph partition {") and out.stdout.count("subgraph \"cluster_") == 5
+    assert out.stdout.startswith("digraph partition {") and out.stdout.count("subgraph \"cluster_") == 3
 
     out = cli("run", "out.lkm", "--input", f"x={tmp_path / 'x.npy'}", "-o", "y.npz")
     assert out.returncode == 0, out.stderr

@@ -143,17 +143,22 @@ class Backend:
         implementations on every call: a wrapper registered by any means (the profiler, or
         ``backend.pm.register``) switches the call back to pluggy at once.
         """
+        cached = self._direct.get(hook)
+        if cached is not None:
+            impl, impls, function = cached
+            if len(impls) == 1 and impls[0] is impl:  # the hook's live list: nothing added since
+                return function
         caller = getattr(self.pm.hook, hook, None)
         if caller is None:
             return None
         impls = caller.get_hookimpls()
-        cached = self._direct.get(hook)
-        if cached is not None and len(impls) == 1 and impls[0] is cached[0]:
-            return cached[2]
         if len(impls) != 1 or impls[0].hookwrapper or impls[0].wrapper:
             return None
         impl = impls[0]
-        self._direct[hook] = (impl, caller, _positional(impl.function, tuple(impl.argnames)))
+        live = getattr(caller, "_hookimpls", None)  # pluggy's own list, edited in place on (un)register
+        if not isinstance(live, list):
+            return None  # a pluggy without it: stay on the checked path
+        self._direct[hook] = (impl, live, _positional(impl.function, tuple(impl.argnames)))
         return self._direct[hook][2]
 
     def has_hook(self, hook: str) -> bool:
@@ -161,11 +166,17 @@ class Backend:
         return _has_impl(self.pm, hook)
 
     # -- availability -------------------------------------------------------------------
-    def availability(self) -> tuple[bool, str]:
-        """``(available, reason)``; raises ``PluginError`` if the plugin is broken."""
-        disabled = disabled_reason(self.name)
-        if disabled:
-            return False, disabled
+    def availability(self, *, environment: bool = True) -> tuple[bool, str]:
+        """``(available, reason)``; raises ``PluginError`` if the plugin is broken.
+
+        ``environment=False`` skips reading ``LOWERKIT_DISABLE_PLUGINS`` (a microsecond or
+        more per read): the per-call check of a module that already compiled and ran asks
+        only the plugin, the setting being read at lookup, lowering, loading and first call.
+        """
+        if environment:
+            disabled = disabled_reason(self.name)
+            if disabled:
+                return False, disabled
         direct = self._direct_call("lowerkit_is_available")
         if direct is None and not _has_impl(self.pm, "lowerkit_is_available"):
             return True, ""

@@ -252,12 +252,23 @@ class LoweredModule(Lowered):
 
     # -- calling --------------------------------------------------------------------------
     def _execute(self, method: str, sig: Signature, arrays: list[np.ndarray]) -> Any:
-        if self._fallback is not None:
-            return self._fallback.run(method, *arrays)
-        backend = self._resolve_backend()
-        backend.require_available(f"calling {self.name}.{method}")
-        handles = self._compile(backend)
-        outputs = [np.asarray(o) for o in backend.execute(handles[method], arrays, method)]
+        backend, handles = self._backend, self._handles
+        if handles is None or backend is None:  # first call, a copy, or a fallback
+            if self._fallback is not None:
+                return self._fallback.run(method, *arrays)
+            backend = self._resolve_backend()
+            backend.require_available(f"calling {self.name}.{method}")
+            handles = self._compile(backend)
+        else:  # compiled and called before: ask the plugin only (see Backend.availability)
+            available, reason = backend.availability(environment=False)
+            if not available:
+                raise BackendNotAvailableError(
+                    backend.unavailable_message(reason, f"calling {self.name}.{method}")
+                )
+        outputs = backend.execute(handles[method], arrays, method)
+        for i, out in enumerate(outputs):
+            if type(out) is not np.ndarray:
+                outputs[i] = np.asarray(out)
         try:
             return format_outputs(method, sig, outputs)
         except InputError as err:

@@ -196,11 +196,13 @@ def lower_partitioned(
     keep_source: bool = False,
     plan: str = "priority",
     example_inputs: Mapping[str, Sequence[np.ndarray]] | None = None,
+    optimize: bool = True,
 ) -> PartitionedModule:
     """Partition ``module`` over ``backends`` (priority order) and lower every region.
 
-    The core graph passes (:mod:`lowerkit.partition.prepare`: batch-norm and constant
-    folding, no-op reshapes, dead code) run first, on a copy. ``plan="priority"`` gives each
+    With ``optimize`` (and no ``submodules``: selective lowering keeps the graph as it is)
+    the core graph passes (:mod:`lowerkit.partition.prepare`: batch-norm and constant
+    folding, dead code) run first, on a copy. ``plan="priority"`` gives each
     node to the first backend that supports it; ``plan="measure"`` times candidate plans on
     ``example_inputs`` (method -> checked inputs) and keeps the fastest (see
     :mod:`lowerkit.lowering.measure`). ``compile_spec`` maps each method to
@@ -221,7 +223,7 @@ def lower_partitioned(
                 f"{list(backends)}; for several backends give {{method: {{backend: options}}}}"
             )
     candidates = [Candidate(b.name, _support_query(b)) for b in chosen]
-    prepared, fired = prepare_module(module)
+    prepared, fired = prepare_module(module) if optimize and submodules is None else (module, [])
     if plan == "measure":
         from .measure import measured_partition
 

@@ -25,6 +25,7 @@ def to_backend(
     submodules: Sequence[str] | None = None,
     plan: str = "priority",
     example_inputs: Sequence[Any] | Mapping[str, Sequence[Any]] | None = None,
+    optimize: bool = True,
 ) -> LoweredModule:
     """Lower ``module`` to ``backend``; returns a :class:`LoweredModule`.
 
@@ -38,7 +39,8 @@ def to_backend(
     partitioned (see ``docs/partitioning.md``): each node goes to the first backend that
     supports it, and the result is a :class:`~lowerkit.partition.PartitionedModule`;
     ``compile_spec`` then maps each method to ``{backend: options}``. The core graph passes
-    (batch-norm and constant folding, dead code) run before partitioning. ``plan="measure"``
+    (batch-norm and constant folding, dead code) run before partitioning, unless
+    ``optimize=False`` or ``submodules`` is given. ``plan="measure"``
     with ``example_inputs`` (the inputs of ``forward``, or ``{method: inputs}``) times
     candidate plans on this machine and keeps the fastest; the timings are in the
     partition report (see ``docs/partitioning.md``).
@@ -73,7 +75,7 @@ def to_backend(
             raise InputError(f"backend list {names} names a backend twice")
         return lower_partitioned(
             module, names, spec, submodules=submodules, keep_source=keep_source,
-            plan=plan, example_inputs=examples,
+            plan=plan, example_inputs=examples, optimize=optimize,
         )
     chosen = get_backend(names[0])
     payload = chosen.preprocess(module, copy.deepcopy(spec))

@@ -3,8 +3,8 @@ assigned, so that no backend boundary stops a rewrite.
 
 Without this, ``[nnpack, glow_like]`` gives a ResNet's convolutions to nnpack and its batch
 norms to glow_like, and neither can fold one into the other. Here batch norms are folded
-into the convolutions (and linears) feeding them, all-constant nodes are evaluated, no-op
-reshapes and dead nodes are dropped, on a copy: the caller's module is never changed.
+into the convolutions (and linears) feeding them, all-constant nodes are evaluated and dead
+nodes are dropped, on a copy: the caller's module is never changed.
 
 Passes fold only ``constant`` nodes, so every ``param`` node becomes a ``constant`` holding
 the parameter first; afterwards, constants still holding an original parameter become that
@@ -25,7 +25,6 @@ from ..ir.node import Node
 from ..passes import (
     constant_folder,
     eliminate_dead_code,
-    eliminate_noop_reshapes,
     fold_batch_norm,
     run_passes,
 )
@@ -33,7 +32,7 @@ from ..passes.constant_fold import NodeEvaluator
 
 __all__ = ["PREPARE_PASSES", "prepare_module"]
 
-PREPARE_PASSES = ("fold_batch_norm", "fold_constants", "eliminate_noop_reshapes", "eliminate_dead_code")
+PREPARE_PASSES = ("fold_batch_norm", "fold_constants", "eliminate_dead_code")
 """The passes :func:`prepare_module` runs, by name (for docs and reports)."""
 
 # Constants at most this many elements stay in the graph; larger folded arrays become parameters.
@@ -59,7 +58,7 @@ def prepare_module(module: Module, evaluate: NodeEvaluator | None = None) -> tup
         graph = method.graph.copy()
         literals = {n for n in graph.nodes if n.op == "constant"}  # stay constants
         originals = _params_to_constants(graph, module.parameters)
-        passes = [fold_batch_norm, constant_folder(_safe(evaluate)), eliminate_noop_reshapes, eliminate_dead_code]
+        passes = [fold_batch_norm, constant_folder(_safe(evaluate)), eliminate_dead_code]
         for p in run_passes(graph, passes, fixed_point=True, verify=False):
             if p not in fired:
                 fired.append(p)

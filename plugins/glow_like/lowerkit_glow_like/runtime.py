@@ -128,13 +128,17 @@ class Executable:
                 f"glow_like method {self.program.method!r} takes {len(state.inputs)} inputs, got {len(inputs)}"
             )
         for dst, src in zip(state.inputs, inputs):
-            src = np.asarray(src)
+            if type(src) is not np.ndarray:
+                src = np.asarray(src)
             if src.shape != dst.shape:
                 raise InputError(
                     f"glow_like method {self.program.method!r}: expected input shape {list(dst.shape)}, "
                     f"got {list(src.shape)}"
                 )
-            np.copyto(dst, src, casting="same_kind")
+            if src.dtype == dst.dtype:
+                dst[...] = src  # a quarter of np.copyto's cost on tiny inputs
+            else:
+                np.copyto(dst, src, casting="same_kind")
         if self.threads != "blas" and self.uses_blas:
             with blas_limit(1):
                 for call in state.calls:
