@@ -59,8 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="lower a zoo model to the installed backends, save, load, run, compare")
     p.add_argument("--out", help="directory for the demo's files (default: a new temporary one)")
-    p.add_argument("--model", default="resnet18", choices=_zoo_names(), metavar="NAME",
-                   help="the zoo model (lowerkit.models.names()): " + ", ".join(_zoo_names()))
+    p.add_argument("--model", default="resnet18", choices=_ZooNames(), metavar="NAME",
+                   help="the zoo model (lowerkit.models.names()): %(choices)s")
     p.add_argument("--small", action="store_true", help="the model's small configuration (fewer blocks, 32x32)")
     p.add_argument("--image-size", type=int, help="input height and width (default: the model's standard size)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs per plan (median shown)")
@@ -68,10 +68,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _zoo_names() -> list[str]:
-    from ..models import names
+class _ZooNames:
+    """The zoo's model names, looked up only when argparse checks or prints them: importing
+    the zoo costs every other command (``lowerkit backends``) time for nothing."""
 
-    return names()
+    def _names(self) -> list[str]:
+        from ..models import names
+
+        return names()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,12 +18,10 @@ from lowerkit.errors import FormatError
 from lowerkit.backend.hookspecs import hookimpl
 from lowerkit.ir import Module, Node
 
-from ._compiler import compile_module
 from ._version import PAYLOAD_FORMAT, __version__
-from .kernels import KERNELS
-from .lir import format_program
-from .payload.codec import decode, encode
-from .runtime import Executable
+
+# The compiler, kernels, runtime and payload codec are imported by the hooks that use them,
+# not here: loading the plugin (``lowerkit backends``, availability) stays cheap.
 
 __all__ = [
     "PAYLOAD_FORMAT", "__version__", "calibrate", "describe", "Profile", "lowerkit_compile",
@@ -46,6 +44,8 @@ def lowerkit_is_supported(node: Node) -> Any:
     """True for every float32 node of an op in the core registry that glow_like has a kernel for."""
     from lowerkit.opset import has_schema
 
+    from .kernels import KERNELS
+
     if node.op == "call":
         return _unsupported("glow_like inlines calls only inside a whole lowered module")
     if not has_schema(node.op) or (node.op not in KERNELS and node.op not in _STRUCTURAL_OK):
@@ -67,14 +67,20 @@ def lowerkit_is_available() -> bool:
 @hookimpl
 def lowerkit_preprocess(module: Module, compile_spec: dict[str, dict[str, Any]]) -> bytes:
     """Optimize, lower and memory-plan every method; return the protobuf payload."""
+    from ._compiler import compile_module
+    from .payload.codec import encode
+
     return encode(compile_module(module, compile_spec))
 
 
 @hookimpl
-def lowerkit_compile(processed: bytes, compile_spec: dict[str, dict[str, Any]]) -> dict[str, Executable]:
+def lowerkit_compile(processed: bytes, compile_spec: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Decode and validate the payload, bind each method for this thread (other threads get
     their own arena on their first call) and run it once on zeros: a payload whose
     instructions cannot be bound or run is a ``FormatError`` here, never later."""
+    from .payload.codec import decode
+    from .runtime import Executable
+
     handles = {}
     for program in decode(processed):
         try:
@@ -90,13 +96,13 @@ def lowerkit_compile(processed: bytes, compile_spec: dict[str, dict[str, Any]]) 
 
 
 @hookimpl
-def lowerkit_execute(handle: Executable, inputs: list[np.ndarray]) -> list[np.ndarray]:
+def lowerkit_execute(handle: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """Run one method into its planned buffers; returns fresh output arrays."""
     return handle.run(inputs)
 
 
 @hookimpl
-def lowerkit_destroy(handles: dict[str, Executable]) -> None:
+def lowerkit_destroy(handles: dict[str, Any]) -> None:
     """Release the handles; arenas are numpy arrays freed with them, the worker pool is process-wide."""
     for handle in handles.values():
         handle.close()
@@ -104,6 +110,9 @@ def lowerkit_destroy(handles: dict[str, Executable]) -> None:
 
 def describe(processed: bytes) -> str:
     """The instruction listing and memory-plan numbers of every method in a payload."""
+    from .lir import format_program
+    from .payload.codec import decode
+
     return "\n\n".join(format_program(p) for p in decode(processed))
 
 
@@ -113,4 +122,14 @@ def lowerkit_describe(processed: bytes) -> str:
     return describe(processed)
 
 
-from .quant import Profile, calibrate  # noqa: E402  (quantization builds on the above)
+def __getattr__(name: str) -> Any:
+    """``calibrate``, ``Profile`` (int8 quantization) and ``KERNELS``, imported on first use."""
+    if name in ("calibrate", "Profile"):
+        from . import quant
+
+        return getattr(quant, name)
+    if name == "KERNELS":
+        from .kernels import KERNELS
+
+        return KERNELS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

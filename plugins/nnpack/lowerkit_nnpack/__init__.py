@@ -22,10 +22,7 @@ from lowerkit.ir.module import GraphMethod
 from .algorithms import check_algorithm
 from .conv import Conv2d, RunOptions, conv2d
 from .geometry import ConvGeometry, GeometryError
-from .grad import Conv2dInputGrad, Conv2dWeightGrad
 from .options import DEFAULTS, validate_options
-from .payload import decode, encode
-from .plan import Plan
 from .selftest import run_self_test
 from .support import CLAIMED_OPS, conv_geometry, is_depthwise, is_supported, support_reason
 
@@ -49,13 +46,25 @@ __all__ = [
 
 DISABLE_ENV = "LOWERKIT_NNPACK_DISABLE"
 
+# The gradients, the execution plan and the payload codec (which brings in protobuf) are
+# imported where they are used: loading the plugin to ask its availability stays cheap.
+
+
+def __getattr__(name: str) -> Any:
+    """``Conv2dInputGrad`` and ``Conv2dWeightGrad``, imported on first use."""
+    if name in ("Conv2dInputGrad", "Conv2dWeightGrad"):
+        from . import grad
+
+        return getattr(grad, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 @dataclass(frozen=True, slots=True)
 class NnpackHandle:
-    """One compiled method: its execution plan."""
+    """One compiled method: its execution plan (a :class:`lowerkit_nnpack.plan.Plan`)."""
 
     method: str
-    plan: Plan
+    plan: Any
 
     def __call__(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         return self.plan.run(inputs)
@@ -83,6 +92,8 @@ def _check_method(module: Any, method: str, options: dict[str, Any]) -> None:
             continue  # depthwise has one algorithm of its own
         geom = conv_geometry(node)
         if node.op == "conv2d_input_grad":
+            from .grad import Conv2dInputGrad
+
             geom = Conv2dInputGrad(geom, None, algorithm="implicit_gemm").backward
         try:
             check_algorithm(algorithm, geom)
@@ -102,6 +113,8 @@ def lowerkit_preprocess(module: Any, compile_spec: dict[str, dict[str, Any]]) ->
             f"nnpack: compile_spec names method(s) {extra} that {module.name} does not have; "
             f"its methods are {sorted(module.methods)}"
         )
+    from .payload import encode
+
     options = {m: validate_options(m, spec.get(m)) for m in module.methods}
     for method in module.methods:
         _check_method(module, method, options[method])
@@ -111,6 +124,9 @@ def lowerkit_preprocess(module: Any, compile_spec: dict[str, dict[str, Any]]) ->
 @hookimpl
 def lowerkit_compile(processed: bytes, compile_spec: dict[str, dict[str, Any]]) -> dict[str, NnpackHandle]:
     """Build one execution plan per method (kernel transforms precomputed, workspaces per thread)."""
+    from .payload import decode
+    from .plan import Plan
+
     module, options = decode(processed)
     handles = {}
     for method, m in module.methods.items():
