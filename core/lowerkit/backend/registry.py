@@ -21,13 +21,19 @@ from .manager import DISABLE_ENV, Backend, disabled_names, disabled_reason
 from .profile import start_env_profile
 from .wrappers import WRAPPERS, WrapperFactory
 
-if sys.version_info >= (3, 12):  # pragma: no cover - depends on the interpreter
-    import importlib.metadata as _metadata
-else:  # the stdlib API differs before 3.12; the backport is a core dependency there
-    try:
-        import importlib_metadata as _metadata
-    except ImportError:  # pragma: no cover
-        import importlib.metadata as _metadata  # type: ignore[no-redef]
+
+
+def _metadata() -> Any:
+    """``importlib.metadata`` (or its backport before 3.12), imported at the first lookup of
+    the installed backends, not at ``import lowerkit`` (it costs milliseconds to import)."""
+    if sys.version_info >= (3, 12):  # pragma: no cover - depends on the interpreter
+        import importlib.metadata as metadata
+    else:  # the stdlib API differs before 3.12; the backport is a core dependency there
+        try:
+            import importlib_metadata as metadata
+        except ImportError:  # pragma: no cover
+            import importlib.metadata as metadata  # type: ignore[no-redef]
+    return metadata
 
 __all__ = [
     "DISABLE_ENV",
@@ -135,7 +141,7 @@ class _Registry:
     @staticmethod
     def _read_claims() -> dict[str, list[_Claim]]:
         result: dict[str, list[_Claim]] = {}
-        for ep in _metadata.entry_points(group=ENTRY_POINT_GROUP):
+        for ep in _metadata().entry_points(group=ENTRY_POINT_GROUP):
             dist = getattr(ep, "dist", None)
             dist_name = dist.metadata["Name"] if dist is not None else ""
             version = dist.version if dist is not None else ""
