@@ -14,6 +14,8 @@ lacks) is listed as skipped with the reason.
     python benchmarks/model.py --model all --small    # the whole zoo, small configurations (a smoke run)
     python benchmarks/model.py --int8-accuracy        # int8 vs fp32 accuracy on random inputs (ResNet-18)
     python benchmarks/model.py --instructions         # glow_like opt 2, per instruction, 2 workers vs 1
+    python benchmarks/model.py --yardstick --chart docs/performance.png   # docs/performance.md's tables
+    python benchmarks/model.py --yardstick --model resnet18 --batch 1      # one model, one batch size
 """
 
 from __future__ import annotations
@@ -295,7 +297,25 @@ def main() -> None:
     parser.add_argument("--int8-accuracy", action="store_true", help="only measure int8 accuracy against fp32")
     parser.add_argument("--instructions", action="store_true",
                         help="only time each glow_like instruction (opt 2), default workers and 1 thread")
+    parser.add_argument("--yardstick", action="store_true",
+                        help="the yardstick (docs/performance.md): models beside ONNX Runtime and OpenVINO, "
+                             "interleaved rounds, ratios to the best peer; --model takes a comma list "
+                             "(default resnet18,resnet50,mobilenet_v2,efficientnet_b0)")
+    parser.add_argument("--rounds", type=int, default=3, help="--yardstick: interleaved rounds")
+    parser.add_argument("--threads", type=int, default=0, help="--yardstick: peer threads (0: all cores)")
+    parser.add_argument("--chart", metavar="PNG", help="--yardstick: draw the ratios into this PNG (matplotlib)")
     args = parser.parse_args()
+    if args.yardstick:
+        from lowerkit.backend.cpu import cpu_count
+        from yardstick import DEFAULT_MODELS, run
+
+        names = args.model.split(",") if "--model" in " ".join(__import__("sys").argv) else list(DEFAULT_MODELS)
+        unknown = [n for n in names if n not in models.names()]
+        if unknown:
+            parser.error(f"--model: unknown model(s) {unknown}; choose from {', '.join(models.names())}")
+        run(names, args.batch or [1, 8], rounds=args.rounds, repeat=min(args.repeat, 5),
+            threads=args.threads or cpu_count(), chart=args.chart)
+        return
     if args.model != "all" and args.model not in models.names():
         parser.error(f"--model: unknown model {args.model!r}; choose 'all' or one of {', '.join(models.names())}")
     if args.int8_accuracy:
