@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .delegate import lower_to_one, normalize_compile_spec
 from .partitioned import PartitionedModule, lower_plan
 from ..backend.hookspecs import Unsupported
 from ..errors import InputError
@@ -178,8 +179,6 @@ def _time_region(
     args: list[np.ndarray],
 ) -> float | None:
     """Best ms of one call of ``source`` lowered to ``backend``; None if it cannot run here."""
-    from .to_backend import to_backend
-
     if backend == current.backend:
         lowered = current
     else:
@@ -187,7 +186,8 @@ def _time_region(
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                lowered = to_backend(source, backend, {"forward": options})
+                spec = normalize_compile_spec(source, {"forward": options})
+                lowered = lower_to_one(source, backend, spec, keep_source=False)
             if not lowered.is_compiled:
                 return None
         except Exception:  # a backend that claimed the nodes but cannot lower them together
