@@ -249,7 +249,6 @@ def lower_plan(
     passes: Sequence[str] = (),
 ) -> PartitionedModule:
     """Plan with ``candidates`` (in order, first yes wins) and lower every region."""
-    from .to_backend import to_backend
 
     plan = plan_partition(module, candidates, submodules)
     lowered_regions = []
