@@ -24,7 +24,7 @@ def read_inputs(items: list[str], sig: Any, method: str, *, required: bool = Tru
         if not sep or not name or not path:
             raise InputError(f"--input expects NAME=FILE.npy, got {item!r}")
         if name not in expected:
-            raise InputError(f"method {method!r} has no input {name!r} (--input {item}); its inputs are {expected}")
+            raise InputError(f"method {method!r} has no input {name!r}; its inputs are {expected} (--input {item})")
         if name in given:
             raise InputError(f"--input {name} is given twice; give each of {expected} once")
         given[name] = read_npy(name, path)

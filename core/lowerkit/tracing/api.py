@@ -43,6 +43,12 @@ def trace(
         specs = _method_specs(type(obj).__name__, example_inputs, methods)
         session = TraceSession(type(obj).__name__, obj)
         return _trace_nn_module(obj, session, specs)
+    if _is_torch_module(obj):
+        raise InputError(
+            f"lowerkit.trace traces lowerkit.nn modules and Python functions, got the PyTorch module "
+            f"{type(obj).__name__}: import it with lowerkit.torch.load (torch.export), or export it "
+            "to ONNX and use lowerkit.onnx.load"
+        )
     if isinstance(obj, Module) or not callable(obj):
         raise InputError(
             "lowerkit.trace expects a lowerkit.nn.Module or a Python function, "
@@ -262,3 +268,10 @@ def _trace_first_hint(obj: object) -> str:
 
 
 calls.install(interceptor=intercept_call, hint=_trace_first_hint)
+
+
+def _is_torch_module(obj: object) -> bool:
+    """A ``torch.nn.Module``, recognised without importing torch."""
+    return any(
+        c.__module__.startswith("torch.nn") and c.__name__ == "Module" for c in type(obj).__mro__
+    )
