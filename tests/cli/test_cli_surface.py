@@ -207,3 +207,13 @@ def test_quiet_and_progress_switches():
         progress.set_quiet(False)
     with progress.progress(3, "x", show=False) as bar:  # a do-nothing line still counts
         bar.update()
+
+
+def test_a_disabled_backend_is_not_called_missing(cli, named_file, tmp_path):
+    lk.save(lk.to_backend(lk.load(named_file), "reference"), tmp_path / "ref.lkm")
+    env = {"LOWERKIT_DISABLE_PLUGINS": "reference"}
+    out = cli("run", "ref.lkm", "--input", "x=x.npy", "--input", "h=h.npy", env=env)
+    assert out.returncode == 1 and "remove 'reference' from LOWERKIT_DISABLE_PLUGINS" in out.stderr
+    assert "install" not in out.stderr
+    out = cli("inspect", "ref.lkm", env=env)
+    assert out.returncode == 0 and "installed here but disabled by LOWERKIT_DISABLE_PLUGINS" in out.stdout

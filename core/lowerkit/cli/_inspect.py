@@ -100,6 +100,8 @@ def _describe_lowered(lowered: LoweredModule, indent: str, installed: dict[str, 
     here = installed.get(record.backend)
     if here is None:
         state = f"not installed here (install {record.distribution or 'its package'})"
+    elif here.note and here.available is False:
+        state = f"installed here but {here.note}"
     else:
         state = f"installed here: {here.distribution or 'in-process'} {here.version or ''}".rstrip()
     lines = [

@@ -226,12 +226,17 @@ class LoweredModule(Lowered):
 
     def _resolve_backend(self) -> Backend:
         if self._backend is None:
-            from ..backend.registry import get_backend
+            from ..backend.registry import DISABLE_ENV, disabled_reason, get_backend
 
             try:
                 self._backend = get_backend(self.backend)
             except BackendNotFoundError as err:
                 record = self._record
+                if disabled_reason(record.backend):  # installed, switched off: not "install"
+                    raise BackendNotFoundError(
+                        f"{err}; {record.name} was lowered to it: remove {record.backend!r} from "
+                        f"{DISABLE_ENV} to run it"
+                    ) from err
                 dist = record.distribution or f"the package providing backend {record.backend!r}"
                 made = f" (the file was made with version {record.version})" if record.version else ""
                 raise BackendNotFoundError(
