@@ -2,12 +2,14 @@
 
 Regenerate the table after adding or changing an op:
 
-    python scripts/gen_op_table.py
-
-and paste the output over the table under "## Op table" in docs/ir.md.
+    python scripts/gen_op_table.py            # print it
+    python scripts/gen_op_table.py --write    # replace the table under "## Op table" in docs/ir.md
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 from lowerkit.ir.printer import format_attr
 from lowerkit.opset import REQUIRED, OpSchema, all_schemas
@@ -51,5 +53,18 @@ def op_table() -> str:
     return "\n".join(rows)
 
 
+def write_table(path: Path) -> None:
+    """Replace the table under ``## Op table`` in ``path`` (up to the first blank line after it)."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    heading = lines.index("## Op table")
+    start = next(i for i in range(heading, len(lines)) if lines[i].startswith("| op |"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    lines[start:end] = op_table().split("\n")
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
 if __name__ == "__main__":
-    print(op_table())
+    if sys.argv[1:] == ["--write"]:
+        write_table(Path(__file__).resolve().parents[1] / "docs" / "ir.md")
+    else:
+        print(op_table())

@@ -68,6 +68,42 @@ EXAMPLES: dict[str, tuple[list[TensorType], dict, list[TensorType] | None]] = {
         [T("f32", 2, 3), T("i64", 2)],
     ),
 }
+# The ops of mobile CNNs and transformers (issue 13).
+EXAMPLES.update({
+    "hardsigmoid": ([T("f32", 2, 3)], {"alpha": 0.2, "beta": 0.5}, None),
+    "hardswish": (*_UNARY, None),
+    "silu": (*_UNARY, None),
+    "gelu": ([T("f32", 2, 3)], {"approximate": "tanh"}, None),
+    "erf": (*_UNARY, None),
+    "pow": (*_BIN, None),
+    "where": ([T("bool", 2, 1), T("f32", 2, 3), T("f32", 3)], {}, None),
+    "reduce_mean": ([T("f32", 2, 3, 4)], {"dims": (1, -1), "keepdim": True}, None),
+    "reduce_sum": ([T("f32", 2, 3, 4)], {"dims": (0,)}, None),
+    "reduce_max": ([T("f32", 2, 3, 4)], {}, None),
+    "reduce_min": ([T("f32", 2, 3, 4)], {"dims": (2,)}, None),
+    "layer_norm": ([T("f32", 2, 3, 4), T("f32", 4), T("f32", 4)], {"eps": 1e-6}, None),
+    "group_norm": ([T("f32", 2, 4, 3, 3), T("f32", 4), T("f32", 4)], {"num_groups": 2}, None),
+    "slice": ([T("f32", 6, 5)], {"starts": (-1, 0), "ends": (-(2**63), 5), "axes": (0, 1), "steps": (-2, 2)}, None),
+    "split": ([T("f32", 6, 5)], {"dim": 1, "sizes": (2, 3)}, None),
+    "gather": ([T("f32", 6, 5)], {"dim": 1, "indices": np.array([[0, -1]], np.int64)}, None),
+    "pad": ([T("f32", 1, 2, 3, 3)], {"pads": (0, 0, 1, 1, 0, 0, 1, 2), "mode": "reflect"}, None),
+    "expand": ([T("f32", 3, 1)], {"shape": (2, 3, 4)}, None),
+    "interpolate": (
+        [T("f32", 1, 2, 3, 3)],
+        {"size": (6, 5), "scales": (2.0, 5 / 3), "mode": "linear", "coordinate_transformation_mode": "half_pixel"},
+        None,
+    ),
+    "scaled_dot_product_attention": (
+        [T("f32", 2, 4, 8), T("f32", 2, 5, 8), T("f32", 2, 5, 3), T("bool", 4, 5)],
+        {"scale": 0.125, "is_causal": False},
+        None,
+    ),
+    "conv_transpose2d": (
+        [T("f32", 1, 4, 5, 5), T("f32", 4, 3, 3, 3), T("f32", 6)],
+        {"stride": (2, 2), "padding": (1, 1, 1, 1), "output_padding": (1, 0), "groups": 2},
+        None,
+    ),
+})
 
 
 def example_graph(op: str) -> Graph:

@@ -37,6 +37,12 @@ EXPECTED_OPS = {
     "max_pool2d", "avg_pool2d", "global_avg_pool2d", "batch_norm", "flatten", "reshape",
     "transpose", "concat", "softmax", "log_softmax", "constant", "param", "call",
 }
+# The ops of mobile CNNs and transformers (issue 13).
+EXPECTED_OPS |= {
+    "hardsigmoid", "hardswish", "silu", "gelu", "erf", "pow", "where", "reduce_mean", "reduce_sum",
+    "reduce_max", "reduce_min", "layer_norm", "group_norm", "slice", "split", "gather", "pad", "expand",
+    "interpolate", "scaled_dot_product_attention", "conv_transpose2d",
+}
 
 
 def test_registry_holds_exactly_the_op_set():
@@ -80,9 +86,11 @@ def test_inputs_and_attribute_defaults(op, inputs, attrs):
     assert {a.name: a.default for a in schema.attrs} == attrs
 
 
-def test_only_bias_is_optional():
+def test_only_trailing_operands_are_optional():
     optional = {s.name: s.num_optional for s in all_schemas() if s.num_optional}
-    assert optional == {"conv2d": 1, "linear": 1}
+    # ... and the affine weight and bias of the normalisations, and attention's mask.
+    assert optional == {"conv2d": 1, "linear": 1, "conv_transpose2d": 1, "layer_norm": 2, "group_norm": 2,
+                        "scaled_dot_product_attention": 1}
 
 
 # -- element-wise -----------------------------------------------------------------------

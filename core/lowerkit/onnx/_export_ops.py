@@ -234,3 +234,7 @@ def export_transpose(ctx: ExportContext, node: Node) -> None:
 @exporter("concat")
 def export_concat(ctx: ExportContext, node: Node) -> None:
     ctx.add_node("Concat", [ctx.name(v) for v in node.inputs], [ctx.output()], axis=int(node.attrs["dim"]))
+
+
+# The ops of mobile CNNs and transformers register from their own module.
+from . import _export_model_ops  # noqa: E402,F401

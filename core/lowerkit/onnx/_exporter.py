@@ -78,7 +78,7 @@ class ExportContext:
         """Add ``array`` as an initializer; returns its ONNX name."""
         onnx = require_onnx()
         name = self.fresh(hint)
-        self.initializers.append(onnx.numpy_helper.from_array(np.ascontiguousarray(array), name))
+        self.initializers.append(onnx.numpy_helper.from_array(np.asarray(array, order="C"), name))  # keeps 0-d
         return name
 
     def parameter(self, qualified: str) -> str:

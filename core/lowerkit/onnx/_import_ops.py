@@ -388,3 +388,7 @@ def import_dropout(ctx: ImportContext, node) -> list[Value]:
         mask = ctx.emit_constant(np.ones(x.type.shape, dtype=np.bool_), hint="mask")
         return [None, mask]
     return [None]
+
+
+# The ops of mobile CNNs and transformers register from their own module.
+from . import _import_model_ops  # noqa: E402,F401

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError, InputError, UnsupportedOperatorError, VerificationError
-from ..ir import Graph, GraphMethod, Module, TensorType, Value
+from ..ir import Graph, GraphMethod, Module, Node, TensorType, Value
 from ..ir.types import dtype_name
 from ..ir.verify import verify_module
 from ..opset import ShapeError, get_schema
@@ -215,7 +215,19 @@ class ImportContext:
         hint: str | None = None,
         output_types: Sequence[TensorType] | None = None,
     ) -> Value:
-        """Append ``op(inputs, **attrs)``, with output types from the op's schema."""
+        """Append ``op(inputs, **attrs)``, with output types from the op's schema; its output."""
+        return self.emit_node(op, inputs, attrs, hint=hint, output_types=output_types).output
+
+    def emit_node(
+        self,
+        op: str,
+        inputs: Sequence[Value],
+        attrs: Mapping[str, Any] | None = None,
+        *,
+        hint: str | None = None,
+        output_types: Sequence[TensorType] | None = None,
+    ) -> Node:
+        """As :meth:`emit`, returning the node (for ops with several outputs, such as split)."""
         schema = get_schema(op)
         try:
             normalized = schema.normalize_attrs(dict(attrs or {}))
@@ -227,14 +239,14 @@ class ImportContext:
             except ShapeError as err:
                 raise self.unsupported(f"lowerkit {op} does not accept it: {err}") from None
         node = self.graph.add_node(
-            op, inputs, output_types, normalized, output_hints=[hint or op],
+            op, inputs, output_types, normalized, output_hints=[hint or op] * len(output_types),
             debug_handle=self._next_handle, scope=self.scope,
         )
         self._next_handle += 1
-        return node.output
+        return node
 
     def emit_constant(self, array: np.ndarray, hint: str = "const") -> Value:
-        return self.emit("constant", [], {"value": np.ascontiguousarray(array)}, hint=hint)
+        return self.emit("constant", [], {"value": np.asarray(array, order="C")}, hint=hint)  # keeps 0-d
 
 
 # -- reading and checking the model --------------------------------------------------------------

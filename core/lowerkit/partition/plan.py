@@ -14,6 +14,7 @@ from ..errors import InputError, UnsupportedOperatorError
 from ..ir.graph import Graph
 from ..ir.module import GraphMethod, Module
 from ..ir.node import Node
+from ..opset.decompose import decompose_unclaimed
 from .assign import FREE_OPS, Assignment, Candidate, assign_backends
 from .extract import outer_graph, region_interface, region_module
 from .regions import Region, form_regions
@@ -85,7 +86,8 @@ def plan_partition(
     for name, method in module.methods.items():
         if not isinstance(method, GraphMethod):
             raise InputError(f"method {name!r} of {module.name} is already lowered; partition the original module")
-        graph = method.graph
+        # Composite ops no candidate claims (attention) are decomposed into ones they may.
+        graph = decompose_unclaimed(method.graph, lambda node: _claimed(node, candidates))
         assignment = assign_backends(graph, candidates, selected)
         unclaimed.extend((name, node, assignment) for node in assignment.unclaimed)
         methods.append(MethodPlan(name, graph, assignment, [], [], []))
@@ -102,6 +104,10 @@ def plan_partition(
             mp.region_names.append(name)
             mp.region_modules.append(region_module(module, mp.graph, region, f"{module.name}.{name}"))
     return PartitionPlan(module, tuple(c.name for c in candidates), tuple(submodules or ()), methods)
+
+
+def _claimed(node: Node, candidates: Sequence[Candidate]) -> bool:
+    return any(c.is_supported is not None and bool(c.is_supported(node)) for c in candidates)
 
 
 def _unsupported_message(unclaimed, backends: list[str]) -> str:

@@ -43,6 +43,9 @@ _SAMPLERS: dict[str, Callable[[np.random.Generator, tuple[int, ...]], np.ndarray
     "normal": lambda rng, s: rng.standard_normal(s).astype(np.float32),
     "positive": lambda rng, s: rng.uniform(0.5, 2.0, s).astype(np.float32),
     "nonzero": lambda rng, s: (rng.uniform(0.5, 2.0, s) * rng.choice([-1.0, 1.0], s)).astype(np.float32),
+    "wide": lambda rng, s: (rng.standard_normal(s) * 4).astype(np.float32),  # past the kinks at +-3
+    "mask": lambda rng, s: np.concatenate(  # bool, never a fully masked last-dim row
+        [np.ones(s[:-1] + (1,), bool), rng.random(s[:-1] + (s[-1] - 1,)) > 0.4], axis=-1),
 }
 
 
@@ -89,6 +92,55 @@ OP_CASES: tuple[OpCase, ...] = (
     _case("concat", "concat", [_i((2, 3)), _i((2, 5))], {"dim": 1}, basic=True),
     _case("softmax", "softmax", [_i(_X)], basic=True),
     _case("log_softmax", "log_softmax", [_i(_X)], {"dim": 1}, basic=True),
+)
+
+
+# The ops of mobile CNNs and transformers (issue 13).
+_SEQ = (2, 5, 8)
+OP_CASES += (
+    _case("hardsigmoid", "hardsigmoid", [_i(_X, "wide")], basic=True),
+    _case("hardsigmoid-onnx", "hardsigmoid", [_i(_X, "wide")], {"alpha": 0.2, "beta": 0.4}),
+    _case("hardswish", "hardswish", [_i(_X, "wide")], basic=True),
+    _case("silu", "silu", [_i(_X, "wide")], basic=True),
+    _case("gelu", "gelu", [_i(_X, "wide")], basic=True),
+    _case("gelu-tanh", "gelu", [_i(_X, "wide")], {"approximate": "tanh"}),
+    _case("erf", "erf", [_i(_X)], basic=True),
+    _case("pow", "pow", [_i(_X, "positive"), _p((4,))], basic=True),
+    _case("where", "where", [_p((3, 1), "mask"), _i(_X), _i((4,))], basic=True),
+    _case("reduce_mean", "reduce_mean", [_i(_IMG)], {"dims": [2, 3], "keepdim": True}, basic=True),
+    _case("reduce_mean-all", "reduce_mean", [_i(_X)]),
+    _case("reduce_sum", "reduce_sum", [_i(_X)], {"dims": [-1]}, basic=True),
+    _case("reduce_max", "reduce_max", [_i(_X)], {"dims": [0, 2], "keepdim": True}, basic=True),
+    _case("reduce_min", "reduce_min", [_i(_X)], {"dims": [1]}, basic=True),
+    _case("layer_norm", "layer_norm", [_i(_SEQ), _p((8,)), _p((8,))], basic=True),
+    _case("layer_norm-2d-noaffine", "layer_norm", [_i(_IMG)], {"axis": 1, "eps": 1e-6}),
+    _case("group_norm", "group_norm", [_i((2, 6, 3, 3)), _p((6,)), _p((6,))], {"num_groups": 3}, basic=True),
+    _case("slice", "slice", [_i(_IMG)], {"starts": [1, -1], "ends": [5, 0], "axes": [2, 3], "steps": [2, -2]},
+          basic=True),
+    _case("split", "split", [_i(_IMG)], {"dim": 1, "sizes": [1, 2]}, basic=True),
+    _case("gather", "gather", [_i(_SEQ)], {"dim": 1, "indices": np.array(0, np.int64)}, basic=True),
+    _case("gather-2d", "gather", [_i(_SEQ)], {"dim": -1, "indices": np.array([[7, 0], [-1, 3]], np.int64)}),
+    _case("pad", "pad", [_i(_IMG)], {"pads": [0, 0, 1, 2, 0, 0, 2, 0], "value": 0.5}, basic=True),
+    _case("pad-reflect", "pad", [_i(_IMG)], {"pads": [0, 0, 2, 1, 0, 0, 1, 2], "mode": "reflect"}),
+    _case("pad-replicate", "pad", [_i(_IMG)], {"pads": [0, 0, 1, 0, 0, 0, 0, 3], "mode": "replicate"}),
+    _case("expand", "expand", [_i((3, 1))], {"shape": [2, 3, 4]}, basic=True),
+    _case("interpolate", "interpolate", [_i(_IMG)], {"size": [12, 12], "scales": [2.0, 2.0]}, basic=True),
+    _case("interpolate-bilinear", "interpolate", [_i(_IMG)],
+          {"size": [9, 4], "scales": [1.5, 4 / 6], "mode": "linear", "coordinate_transformation_mode": "half_pixel"}),
+    _case("interpolate-align-corners", "interpolate", [_i(_IMG)],
+          {"size": [11, 7], "scales": [11 / 6, 7 / 6], "mode": "linear",
+           "coordinate_transformation_mode": "align_corners"}),
+    _case("scaled_dot_product_attention", "scaled_dot_product_attention", [_i((2, 2, 5, 8))] * 3,
+          {"scale": 8 ** -0.5}, basic=True),
+    _case("sdpa-bool-mask", "scaled_dot_product_attention",
+          [_i((2, 4, 8)), _i((2, 6, 8)), _i((2, 6, 3)), _p((4, 6), "mask")], {"scale": 0.3}),
+    _case("sdpa-float-mask-causal", "scaled_dot_product_attention",
+          [_i((2, 5, 8)), _i((2, 5, 8)), _i((2, 5, 8)), _p((5, 5))], {"scale": 0.3, "is_causal": True}),
+    _case("conv_transpose2d", "conv_transpose2d", [_i((1, 4, 5, 5)), _p((4, 3, 3, 3)), _p((3,))], basic=True),
+    _case("conv_transpose2d-stride2-groups", "conv_transpose2d", [_i((1, 4, 4, 5)), _p((4, 2, 3, 3))],
+          {"stride": [2, 2], "padding": [1, 0, 1, 1], "output_padding": [1, 0], "groups": 2}),
+    _case("matmul-batched", "matmul", [_i((2, 1, 4, 5)), _i((3, 5, 2))]),
+    _case("softmax-dim1", "softmax", [_i(_IMG)], {"dim": 1}),
 )
 
 

@@ -32,6 +32,8 @@ __all__ = [
 ]
 
 _STRUCTURAL_OK = ("param", "constant")
+# Operands that are masks: bool where every other value is float32.
+_BOOL_OPERANDS = frozenset({("where", 0), ("scaled_dot_product_attention", 3)})
 
 
 def _unsupported(reason: str):
@@ -48,7 +50,9 @@ def lowerkit_is_supported(node: Node) -> Any:
         return _unsupported("glow_like inlines calls only inside a whole lowered module")
     if not has_schema(node.op) or (node.op not in KERNELS and node.op not in _STRUCTURAL_OK):
         return _unsupported(f"glow_like has no kernel for op {node.op!r}")
-    for v in list(node.inputs) + list(node.outputs):
+    for i, v in enumerate(list(node.inputs) + list(node.outputs)):
+        if v.type.dtype == "bool" and (node.op, i) in _BOOL_OPERANDS:
+            continue
         if v.type.dtype != "f32":
             return _unsupported(f"glow_like runs float32 only; {node.op} has {v.type.dtype} value %{v.name}")
     return True

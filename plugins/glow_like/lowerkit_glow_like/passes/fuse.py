@@ -34,6 +34,7 @@ def fuse_bias(graph: Graph) -> bool:
             other = add.inputs[1] if add.inputs[0] is node.output else add.inputs[0]
             bias = const_value(producers.get(other))
             if bias is not None and bias.shape in ((w.shape[1],), (1, w.shape[1])) and add.output.type == node.output.type:
+                _define_before(graph, producers[other], node)
                 node.inputs = node.inputs + [other]
                 node.outputs = list(add.outputs)
                 graph.nodes.remove(add)
@@ -54,6 +55,13 @@ def fuse_bias(graph: Graph) -> bool:
             graph.nodes.remove(add)
             changed = True
     return changed
+
+
+def _define_before(graph: Graph, constant, user) -> None:
+    """Move a constant node up to just before ``user`` if it comes later (it has no inputs)."""
+    if graph.nodes.index(constant) > graph.nodes.index(user):
+        graph.nodes.remove(constant)
+        graph.nodes.insert(graph.nodes.index(user), constant)
 
 
 _FUSABLE = {"conv2d": "glow.conv2d", "glow.conv2d": "glow.conv2d", "glow.fc": "glow.fc", "add": "glow.add",

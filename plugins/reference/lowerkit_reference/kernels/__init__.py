@@ -10,9 +10,11 @@ from __future__ import annotations
 from lowerkit.ir.interpreter import Kernel
 
 from . import conv, elementwise, linear, norm, pool, shape, softmax
+from . import activation, attention, conv_transpose, indexing, normalization, reduce, resize
 
 KERNELS: dict[str, Kernel] = {}
-for _family in (elementwise, linear, conv, pool, norm, shape, softmax):
+for _family in (elementwise, linear, conv, pool, norm, shape, softmax, activation, attention,
+                conv_transpose, indexing, normalization, reduce, resize):
     KERNELS.update(_family.KERNELS)
 
 __all__ = ["KERNELS"]

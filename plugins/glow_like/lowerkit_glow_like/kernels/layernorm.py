@@ -1,0 +1,52 @@
+"""Layer and group normalisation: per-sample statistics, then the optional affine."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._base import kernel
+
+
+def _normalize_into(x: np.ndarray, out: np.ndarray, axes: tuple[int, ...], eps: float) -> None:
+    mean = x.mean(axis=axes, keepdims=True)
+    np.subtract(x, mean, out=out)
+    var = np.mean(np.square(out), axis=axes, keepdims=True)
+    np.divide(out, np.sqrt(var + eps), out=out)
+
+
+@kernel("layer_norm")
+def _layer_norm(inputs, outputs, attrs, scratch):
+    x, affine = inputs[0], inputs[1:]
+    (out,) = outputs
+    axis = attrs.get("axis", -1) % x.ndim
+    axes = tuple(range(axis, x.ndim))
+    eps = attrs.get("eps", 1e-5)
+
+    def run():
+        _normalize_into(x, out, axes, eps)
+        if affine:
+            np.multiply(out, affine[0], out=out)
+        if len(affine) > 1:
+            np.add(out, affine[1], out=out)
+
+    return run
+
+
+@kernel("group_norm")
+def _group_norm(inputs, outputs, attrs, scratch):
+    x, affine = inputs[0], inputs[1:]
+    (out,) = outputs
+    n, c = x.shape[:2]
+    groups = attrs["num_groups"]
+    eps = attrs.get("eps", 1e-5)
+    per_channel = (1, c) + (1,) * (x.ndim - 2)
+    grouped_x, grouped_out = x.reshape(n, groups, -1), out.reshape(n, groups, -1)
+
+    def run():
+        _normalize_into(grouped_x, grouped_out, (2,), eps)
+        if affine:
+            np.multiply(out, affine[0].reshape(per_channel), out=out)
+        if len(affine) > 1:
+            np.add(out, affine[1].reshape(per_channel), out=out)
+
+    return run
