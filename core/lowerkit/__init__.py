@@ -14,6 +14,7 @@ from .backend.hookspecs import Unsupported, hookimpl
 from .backend.profile import profile
 from .backend.registry import backends, register_backend, unregister_backend
 from .lowering.lowered import LoweredModule
+from .lowering.partitioned import PartitionedModule
 from .lowering.to_backend import to_backend
 from .tracing import ops
 from .tracing.api import trace
@@ -48,15 +49,18 @@ __all__ = [
     "LoweredModule",
     "LowerkitError",
     "Module",
+    "PartitionedModule",
     "PluginError",
     "UnsupportedOperatorError",
     "Unsupported",
     "backends",
+    "bench",
     "dumps",
     "graph_of",
     "hookimpl",
     "load",
     "loads",
+    "models",
     "nn",
     "ops",
     "profile",
@@ -66,3 +70,16 @@ __all__ = [
     "trace",
     "unregister_backend",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # Imported on first use: the model zoo and the benchmark sit above the rest of the core.
+    if name == "models":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.models")
+    if name == "bench":
+        from .cli.bench import bench
+
+        return bench
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

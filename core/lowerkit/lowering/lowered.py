@@ -26,7 +26,7 @@ from ..errors import (
 )
 from ..ir.module import CallableModule, Method, Module, Signature, format_outputs
 from ..backend.manager import Backend
-from ..backend.registry import get_backend
+from ..backend.registry import DISABLE_ENV, disabled_reason, get_backend
 
 __all__ = ["DelegateRecord", "Lowered", "LoweredMethod", "LoweredModule"]
 
@@ -229,6 +229,11 @@ class LoweredModule(Lowered):
                 self._backend = get_backend(self.backend)
             except BackendNotFoundError as err:
                 record = self._record
+                if disabled_reason(record.backend):  # installed, switched off: not "install"
+                    raise BackendNotFoundError(
+                        f"{err}; {record.name} was lowered to it: remove {record.backend!r} from "
+                        f"{DISABLE_ENV} to run it"
+                    ) from err
                 dist = record.distribution or f"the package providing backend {record.backend!r}"
                 made = f" (the file was made with version {record.version})" if record.version else ""
                 raise BackendNotFoundError(

@@ -127,7 +127,7 @@ class PartitionedModule(Lowered):
 
     def __repr__(self) -> str:
         return (
-            f"<lowerkit.lowering.PartitionedModule {self.name} backends={list(self._backends)} "
+            f"<lowerkit.PartitionedModule {self.name} backends={list(self._backends)} "
             f"regions={len(self._report.regions)}>"
         )
 

@@ -432,7 +432,11 @@ def import_model(
     _check_outputs(proto, outputs)
     module = Module(
         parameters=ctx.parameters,
-        methods={"forward": GraphMethod(ctx.graph, returns_tuple=len(outputs) != 1)},
+        methods={"forward": GraphMethod(
+            ctx.graph,
+            returns_tuple=len(outputs) != 1,
+            output_names=_output_names(graph),
+        )},
         name=name or graph.name or "OnnxModel",
     )
     verify_module(module)  # an importer bug must not reach a backend
@@ -463,3 +467,9 @@ def load(
     ``InputError`` for missing or contradictory ``input_shapes``.
     """
     return import_model(model, input_shapes=input_shapes, constant_inputs=constant_inputs).module
+
+
+def _output_names(graph: Any) -> tuple[str, ...]:
+    """The ONNX graph's output names, when every output has a distinct one."""
+    names = tuple(vi.name for vi in graph.output)
+    return names if all(names) and len(set(names)) == len(names) else ()

@@ -10,11 +10,12 @@ from the file: any corrupt, truncated, foreign or too-new input raises
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FormatError, InputError, LowerkitError
-from .container import FORMAT_VERSION, frame, read_file, unframe, write_atomic
+from .container import FORMAT_VERSION, OUTPUT_NAMES_VERSION, frame, read_file, unframe, write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..lowering.lowered import LoweredModule
@@ -59,7 +60,21 @@ def dumps(obj: Module | LoweredModule) -> bytes:
         payload = msg.SerializeToString(deterministic=True)
     except (EncodeError, ValueError, OverflowError) as err:  # above protobuf's 2 GiB limit
         raise FormatError(f"the module cannot be encoded in a lowerkit file: {err}") from err
-    return frame(payload)
+    # The lowest version that expresses the content (docs/file-format.md, Versioning).
+    return frame(payload, OUTPUT_NAMES_VERSION if _has_output_names(msg) else FORMAT_VERSION)
+
+
+def _has_output_names(msg: Any) -> bool:
+    """Whether any method in the file (at any depth) names its outputs."""
+    for field, value in msg.ListFields():
+        if field.name == "output_names" and value:
+            return True
+        if field.message_type is None:
+            continue
+        items = value if isinstance(value, Iterable) else [value]
+        if any(_has_output_names(item) for item in items if hasattr(item, "ListFields")):
+            return True
+    return False
 
 
 def loads(data: bytes, *, fallback: str | None = None) -> Module | LoweredModule:

@@ -38,6 +38,8 @@ __all__ = [
 MAGIC = b"\x89LKM\r\n\x1a\n"
 # (major, minor): a reader reads every minor of the majors it knows; see docs/file-format.md.
 FORMAT_VERSION = (1, 0)
+# 1.1 adds Method.output_names; files without output names are still stamped 1.0.
+OUTPUT_NAMES_VERSION = (1, 1)
 SUPPORTED_MAJORS = frozenset({1})
 # protobuf cannot encode a message of 2 GiB or more.
 MAX_PAYLOAD = 2**31 - 1

@@ -101,7 +101,8 @@ def module_from_proto(
         if m.WhichOneof("body") != "graph":
             raise FormatError(f"{where}, method {m.name!r}: a module method must be a graph")
         graph = _graph_from_proto(m.graph, f"{where}, method {m.name!r}")
-        methods[m.name] = GraphMethod(graph, m.returns_tuple)
+        names = _output_names(m, len(graph.outputs), f"{where}, method {m.name!r}")
+        methods[m.name] = GraphMethod(graph, m.returns_tuple, names)
         if methods[m.name].returns_tuple != m.returns_tuple:
             raise FormatError(
                 f"{where}, method {m.name!r}: returns {len(graph.outputs)} outputs "
@@ -163,7 +164,8 @@ def record_from_proto(
             raise FormatError(
                 f"{sig_where}: returns {len(outputs)} outputs but is not marked as a tuple"
             )
-        signatures[m.name] = Signature(tuple(inputs.items()), outputs, m.returns_tuple)
+        names = _output_names(m, len(outputs), sig_where)
+        signatures[m.name] = Signature(tuple(inputs.items()), outputs, m.returns_tuple, names)
     original = None
     if msg.HasField("original"):
         original = module_from_proto(msg.original, f"{where}, original module", rebuild=rebuild)
@@ -332,3 +334,16 @@ def _verify(module: Module, where: str) -> None:
         verify_module(module)
     except VerificationError as err:
         raise FormatError(f"{where} does not verify: {err}") from err
+
+
+def _output_names(m: pb.Method, count: int, where: str) -> tuple[str, ...]:
+    """A method's output names: none (files before the field), or one distinct name each."""
+    names = tuple(m.output_names)
+    if not names:
+        return ()
+    if len(names) != count or len(set(names)) != len(names) or not all(names):
+        raise FormatError(
+            f"{where}: {len(names)} output names {list(names)[:8]} for {count} outputs; "
+            "expected one distinct non-empty name per output"
+        )
+    return names

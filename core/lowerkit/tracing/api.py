@@ -277,3 +277,10 @@ def _trace_first_hint(obj: object) -> str:
 
 
 calls.install(interceptor=intercept_call, hint=_trace_first_hint)
+
+
+def _is_torch_module(obj: object) -> bool:
+    """A ``torch.nn.Module``, recognised without importing torch."""
+    return any(
+        c.__module__.startswith("torch.nn") and c.__name__ == "Module" for c in type(obj).__mro__
+    )

@@ -26,7 +26,7 @@ from ._version import PAYLOAD_FORMAT, __version__
 __all__ = [
     "PAYLOAD_FORMAT", "__version__", "calibrate", "describe", "Profile", "lowerkit_compile",
     "lowerkit_destroy", "lowerkit_execute", "lowerkit_is_available", "lowerkit_is_supported",
-    "lowerkit_preprocess",
+    "lowerkit_options", "lowerkit_preprocess", "lowerkit_supported_ops",
 ]
 
 _STRUCTURAL_OK = ("param", "constant")
@@ -133,3 +133,28 @@ def __getattr__(name: str) -> Any:
 
         return KERNELS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@hookimpl
+def lowerkit_options() -> list[dict[str, Any]]:
+    """compile_spec options per method (see docs/glow_like.md)."""
+    return [
+        {"name": "opt_level", "type": "int: 0|1|2", "default": 2,
+         "doc": "0 straight translation, 1 cleanup, 2 every optimization"},
+        {"name": "threads", "type": "int >= 1 | 'blas' | null", "default": None,
+         "doc": "intra-op workers; null: one per CPU where it runs; 'blas': BLAS's own threads"},
+        {"name": "precision", "type": "str: fp32|int8", "default": "fp32",
+         "doc": "int8 quantizes with a calibration profile"},
+        {"name": "profile", "type": "Profile or path", "default": None,
+         "doc": "calibration profile from lowerkit_glow_like.calibrate (int8 only)"},
+    ]
+
+
+@hookimpl
+def lowerkit_supported_ops() -> list[str]:
+    """The core ops glow_like has a kernel for (float32 only)."""
+    from lowerkit.opset import has_schema
+
+    from .kernels import KERNELS
+
+    return sorted(op for op in set(KERNELS) | set(_STRUCTURAL_OK) if has_schema(op))

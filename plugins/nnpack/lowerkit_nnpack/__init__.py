@@ -22,7 +22,8 @@ from lowerkit.ir.module import GraphMethod
 from .algorithms import check_algorithm
 from .conv import Conv2d, RunOptions, conv2d
 from .geometry import ConvGeometry, GeometryError
-from .options import DEFAULTS, validate_options
+from .algorithms import ALGORITHMS
+from .options import DEFAULTS, TRANSFORM_STRATEGIES, validate_options
 from .selftest import run_self_test
 from .support import CLAIMED_OPS, conv_geometry, is_depthwise, is_supported, support_reason
 
@@ -41,7 +42,9 @@ __all__ = [
     "lowerkit_execute",
     "lowerkit_is_available",
     "lowerkit_is_supported",
+    "lowerkit_options",
     "lowerkit_preprocess",
+    "lowerkit_supported_ops",
 ]
 
 DISABLE_ENV = "LOWERKIT_NNPACK_DISABLE"
@@ -157,3 +160,24 @@ def lowerkit_is_supported(node: Any) -> Any:
 @hookimpl
 def lowerkit_destroy(handles: dict[str, Any]) -> None:
     """Nothing to free beyond what garbage collection reclaims (workspaces die with their plans)."""
+
+
+@hookimpl
+def lowerkit_options() -> list[dict[str, Any]]:
+    """compile_spec options per method (see docs/nnpack.md)."""
+    return [
+        {"name": "algorithm", "type": "str: " + "|".join(ALGORITHMS), "default": DEFAULTS["algorithm"],
+         "doc": "convolution algorithm; auto picks per layer"},
+        {"name": "transform_strategy", "type": "str: " + "|".join(TRANSFORM_STRATEGIES),
+         "default": DEFAULTS["transform_strategy"], "doc": "when kernel transforms are computed"},
+        {"name": "threads", "type": "int >= 0", "default": DEFAULTS["threads"],
+         "doc": "worker threads; 0: one per core of the machine that runs it"},
+        {"name": "batch_threshold", "type": "int >= 1", "default": DEFAULTS["batch_threshold"],
+         "doc": "batch size from which work is split over the batch"},
+    ]
+
+
+@hookimpl
+def lowerkit_supported_ops() -> list[str]:
+    """The layers nnpack claims (float32; convolution geometry is checked per node)."""
+    return list(CLAIMED_OPS)
