@@ -9,6 +9,7 @@ from the file: any corrupt, truncated, foreign or too-new input raises
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -100,12 +101,22 @@ def decode(
         msg.ParseFromString(payload)
     except (DecodeError, RecursionError, ValueError, RuntimeError) as err:
         raise FormatError(f"lowerkit file payload does not decode: {err}") from None
+    # Decoding makes millions of small acyclic objects for a big graph; the cyclic collector
+    # would traverse the growing heap again and again (a third of the load time), so it
+    # pauses while the file is decoded.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         obj = file_from_proto(msg, rebuild=rebuild or default_rebuild(fallback))
     except LowerkitError:
         raise
+    except RecursionError:
+        raise FormatError("lowerkit file nests modules too deeply to load") from None
     except Exception as err:  # a rebuild step refused what the file says
         raise FormatError(f"lowerkit file content is invalid: {type(err).__name__}: {err}") from err
+    finally:
+        if collecting:
+            gc.enable()
     return Decoded(version, len(payload), obj)
 
 
