@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,13 @@ __all__ = [
     "read_file",
     "save",
 ]
+
+
+# How deep files may nest inside backend payloads (a reference or nnpack payload is itself a
+# file): each level re-reads the bytes below it, so an unbounded depth would make load time
+# quadratic in the file size.
+MAX_NESTING = 8
+_nesting = threading.local()
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +104,11 @@ def decode(
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise InputError(f"loads expects the bytes lowerkit.dumps made, got {type(data).__name__}")
     version, payload = unframe(data)
+    depth = getattr(_nesting, "depth", 0)
+    if depth >= MAX_NESTING:  # a backend's payload holding a file holding a payload ...
+        raise FormatError(
+            f"lowerkit files nest more than {MAX_NESTING} deep (payloads holding files); refused"
+        )
     msg = pb.File()
     try:
         msg.ParseFromString(payload)
@@ -106,6 +119,7 @@ def decode(
     # pauses while the file is decoded.
     collecting = gc.isenabled()
     gc.disable()
+    _nesting.depth = depth + 1
     try:
         obj = file_from_proto(msg, rebuild=rebuild or default_rebuild(fallback))
     except LowerkitError:
@@ -115,6 +129,7 @@ def decode(
     except Exception as err:  # a rebuild step refused what the file says
         raise FormatError(f"lowerkit file content is invalid: {type(err).__name__}: {err}") from err
     finally:
+        _nesting.depth = depth
         if collecting:
             gc.enable()
     return Decoded(version, len(payload), obj)

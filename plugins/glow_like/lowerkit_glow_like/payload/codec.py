@@ -25,6 +25,18 @@ MAGIC = "lowerkit-glow-like"
 _KINDS = ("input", "activation", "constant")
 MAX_RANK = 32
 MAX_ELEMENTS = 2**40
+# Compile allocates each method's planned arena and scratch and runs it once: a payload
+# asking for more than this (bytes, per method) is refused instead of exhausting memory.
+MAX_ARENA_ENV = "LOWERKIT_GLOW_LIKE_MAX_ARENA"
+DEFAULT_MAX_ARENA = 2**32
+
+
+def max_arena_bytes() -> int:
+    """The per-method arena + scratch limit: ``LOWERKIT_GLOW_LIKE_MAX_ARENA`` or 4 GiB."""
+    import os
+
+    raw = os.environ.get(MAX_ARENA_ENV, "")
+    return int(raw) if raw.strip().isdigit() else DEFAULT_MAX_ARENA
 
 
 def _tensor_to_pb(array: np.ndarray, msg: pb.Tensor) -> None:
@@ -215,6 +227,12 @@ def _program_from_pb(msg: pb.Program) -> Program:
         needed = scratch_needed(program)
     except (KeyError, ValueError, TypeError, IndexError) as err:
         raise FormatError(f"glow_like payload: {where} has malformed instruction attributes: {err!r}") from None
+    limit = max_arena_bytes()
+    if plan.peak_bytes + plan.scratch_bytes > limit:
+        raise FormatError(
+            f"glow_like payload: {where} plans a {plan.peak_bytes}-byte arena and {plan.scratch_bytes} "
+            f"scratch bytes, above the {limit}-byte limit ({MAX_ARENA_ENV})"
+        )
     if plan.scratch_bytes != needed:
         raise FormatError(
             f"glow_like payload: {where} plans {plan.scratch_bytes} scratch bytes, its kernels need {needed}"
