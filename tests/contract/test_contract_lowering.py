@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import lowerkit as lk
-from contract_modules import accum_module, outer_module, scaled_module
+from tests.contract.contract_modules import accum_module, outer_module, scaled_module
 from lowerkit.errors import (
     BackendExecutionError,
     BackendNotAvailableError,

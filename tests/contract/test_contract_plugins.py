@@ -195,7 +195,7 @@ def test_register_backend_accepts_a_class():
 def test_each_backend_has_its_own_manager_and_wrappers_reach_all(dists, monkeypatch):
     import numpy as np
 
-    from contract_modules import scaled_module
+    from tests.contract.contract_modules import scaled_module
     from lowerkit.backend import add_wrapper
 
     toy, noavail = get_backend("toy"), get_backend("noavail")

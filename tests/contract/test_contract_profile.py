@@ -10,7 +10,7 @@ import textwrap
 import numpy as np
 
 import lowerkit as lk
-from contract_modules import accum_module
+from tests.contract.contract_modules import accum_module
 from lowerkit.backend import get_backend
 
 

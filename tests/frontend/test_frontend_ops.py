@@ -7,7 +7,7 @@ import pytest
 
 import lowerkit as lk
 from lowerkit import ops
-from frontend_helpers import nodes_of, ops_of
+from tests.frontend.frontend_helpers import nodes_of, ops_of
 
 IMG = np.zeros((1, 4, 6, 6), np.float32)
 W = np.zeros((8, 4, 3, 3), np.float32)

@@ -16,7 +16,7 @@ from lowerkit.ir import Graph, GraphMethod, Module, Signature
 from lowerkit.serialization import container, decoder, encoder
 from lowerkit.serialization import lowerkit_pb2 as pb
 
-from file_examples import T, assert_modules_equal, cnn_module, tiny_module
+from tests.serialization.file_examples import T, assert_modules_equal, cnn_module, tiny_module
 
 BACKEND = "serialization_test_backend"
 

@@ -11,7 +11,7 @@ import threading
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -26,9 +26,8 @@ from ..errors import (
     PluginError,
 )
 from ..ir.module import CallableModule, Method, Module, Signature, format_outputs
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..backend.registry import Backend
+from ..backend.manager import Backend
+from ..backend.registry import get_backend
 
 __all__ = ["DelegateRecord", "Lowered", "LoweredMethod", "LoweredModule"]
 
@@ -166,7 +165,7 @@ class LoweredModule(Lowered):
 
     # -- making ---------------------------------------------------------------------------
     @classmethod
-    def _created(cls, record: DelegateRecord, backend: Backend) -> LoweredModule:
+    def _created(cls, record: DelegateRecord, backend: Backend, stacklevel: int = 2) -> LoweredModule:
         """A freshly lowered module: compile if available here, else warn (creation)."""
         lowered = cls(record)
         lowered._backend = backend
@@ -180,7 +179,7 @@ class LoweredModule(Lowered):
                 f"module was preprocessed but not compiled; it can be saved and run after "
                 f"loading where the backend is available",
                 BackendUnavailableWarning,
-                stacklevel=3,
+                stacklevel=stacklevel + 1,
             )
         return lowered
 
@@ -227,8 +226,6 @@ class LoweredModule(Lowered):
 
     def _resolve_backend(self) -> Backend:
         if self._backend is None:
-            from ..backend.registry import get_backend
-
             try:
                 self._backend = get_backend(self.backend)
             except BackendNotFoundError as err:
