@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import lowerkit as lk
-from contract_modules import scaled_module
+from tests.contract.contract_modules import scaled_module
 from lowerkit.backend import get_backend
 from lowerkit.errors import BackendExecutionError, PluginError
 
