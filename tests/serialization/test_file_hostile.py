@@ -169,3 +169,18 @@ def test_files_nested_too_deep_are_refused():
         data = restamp(data, data)  # reference payloads are files: nest one more level
     with pytest.raises(FormatError, match=f"nest more than {MAX_NESTING} deep"):
         lowerkit.loads(data)
+
+
+def test_core_decoder_refuses_absurd_geometry_in_a_plain_module(dense):
+    from lowerkit.serialization import lowerkit_pb2 as pb
+    from lowerkit.serialization.container import frame, unframe
+
+    msg = pb.File()
+    msg.ParseFromString(bytes(unframe(lowerkit.dumps(dense))[1]))
+    (conv,) = [n for n in msg.module.methods[0].graph.nodes if n.op == "conv2d"]
+    (stride,) = [a for a in conv.attrs if a.name == "stride"]
+    del stride.value.ints.values[:]
+    stride.value.ints.values.extend([1_000_000_000, 1])
+    data = frame(msg.SerializeToString(deterministic=True))
+    with pytest.raises(FormatError, match=r"does not verify.*conv2d.*stride values must be <= 65536"):
+        lowerkit.loads(data)
