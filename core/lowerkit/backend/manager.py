@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pluggy
 
 from . import hookspecs
@@ -31,6 +32,12 @@ from ..errors import (
 __all__ = ["DISABLE_ENV", "Backend", "disabled_names", "disabled_reason"]
 
 DISABLE_ENV = "LOWERKIT_DISABLE_PLUGINS"
+
+# What a plugin may raise that still is the plugin's failure: SystemExit from a stray
+# sys.exit() included. KeyboardInterrupt is the user's Ctrl-C during a call and passes
+# through; only at import (_LOAD_FAILURES) is it the plugin's.
+_HOOK_FAILURES = (Exception, SystemExit)
+_LOAD_FAILURES = (Exception, SystemExit, KeyboardInterrupt)
 
 
 def disabled_names() -> frozenset[str]:
@@ -110,7 +117,7 @@ class Backend:
             except PluginError as err:
                 self._error = err
                 raise
-            except Exception as err:  # an import error or a failing constructor
+            except _LOAD_FAILURES as err:  # an import error, a failing constructor, sys.exit()
                 self._error = PluginError(
                     f"backend {self.name!r} ({self.origin}) failed to load: "
                     f"{type(err).__name__}: {err}"
@@ -182,9 +189,20 @@ class Backend:
             return True, ""
         try:
             answer = direct() if direct is not None else self.pm.hook.lowerkit_is_available()
-        except Exception as err:
+        except _HOOK_FAILURES as err:
             raise self._hook_error("lowerkit_is_available", err) from err
-        return bool(answer), ("" if answer else getattr(answer, "reason", ""))
+        return self._answer("lowerkit_is_available", answer)
+
+    def _answer(self, hook: str, answer: Any) -> tuple[bool, str]:
+        """``(yes, reason)`` from a bool-or-Unsupported answer; ``PluginError`` for anything else."""
+        if isinstance(answer, (bool, np.bool_)):
+            return bool(answer), ""
+        if isinstance(answer, hookspecs.Unsupported):
+            return False, answer.reason
+        raise PluginError(
+            f"backend {self.name!r} ({self.origin}): {hook} must return a bool or "
+            f"lowerkit.hookspecs.Unsupported, got {type(answer).__name__}"
+        )
 
     def require_available(self, doing: str = "") -> None:
         """Raise ``BackendNotAvailableError`` (with the backend's reason) unless available."""
@@ -206,7 +224,7 @@ class Backend:
             payload = self.pm.hook.lowerkit_preprocess(module=module, compile_spec=compile_spec)
         except LowerkitError:
             raise
-        except Exception as err:
+        except _HOOK_FAILURES as err:
             raise self._execution_error("lowerkit_preprocess", err) from err
         if isinstance(payload, (bytearray, memoryview)):
             payload = bytes(payload)
@@ -223,7 +241,7 @@ class Backend:
         """Compile a payload; ``made_by`` is the backend version that preprocessed it."""
         try:
             handles = self.pm.hook.lowerkit_compile(processed=processed, compile_spec=compile_spec)
-        except Exception as err:
+        except _HOOK_FAILURES as err:
             rejected = isinstance(err, FormatError) or (
                 isinstance(err, ValueError) and not isinstance(err, LowerkitError)
             )
@@ -262,13 +280,31 @@ class Backend:
             ) from err
         except LowerkitError:
             raise
-        except Exception as err:
+        except _HOOK_FAILURES as err:
             raise self._execution_error("lowerkit_execute", err, method) from err
-        if outputs is None or isinstance(outputs, (str, bytes)):
-            raise PluginError(
-                f"backend {self.name!r}: lowerkit_execute for method {method!r} must return "
-                f"a list of arrays, got {type(outputs).__name__}"
-            )
+        return self._checked_outputs(outputs, method)
+
+    def _checked_outputs(self, outputs: Any, method: str) -> list[Any]:
+        """The outputs as a list of arrays, O(outputs) and without copies; any other answer
+        (``5``, a string, a generator that raises) is ``BackendExecutionError``."""
+        if not isinstance(outputs, (list, tuple)):
+            if outputs is None or isinstance(outputs, (str, bytes, np.ndarray)) or not hasattr(outputs, "__iter__"):
+                raise BackendExecutionError(
+                    f"backend {self.name!r}, method {method!r}: lowerkit_execute must return a list "
+                    f"of arrays, got {type(outputs).__name__}"
+                )
+            try:  # an iterable such as a generator: its failures are the plugin's too
+                outputs = list(outputs)
+            except LowerkitError:
+                raise
+            except _HOOK_FAILURES as err:
+                raise self._execution_error("lowerkit_execute", err, method) from err
+        for position, array in enumerate(outputs):
+            if not isinstance(array, (np.ndarray, np.generic)):
+                raise BackendExecutionError(
+                    f"backend {self.name!r}, method {method!r}: lowerkit_execute returned "
+                    f"{type(array).__name__} as output {position}, expected a numpy array"
+                )
         return list(outputs)
 
     def supports(self, node: Any) -> tuple[bool, str]:
@@ -277,9 +313,9 @@ class Backend:
             return False, f"backend {self.name} lowers whole modules only (no lowerkit_is_supported)"
         try:
             answer = self.pm.hook.lowerkit_is_supported(node=node)
-        except Exception as err:
+        except _HOOK_FAILURES as err:
             raise self._hook_error("lowerkit_is_supported", err) from err
-        return bool(answer), ("" if answer else getattr(answer, "reason", ""))
+        return self._answer("lowerkit_is_supported", answer)
 
     def describe(self, payload: bytes) -> str | None:
         """The backend's own description of a payload (``lowerkit_describe``), if it has one.
@@ -290,7 +326,7 @@ class Backend:
             return None
         try:
             text = self.pm.hook.lowerkit_describe(processed=payload)
-        except Exception as err:
+        except _HOOK_FAILURES as err:
             raise self._hook_error("lowerkit_describe", err) from err
         return None if text is None else str(text)
 
@@ -299,15 +335,15 @@ class Backend:
         try:
             if _has_impl(self.pm, "lowerkit_destroy"):
                 self.pm.hook.lowerkit_destroy(handles=handles)
-        except Exception:  # destroy runs from finalizers, where raising helps nobody
+        except _HOOK_FAILURES:  # destroy runs from finalizers, where raising helps nobody
             pass
 
-    def _hook_error(self, hook: str, err: Exception) -> PluginError:
+    def _hook_error(self, hook: str, err: BaseException) -> PluginError:
         return PluginError(
             f"backend {self.name!r} ({self.origin}): {hook} raised {type(err).__name__}: {err}"
         )
 
-    def _execution_error(self, hook: str, err: Exception, method: str = "") -> LowerkitError:
+    def _execution_error(self, hook: str, err: BaseException, method: str = "") -> LowerkitError:
         where = f", method {method!r}" if method else ""
         return BackendExecutionError(
             f"backend {self.name!r}{where}: {hook} raised {type(err).__name__}: {err}"

@@ -22,6 +22,7 @@ from ..errors import (
     BackendUnavailableWarning,
     FormatError,
     InputError,
+    LowerkitError,
     PluginError,
 )
 from ..ir.module import CallableModule, Method, Module, Signature, format_outputs
@@ -197,7 +198,7 @@ class LoweredModule(Lowered):
         try:
             backend = lowered._resolve_backend()
             backend.require_available(f"loading {record.name}")
-            lowered._compile(backend)
+            lowered._compile_loaded(backend)
         except (BackendNotFoundError, BackendNotAvailableError, PluginError, FormatError) as err:
             if fallback is None:
                 raise
@@ -241,6 +242,24 @@ class LoweredModule(Lowered):
                     f"install {dist}{made}"
                 ) from err
         return self._backend
+
+    def _compile_loaded(self, backend: Backend) -> None:
+        """Compile a file's payload: whatever the plugin's compile refuses is the file's fault,
+        so every lowerkit error but unavailability becomes ``FormatError`` naming the backend."""
+        record = self._record
+        where = f"{record.name}: backend {record.backend!r} ({record.distribution} {record.version})"
+        try:
+            handles = self._compile(backend)
+        except (BackendNotAvailableError, FormatError):
+            raise
+        except LowerkitError as err:  # InputError, PluginError, UnsupportedOperatorError, ...
+            raise FormatError(f"{where} cannot load the file's payload: {type(err).__name__}: {err}") from err
+        missing = sorted(set(record.signatures) - set(handles))
+        if missing:
+            raise FormatError(
+                f"{where}: the file's method(s) {missing} have no compiled handle in its payload, "
+                f"which holds {sorted(handles)}"
+            )
 
     def _compile(self, backend: Backend) -> dict[str, Any]:
         with self._lock:

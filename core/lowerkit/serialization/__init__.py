@@ -9,7 +9,9 @@ from the file: any corrupt, truncated, foreign or too-new input raises
 
 from __future__ import annotations
 
+import gc
 import os
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -33,6 +35,13 @@ __all__ = [
     "read_file",
     "save",
 ]
+
+
+# How deep files may nest inside backend payloads (a reference or nnpack payload is itself a
+# file): each level re-reads the bytes below it, so an unbounded depth would make load time
+# quadratic in the file size.
+MAX_NESTING = 8
+_nesting = threading.local()
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,17 +119,34 @@ def decode(
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise InputError(f"loads expects the bytes lowerkit.dumps made, got {type(data).__name__}")
     version, payload = unframe(data)
+    depth = getattr(_nesting, "depth", 0)
+    if depth >= MAX_NESTING:  # a backend's payload holding a file holding a payload ...
+        raise FormatError(
+            f"lowerkit files nest more than {MAX_NESTING} deep (payloads holding files); refused"
+        )
     msg = pb.File()
     try:
         msg.ParseFromString(payload)
     except (DecodeError, RecursionError, ValueError, RuntimeError) as err:
         raise FormatError(f"lowerkit file payload does not decode: {err}") from None
+    # Decoding makes millions of small acyclic objects for a big graph; the cyclic collector
+    # would traverse the growing heap again and again (a third of the load time), so it
+    # pauses while the file is decoded.
+    collecting = gc.isenabled()
+    gc.disable()
+    _nesting.depth = depth + 1
     try:
         obj = file_from_proto(msg, rebuild=rebuild or default_rebuild(fallback))
     except LowerkitError:
         raise
+    except RecursionError:
+        raise FormatError("lowerkit file nests modules too deeply to load") from None
     except Exception as err:  # a rebuild step refused what the file says
         raise FormatError(f"lowerkit file content is invalid: {type(err).__name__}: {err}") from err
+    finally:
+        _nesting.depth = depth
+        if collecting:
+            gc.enable()
     return Decoded(version, len(payload), obj)
 
 

@@ -58,24 +58,30 @@ def frame(payload: bytes, version: tuple[int, int] = FORMAT_VERSION) -> bytes:
     return prefix + hashlib.sha256(prefix + payload).digest() + payload
 
 
-def unframe(data: bytes | bytearray | memoryview) -> tuple[tuple[int, int], bytes]:
-    """Check the header and checksum of ``data``; return ``(version, payload)``."""
-    data = bytes(data)
-    if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
-        raise FormatError(_foreign_message(data))
+def unframe(data: bytes | bytearray | memoryview) -> tuple[tuple[int, int], memoryview]:
+    """Check the header and checksum of ``data``; return ``(version, payload)``.
+
+    The payload is a read-only view into ``data``, not a copy (loading holds the file once).
+    """
+    view = memoryview(data).cast("B")
+    if len(view) < len(MAGIC) or view[: len(MAGIC)] != MAGIC:
+        raise FormatError(_foreign_message(bytes(view[:64])))
+    data = view.toreadonly()
     if len(data) < HEADER_SIZE:
         raise FormatError(
             f"truncated lowerkit file: {len(data)} bytes, shorter than the {HEADER_SIZE}-byte header"
         )
     _, major, minor, length = _PREFIX.unpack_from(data)
-    digest = data[_PREFIX.size : HEADER_SIZE]
+    digest = bytes(data[_PREFIX.size : HEADER_SIZE])
     payload = data[HEADER_SIZE:]
     if length != len(payload):
         state = "truncated" if length > len(payload) else "has trailing bytes"
         raise FormatError(
             f"lowerkit file {state}: header says {length} payload bytes, found {len(payload)}"
         )
-    if hashlib.sha256(data[: _PREFIX.size] + payload).digest() != digest:
+    hasher = hashlib.sha256(data[: _PREFIX.size])
+    hasher.update(payload)
+    if hasher.digest() != digest:
         raise FormatError("lowerkit file is corrupt: its SHA-256 checksum does not match")
     if major not in SUPPORTED_MAJORS:
         newest = max(SUPPORTED_MAJORS)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from lowerkit.errors import InputError, UnsupportedOperatorError
+from lowerkit.errors import FormatError, InputError, LowerkitError, UnsupportedOperatorError
 from lowerkit.backend.hookspecs import Unavailable, hookimpl
 from lowerkit.ir.module import GraphMethod
 
@@ -131,11 +131,29 @@ def lowerkit_compile(processed: bytes, compile_spec: dict[str, dict[str, Any]]) 
     from .plan import Plan
 
     module, options = decode(processed)
+    checked = _validate_payload(module, options)
     handles = {}
     for method, m in module.methods.items():
-        opts = validate_options(method, options.get(method))
-        handles[method] = NnpackHandle(method, Plan(m.graph, module.parameters, opts))
+        handles[method] = NnpackHandle(method, Plan(m.graph, module.parameters, checked[method]))
     return handles
+
+
+def _validate_payload(module: Any, options: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Everything preprocess checked, checked again on what the payload says: each method
+    a graph of supported nodes, options known and in range. ``FormatError`` otherwise."""
+    extra = sorted(set(options) - set(module.methods))
+    if extra:
+        raise FormatError(f"nnpack payload: options name method(s) {extra} the module does not have")
+    checked = {}
+    for method in module.methods:
+        try:
+            if not isinstance(options.get(method, {}), dict):
+                raise InputError(f"nnpack: method {method!r}: options must be an object")
+            checked[method] = validate_options(method, options.get(method))
+            _check_method(module, method, checked[method])
+        except LowerkitError as err:  # InputError, UnsupportedOperatorError: the payload's fault
+            raise FormatError(f"nnpack payload: {err}") from None
+    return checked
 
 
 @hookimpl
