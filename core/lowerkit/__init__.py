@@ -72,14 +72,16 @@ __all__ = [
 ]
 
 
+_LAZY = {"models": ("models", None), "bench": ("cli.bench", "bench")}
+
+
 def __getattr__(name: str) -> object:
-    # Imported on first use: the model zoo and the benchmark sit above the rest of the core.
-    if name == "models":
-        import importlib
+    # Imported on first use, not by `import lowerkit`: the model zoo and the benchmark sit
+    # in the top layers, and packages below them import lowerkit.
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-        return importlib.import_module(f"{__name__}.models")
-    if name == "bench":
-        from .cli.bench import bench
-
-        return bench
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    return module if attr is None else getattr(module, attr)
