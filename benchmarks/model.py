@@ -113,6 +113,7 @@ def bench_batch(name: str, batch: int, repeat: int, *, full: bool, with_int8: bo
         sess1 = onnx_session(module, threads=1)
         rows.append(Row("onnxruntime, 1 thread", median_ms(lambda: sess1.run(None, feed), repeat),
                         "intra_op_num_threads=1"))
+        del sess, sess1  # ORT's intra-op threads spin after a run: let them go before the next engine
     except Exception as err:  # not installed, or an op lowerkit cannot export: say so and go on
         rows.append(Row("onnxruntime", None, f"skipped: {type(err).__name__}: {str(err).splitlines()[0][:120]}"))
 
