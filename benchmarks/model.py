@@ -72,8 +72,10 @@ def torch_twin(name: str, model, kwargs: dict):
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "models"))
-    from zoo_twins import build_twin, load_weights
+    root = str(Path(__file__).resolve().parent.parent)  # the twins live in the test suite
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from tests.models.zoo_twins import build_twin, load_weights
 
     twin = build_twin(name, kwargs)
     load_weights(twin, model)
@@ -113,6 +115,7 @@ def bench_batch(name: str, batch: int, repeat: int, *, full: bool, with_int8: bo
         sess1 = onnx_session(module, threads=1)
         rows.append(Row("onnxruntime, 1 thread", median_ms(lambda: sess1.run(None, feed), repeat),
                         "intra_op_num_threads=1"))
+        del sess, sess1  # ORT's intra-op threads spin after a run: let them go before the next engine
     except Exception as err:  # not installed, or an op lowerkit cannot export: say so and go on
         rows.append(Row("onnxruntime", None, f"skipped: {type(err).__name__}: {str(err).splitlines()[0][:120]}"))
 

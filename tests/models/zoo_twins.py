@@ -14,7 +14,7 @@ from torch import nn
 from lowerkit.models import mixnet as lk_mixnet
 from lowerkit.models import mobilenet as lk_mobilenet
 from lowerkit.models._common import make_divisible, repeats
-from zoo_twins_transformers import ConvNeXt, Swin, ViT
+from tests.models.zoo_twins_transformers import ConvNeXt, Swin, ViT
 
 ACTS = {"relu": nn.ReLU, "relu6": nn.ReLU6, "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid,
         "silu": nn.SiLU, "sigmoid": nn.Sigmoid, "gelu": nn.GELU}

@@ -179,8 +179,9 @@ def _demo(out: Path, kept: bool, stream: TextIO, model: str, repeats: int, as_js
             "between runs (a busy machine?); compare ratios from a quieter run or raise --repeats")
     if kept:
         say(f"\nsaved files (each loaded back before running) in {out}:")
+        width = max((len(r.path.name) for r in results), default=0)
         for r in results:
-            say(f"  {r.path.name:<32} {r.size:>12,} bytes")
+            say(f"  {r.path.name:<{width}} {r.size:>12,} bytes")
     else:
         say("\nsaved files were loaded back before running, then removed (--keep DIR keeps them)")
     if failed:

@@ -79,11 +79,14 @@ def dropout(ctx: ImportContext, x: Any, p: float = 0.5, train: bool = False) -> 
     return x
 
 
-@aten("aten._to_copy.default")
-def to_copy(ctx: ImportContext, x: Any, dtype: Any = None, **kwargs: Any) -> Any:
-    if dtype is not None and str(dtype) != f"torch.{np.dtype(x.dtype).name}":
-        raise ctx.unsupported(f"a dtype conversion to {dtype}; lowerkit has no cast op")
-    return x
+@aten("aten._to_copy.default", "aten.to.dtype")
+def to_copy(ctx: ImportContext, x: Any, dtype: Any = None, *args: Any, **kwargs: Any) -> Any:
+    if dtype is None or str(dtype) == f"torch.{np.dtype(x.dtype).name}":
+        return x  # a copy (device, layout): nothing at inference
+    target = getattr(np, str(dtype).removeprefix("torch."), None)
+    if target is None or not hasattr(ops, "cast"):
+        raise ctx.unsupported(f"a dtype conversion to {dtype}")
+    return ops.cast(x, np.dtype(target))
 
 
 # -- element-wise ----------------------------------------------------------------------------------
@@ -318,21 +321,15 @@ def adaptive_avg_pool2d(ctx: ImportContext, x: Any, output_size: Sequence[int]) 
     raise ctx.unsupported(f"adaptive average pooling to {list(size)}; lowerkit pools to 1x1 (global)")
 
 
-def _global_mean(x: Any, dims: list[int], keepdim: bool) -> Any:
-    y = ops.global_avg_pool2d(x)
-    return y if keepdim else ops.reshape(y, _shape(y)[:2])
-
-
 @aten("aten.mean.dim", "aten.mean.default")
 def mean(ctx: ImportContext, x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Any:
     rank = len(_shape(x))
     dims = _dims(dim, rank)
-    if rank == 4 and dims == [2, 3] and not hasattr(ops, "mean"):
-        return _global_mean(x, dims, keepdim)
+    if rank == 4 and dims == [2, 3]:  # spatial mean: the global pooling every CNN backend has
+        y = ops.global_avg_pool2d(x)
+        return y if keepdim else ops.reshape(y, _shape(y)[:2])
     if not hasattr(ops, "mean"):
         raise ctx.unsupported(f"mean over dims {dims} needs lowerkit.ops.mean")
-    if rank == 4 and dims == [2, 3] and keepdim:
-        return ops.global_avg_pool2d(x)
     return ops.mean(x, dim=tuple(dims), keepdim=keepdim)
 
 
