@@ -1,5 +1,6 @@
 """``fuse_elementwise_chains``: runs of element-wise ops -> one ``glow.chain`` instruction
-(also a lone activation that numpy would run in several passes: hardswish, silu, GELU, ...).
+(also a lone activation that numpy would run in several passes: hardswish, silu, GELU, ...;
+not a lone sigmoid: numpy runs it in place without temporaries).
 
 Starting from an element-wise node, the chain grows along single-reader edges while the
 next node is element-wise with the same output type (its other operands may broadcast to
@@ -20,7 +21,7 @@ from ._util import single_user
 
 MAX_LENGTH = 16  # instructions per chain (register blocks live in per-thread scratch)
 # Alone, these take several numpy passes (and temporaries): worth a one-node chain.
-SINGLE = ("hardswish", "hardsigmoid", "silu", "gelu", "sigmoid", "erf", "leaky_relu")
+SINGLE = ("hardswish", "hardsigmoid", "silu", "gelu", "erf", "leaky_relu")
 
 
 def _unary_code(node: Node) -> tuple[int, float, float] | None:
