@@ -80,7 +80,8 @@ GROUPED = [
     ((2, 6, 9, 8), (9, 2, 3, 3), {"stride": (2, 1), "padding": (2, 0, 1, 3), "dilation": (1, 2), "groups": 3}),
     ((1, 4, 34, 34), (8, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 4}),
 ]
-ACTS = [None, ("relu", {}), ("relu6", {}), ("clip", {"min": -0.5, "max": 0.25})]
+ACTS = [None, ("relu", {}), ("relu6", {}), ("clip", {"min": -0.5, "max": 0.25}), ("hardswish", {}), ("silu", {}),
+        ("gelu", {}), ("hardsigmoid", {"alpha": 0.2, "beta": 0.4}), ("gelu", {"approximate": "tanh"})]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -243,3 +244,16 @@ def test_lone_activation_runs_as_a_compiled_chain(op, attrs):
     handle, (got,) = run_glow(module, xs)
     assert [ins.op for ins in handle.program.instructions] == ["glow.chain"]
     assert_close(got, module.run("forward", xs), tol=1e-5)
+
+
+@pytest.mark.parametrize("act", ACTS[4:], ids=lambda a: f"{a[0]}{a[1] or ''}")
+@pytest.mark.parametrize("x_shape, w_shape, attrs", [
+    ((2, 3, 9, 8), (4, 3, 3, 3), {"padding": (1, 1, 1, 1)}),  # im2col, activation on the output
+    ((1, 4, 6, 6), (5, 4, 1, 1), {}),  # pointwise GEMM
+])
+def test_dense_conv_fuses_mobile_activations(x_shape, w_shape, attrs, act):
+    module = conv_module(x_shape, w_shape, attrs, act=act)
+    x = np.random.default_rng(9).standard_normal(x_shape).astype(np.float32)
+    handle, (got,) = run_glow(module, x, threads=1)
+    assert [ins.op for ins in handle.program.instructions] == ["glow.conv2d"]
+    assert_close(got, module.run("forward", x), tol=2e-5)

@@ -182,3 +182,9 @@ def depthwise_channels_last(xp, wt, bias, acc, oh_n, ow_n, kh_n, kw_n, sh, sw, d
                     for k in range(nc):
                         a[k] += b[k]
                 act_span(a, 0, nc, code, p0, p1)
+
+
+@njit(types.void(rw(1), i8, f8, f8), nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def activate(a, code, p0, p1):
+    """``a = act(a)`` in place (the fused activation of kernels whose epilogue is numpy)."""
+    act_span(a, 0, a.shape[0], code, p0, p1)
