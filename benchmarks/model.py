@@ -11,6 +11,8 @@ Runtime, the glow_like memory-plan numbers and the BLAS kernel in use.
     python benchmarks/model.py --repeat 5   # fewer timed runs
     python benchmarks/model.py --int8-accuracy   # int8 vs fp32 accuracy on random inputs
     python benchmarks/model.py --instructions    # glow_like opt 2, per instruction, 2 workers vs 1
+    python benchmarks/model.py --zoo             # ResNet-18/50, MobileNetV2, EfficientNet-B0 vs ORT and
+                                                 # OpenVINO (benchmarks/zoo.py; its options after --zoo)
 """
 
 from __future__ import annotations
@@ -312,7 +314,18 @@ def main() -> None:
     parser.add_argument("--int8-accuracy", action="store_true", help="only measure int8 accuracy against fp32")
     parser.add_argument("--instructions", action="store_true",
                         help="only time each glow_like instruction (opt 2), default workers and 1 thread")
-    args = parser.parse_args()
+    parser.add_argument("--zoo", action="store_true", help="run benchmarks/zoo.py (zoo models vs ORT and OpenVINO)")
+    args, rest = parser.parse_known_args()
+    if args.zoo:
+        import sys
+
+        import zoo
+
+        sys.argv = [sys.argv[0], *rest]
+        zoo.main()
+        return
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.int8_accuracy:
         int8_accuracy(calibration=16, held_out=32)
         return
