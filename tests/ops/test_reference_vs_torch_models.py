@@ -82,6 +82,21 @@ def test_pow_and_where(rng):
     close(run_op("where", [cond, x, y]), torch.where(t(cond), t(x), t(y)))
 
 
+@pytest.mark.parametrize("dtype", ["f16", "f64", "i64", "i32", "u8", "bool"])
+def test_cast(rng, dtype):
+    from lowerkit.ir import DTYPES
+
+    x = rand(rng, 3, 4) * 10
+    x.flat[:2] = [-0.0, 0.0]
+    torch_dtype = {"f16": torch.float16, "f64": torch.float64, "i64": torch.int64, "i32": torch.int32,
+                   "u8": torch.uint8, "bool": torch.bool}[dtype]
+    if dtype == "u8":
+        x = np.abs(x)  # negative floats to uint8 are undefined in both
+    ours = run_op("cast", [x], dtype=dtype)
+    assert ours.dtype == DTYPES[dtype]
+    np.testing.assert_array_equal(ours, t(x).to(torch_dtype).numpy())
+
+
 # -- reductions -----------------------------------------------------------------------------
 REDUCTIONS = {
     "reduce_mean": lambda x, d, k: torch.mean(x, dim=d, keepdim=k),
@@ -305,3 +320,29 @@ def test_conv_transpose2d(rng, case, bias):
                   dilation=dilation, groups=groups)
     theirs = F.conv_transpose2d(t(x), t(w), t(b) if bias else None, stride, padding, out_pad, groups, dilation)
     close(ours, theirs, atol=1e-4)
+
+
+# -- property sweeps ------------------------------------------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_index = st.integers(-9, 9) | st.sampled_from([2**62, -(2**62)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(start=_index, end=_index, step=st.integers(-3, 3).filter(bool), axis=st.integers(-3, 2))
+def test_slice_is_python_slicing(start, end, step, axis):
+    x = np.arange(4 * 6 * 5, dtype=np.float32).reshape(4, 6, 5)
+    index = [slice(None)] * 3
+    index[axis] = slice(start, end, step)
+    ours = run_op("slice", [x], starts=(start,), ends=(end,), axes=(axis,), steps=(step,))
+    np.testing.assert_array_equal(ours, x[tuple(index)])
+
+
+@settings(max_examples=40, deadline=None)
+@given(pads=st.lists(st.integers(0, 3), min_size=4, max_size=4), mode=st.sampled_from(["constant", "reflect", "replicate"]))
+def test_pad_matches_torch(pads, mode):
+    x = np.random.default_rng(1).standard_normal((1, 2, 4, 5)).astype(np.float32)
+    top, left, bottom, right = pads
+    ours = run_op("pad", [x], pads=(0, 0, top, left, 0, 0, bottom, right), mode=mode)
+    close(ours, F.pad(t(x), (left, right, top, bottom), mode=mode))
