@@ -16,6 +16,8 @@ lacks) is listed as skipped with the reason.
     python benchmarks/model.py --instructions         # glow_like opt 2, per instruction, 2 workers vs 1
     python benchmarks/model.py --yardstick --chart docs/performance.png   # docs/performance.md's tables
     python benchmarks/model.py --yardstick --model resnet18 --batch 1      # one model, one batch size
+    python benchmarks/model.py --zoo             # ResNet-18/50, MobileNetV2, EfficientNet-B0 vs ORT and
+                                                 # OpenVINO (benchmarks/zoo.py; its options after --zoo)
 """
 
 from __future__ import annotations
@@ -307,7 +309,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="--yardstick: interleaved rounds")
     parser.add_argument("--threads", type=int, default=0, help="--yardstick: peer threads (0: all cores)")
     parser.add_argument("--chart", metavar="PNG", help="--yardstick: draw the ratios into this PNG (matplotlib)")
-    args = parser.parse_args()
+    parser.add_argument("--zoo", action="store_true", help="run benchmarks/zoo.py (zoo models vs ORT and OpenVINO)")
+    args, rest = parser.parse_known_args()
+    if args.zoo:
+        import sys
+
+        import zoo
+
+        sys.argv = [sys.argv[0], *rest]
+        zoo.main()
+        return
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.yardstick:
         from lowerkit.backend.cpu import cpu_count
         from yardstick import DEFAULT_MODELS, run

@@ -38,3 +38,14 @@ def test_load_compiles_or_reads_the_cache_and_records_the_time():
     assert jit.load("pool") is module
     assert jit.load_seconds()["lowerkit.backend.cpu.jit.pool"] >= 0
     assert callable(module.global_avg_pool2d)
+
+
+def test_the_compiled_kernels_page_examples_run():
+    import re
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[3] / "docs" / "compiled-kernels.md"
+    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)
+    assert blocks
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"{doc.name}[{i}]", "exec"), {"__name__": "compiled_kernels_example"})

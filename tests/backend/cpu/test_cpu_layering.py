@@ -61,7 +61,7 @@ def test_the_cpu_support_imports_only_errors_ir_numpy_and_threadpoolctl_lazily()
                     ok = any(name == a or name.startswith(a + ".") for a in ALLOWED_IN_CPU)
                 elif root == "threadpoolctl":
                     ok = id(node) not in top_level  # only inside functions: loaded on first use
-                elif root == "numba":
+                elif root in ("numba", "llvmlite"):
                     ok = (path.parent == JIT and path.name not in JIT_PLAIN) or id(node) not in top_level
                 else:
                     ok = root in STDLIB_AND_NUMPY

@@ -80,7 +80,8 @@ GROUPED = [
     ((2, 6, 9, 8), (9, 2, 3, 3), {"stride": (2, 1), "padding": (2, 0, 1, 3), "dilation": (1, 2), "groups": 3}),
     ((1, 4, 34, 34), (8, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 4}),
 ]
-ACTS = [None, ("relu", {}), ("relu6", {}), ("clip", {"min": -0.5, "max": 0.25})]
+ACTS = [None, ("relu", {}), ("relu6", {}), ("clip", {"min": -0.5, "max": 0.25}), ("hardswish", {}), ("silu", {}),
+        ("gelu", {}), ("hardsigmoid", {"alpha": 0.2, "beta": 0.4}), ("gelu", {"approximate": "tanh"})]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -233,7 +234,7 @@ def test_layer_norm_matches_reference(shape, axis, affine):
 
 
 @pytest.mark.parametrize("op, attrs", [("hardswish", {}), ("hardsigmoid", {}), ("silu", {}), ("gelu", {}),
-                                       ("gelu", {"approximate": "tanh"}), ("sigmoid", {}), ("erf", {})])
+                                       ("gelu", {"approximate": "tanh"}), ("erf", {})])
 def test_lone_activation_runs_as_a_compiled_chain(op, attrs):
     g = Graph()
     x = g.add_input("x", _f32((2, 3, 5, 7)))
@@ -243,3 +244,100 @@ def test_lone_activation_runs_as_a_compiled_chain(op, attrs):
     handle, (got,) = run_glow(module, xs)
     assert [ins.op for ins in handle.program.instructions] == ["glow.chain"]
     assert_close(got, module.run("forward", xs), tol=1e-5)
+
+
+@pytest.mark.parametrize("act", ACTS[4:], ids=lambda a: f"{a[0]}{a[1] or ''}")
+@pytest.mark.parametrize("x_shape, w_shape, attrs", [
+    ((2, 3, 9, 8), (4, 3, 3, 3), {"padding": (1, 1, 1, 1)}),  # im2col, activation on the output
+    ((1, 4, 6, 6), (5, 4, 1, 1), {}),  # pointwise GEMM
+])
+def test_dense_conv_fuses_mobile_activations(x_shape, w_shape, attrs, act):
+    module = conv_module(x_shape, w_shape, attrs, act=act)
+    x = np.random.default_rng(9).standard_normal(x_shape).astype(np.float32)
+    handle, (got,) = run_glow(module, x, threads=1)
+    assert [ins.op for ins in handle.program.instructions] == ["glow.conv2d"]
+    assert_close(got, module.run("forward", x), tol=2e-5)
+
+
+def mixed_module(seed=0, hw=12):
+    """Winograd conv + relu -> depthwise conv + silu -> max pool -> x * scale + shift, relu6
+    (a chain) -> global average pool -> softmax: every compiled kernel family in one program."""
+    rng = np.random.default_rng(seed)
+    g, params = Graph(), {}
+
+    def param(name, shape):
+        params[name] = rng.standard_normal(shape).astype(np.float32) * 0.3
+        return g.add_node("param", [], [_f32(shape)], {"name": name}).output
+
+    x = g.add_input("x", _f32((2, 8, hw, hw)))
+    y = _add(g, "relu", [_add(g, "conv2d", [x, param("w1", (8, 8, 3, 3))], {"padding": (1, 1, 1, 1)})])
+    y = _add(g, "silu", [_add(g, "conv2d", [y, param("w2", (8, 1, 3, 3))], {"padding": (1, 1, 1, 1), "groups": 8})])
+    y = _add(g, "max_pool2d", [y], {"kernel_size": (2, 2), "stride": (2, 2)})
+    y = _add(g, "relu6", [_add(g, "add", [_add(g, "mul", [y, param("s", (1, 8, 1, 1))]), param("b", (1, 8, 1, 1))])])
+    y = _add(g, "reshape", [_add(g, "global_avg_pool2d", [y])], {"shape": (2, 8)})
+    g.set_outputs([_add(g, "softmax", [y], {"dim": -1})])
+    return _module(g, params)
+
+
+def _winograd_everywhere(monkeypatch):
+    from lowerkit_glow_like.passes import algorithm
+
+    monkeypatch.setattr(algorithm, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(algorithm, "MIN_FLOPS", 0)
+    monkeypatch.setattr(algorithm, "MIN_TILES", 1)
+
+
+def test_mixed_program_uses_every_compiled_kernel_and_matches_reference(monkeypatch):
+    _winograd_everywhere(monkeypatch)
+    module = mixed_module()
+    x = np.random.default_rng(1).standard_normal((2, 8, 12, 12)).astype(np.float32)
+    handle, (got,) = run_glow(module, x, threads=2)
+    ops = [(ins.op, ins.attrs.get("algo"), ins.attrs.get("act")) for ins in handle.program.instructions]
+    assert ("glow.conv2d", "winograd", "relu") in ops
+    assert ("glow.conv2d", "depthwise_cl", "silu") in ops or ("glow.conv2d", None, "silu") in ops
+    assert any(op == "glow.chain" for op, _, _ in ops)
+    assert_close(got, module.run("forward", x), tol=1e-4)
+
+
+def test_mixed_program_from_eight_threads_and_no_allocation_beyond_outputs(monkeypatch):
+    _winograd_everywhere(monkeypatch)
+    module = mixed_module(hw=24)
+    rng = np.random.default_rng(2)
+    xs = [rng.standard_normal((2, 8, 24, 24)).astype(np.float32) for _ in range(8)]
+    expected = [module.run("forward", x) for x in xs]
+    handle, _ = run_glow(module, xs[0], threads=2)
+    # Every activation is >= 9 KB (the pooled one) and most 36 KB; what a call allocates
+    # besides its output is small Python objects (pool futures, the BLAS-limit context).
+    assert steady_state_extra_bytes(handle, xs[0]) < 8192
+    results: dict[int, list] = {}
+    barrier = threading.Barrier(8)
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        results[i] = [glow.lowerkit_execute(handle=handle, inputs=[xs[i]])[0] for _ in range(4)]
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(8):
+        for got in results[i]:
+            assert_close(got, expected[i], tol=1e-4)
+
+
+def test_nothing_compiles_after_loading():
+    """Explicit signatures: calls never add a specialisation (no JIT pause in a timed call)."""
+    from lowerkit.backend.cpu import jit
+
+    module = mixed_module()
+    x = np.zeros((2, 8, 12, 12), np.float32)
+    handle, _ = run_glow(module, x)
+    dispatchers = [getattr(jit.load(m), name) for m in jit.KERNEL_MODULES for name in dir(jit.load(m))
+                   if hasattr(getattr(jit.load(m), name), "signatures") and getattr(jit.load(m), name).signatures]
+    before = {id(d): len(d.signatures) for d in dispatchers}
+    for _ in range(3):
+        glow.lowerkit_execute(handle=handle, inputs=[x])
+    assert all(len(d.signatures) == before[id(d)] for d in dispatchers)
+    with pytest.raises(TypeError, match="No matching definition"):
+        jit.load("pool").global_avg_pool2d(np.zeros((1, 1, 2, 2)), np.zeros((1, 1, 1, 1)), 0, 1)  # float64

@@ -19,10 +19,12 @@ import math
 import numpy as np
 
 from ._base import kernel, scratch_array
+from .jit_codes import MAX_INPUTS
 
 BLOCK = 256  # must match kernels/jit/chain.py
 MAX_BANDS = 8  # register blocks reserved in scratch: at most this many workers per chain
 PARALLEL_MIN_ELEMENTS = 200_000
+_DUMMY = np.zeros(1, np.float32)
 
 
 def _program(attrs) -> tuple[np.ndarray, np.ndarray]:
@@ -81,7 +83,8 @@ def prepare_chain(inputs, outputs, attrs, scratch, parallel=None):
     pad = 4 - len(shape)
     shape4 = np.array([1] * pad + shape, dtype=np.int64)
     strides4 = np.array([[0] * pad + s for s in strides[:-1]], dtype=np.int64).reshape(len(inputs), 4)
-    flat_in = tuple(np.ascontiguousarray(x).reshape(-1) for x in inputs)
+    flat_in = [np.ascontiguousarray(x).reshape(-1) for x in inputs]
+    flat_in = tuple(flat_in + [_DUMMY] * (MAX_INPUTS - len(flat_in)))  # the kernel takes MAX_INPUTS
     flat_out = out.reshape(-1)
     rows = int(shape4[:3].prod())
     ways = 1

@@ -1,5 +1,6 @@
 """``fuse_elementwise_chains``: runs of element-wise ops -> one ``glow.chain`` instruction
-(also a lone activation that numpy would run in several passes: hardswish, silu, GELU, ...).
+(also a lone activation that numpy would run in several passes: hardswish, silu, GELU, ...;
+not a lone sigmoid: numpy runs it in place without temporaries).
 
 Starting from an element-wise node, the chain grows along single-reader edges while the
 next node is element-wise with the same output type (its other operands may broadcast to
@@ -13,14 +14,14 @@ squeeze-excitation gates, hardswish, GELU, residual adds with their activation).
 from __future__ import annotations
 
 from lowerkit.backend.cpu.jit.activation import NAMES as ACT_CODES
-from lowerkit.ir import Graph, Node, TensorType
+from lowerkit.ir import Graph, Node, TensorType, Value
 
 from ..kernels.jit_codes import ACT, BINARY, MAX_INPUTS, UNARY
 from ._util import single_user
 
 MAX_LENGTH = 16  # instructions per chain (register blocks live in per-thread scratch)
 # Alone, these take several numpy passes (and temporaries): worth a one-node chain.
-SINGLE = ("hardswish", "hardsigmoid", "silu", "gelu", "sigmoid", "erf", "leaky_relu")
+SINGLE = ("hardswish", "hardsigmoid", "silu", "gelu", "erf", "leaky_relu")
 
 
 def _unary_code(node: Node) -> tuple[int, float, float] | None:
@@ -60,7 +61,7 @@ class _Program:
         self.code: list[int] = []
         self.params: list[float] = []
         self.inputs: list = []  # external values, in LOAD order
-        self.reg_of: dict[int, int] = {}  # id(value) -> register holding it
+        self.reg_of: dict[Value, int] = {}  # value -> register holding it
         self.regs = 0
 
     def _emit(self, op: int, a: int, b: int, p0: float = 0.0, p1: float = 0.0) -> int:
@@ -71,10 +72,10 @@ class _Program:
         return dst
 
     def operand(self, value) -> int:
-        reg = self.reg_of.get(id(value))
+        reg = self.reg_of.get(value)
         if reg is None:
             self.inputs.append(value)
-            reg = self.reg_of[id(value)] = self._emit(BINARY["load"], len(self.inputs) - 1, 0)
+            reg = self.reg_of[value] = self._emit(BINARY["load"], len(self.inputs) - 1, 0)
         return reg
 
     def add(self, node: Node) -> None:
@@ -89,11 +90,11 @@ class _Program:
         else:
             op, p0, p1 = _unary_code(node)
             reg = self._emit(op, self.operand(node.inputs[0]), 0, p0, p1)
-        self.reg_of[id(node.output)] = reg
+        self.reg_of[node.output] = reg
 
-    def external(self, node: Node) -> set[int]:
-        """ids of the values ``node`` would add as new inputs."""
-        return {id(v) for v in node.inputs if id(v) not in self.reg_of}
+    def external(self, node: Node) -> set[Value]:
+        """The values ``node`` would add as new inputs."""
+        return {v for v in node.inputs if v not in self.reg_of}
 
 
 def fuse_elementwise_chains(graph: Graph) -> bool:

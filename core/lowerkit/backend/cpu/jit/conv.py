@@ -19,7 +19,7 @@ from ._types import f8, i8, ro, rw
 _SIG = types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8, i8)
 
 
-@njit(_SIG, nogil=True, cache=True)
+@njit(_SIG, nogil=True, cache=True, error_model="numpy")
 def conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1, first, last):
     """out[n, oc] = act(bias[oc] + sum over the group's channels and taps) for planes [first, last).
 
@@ -71,7 +71,7 @@ _SIG3 = types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, f8, f8, i8, i8)
 _U = np.uint64
 
 
-@njit(_SIG3, nogil=True, cache=True, fastmath={"contract"})
+@njit(_SIG3, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 def depthwise3x3(x, w, bias, out, stride, pt, pl, code, p0, p1, first, last):
     """Depthwise 3x3 (one input channel per output channel, undilated), stride 1 or 2.
 
@@ -139,7 +139,7 @@ def depthwise3x3(x, w, bias, out, stride, pt, pl, code, p0, p1, first, last):
 _SIGCL = types.void(ro(4), ro(2), ro(1), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8, i8)
 
 
-@njit(_SIGCL, nogil=True, cache=True)
+@njit(_SIGCL, nogil=True, cache=True, error_model="numpy")
 def depthwise_channels_last(xp, wt, bias, acc, oh_n, ow_n, kh_n, kw_n, sh, sw, dh, dw, code, p0, p1, c0, c1):
     """Depthwise taps on a channels-last padded image, channels [c0, c1): for small planes
     (7x7 .. 32x32), whose rows are too short for the NCHW kernels, the innermost loop runs
@@ -182,3 +182,9 @@ def depthwise_channels_last(xp, wt, bias, acc, oh_n, ow_n, kh_n, kw_n, sh, sw, d
                     for k in range(nc):
                         a[k] += b[k]
                 act_span(a, 0, nc, code, p0, p1)
+
+
+@njit(types.void(rw(1), i8, f8, f8), nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def activate(a, code, p0, p1):
+    """``a = act(a)`` in place (the fused activation of kernels whose epilogue is numpy)."""
+    act_span(a, 0, a.shape[0], code, p0, p1)

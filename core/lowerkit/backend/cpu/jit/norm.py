@@ -16,7 +16,7 @@ _SOFTMAX = types.void(ro(2), rw(2), types.boolean, i8, i8)
 _LAYER_NORM = types.void(ro(2), ro(1), ro(1), rw(2), f8, i8, i8)
 
 
-@njit(_SOFTMAX, nogil=True, cache=True, fastmath={"reassoc", "contract"})
+@njit(_SOFTMAX, nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
 def softmax_rows(x, out, log, first, last):
     """out[r] = softmax(x[r]) (or log-softmax when ``log``), max-subtracted, rows [first, last)."""
     d = x.shape[1]
@@ -42,7 +42,7 @@ def softmax_rows(x, out, log, first, last):
                 dst[j] *= scale
 
 
-@njit(_LAYER_NORM, nogil=True, cache=True, fastmath={"reassoc", "contract"})
+@njit(_LAYER_NORM, nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
 def layer_norm_rows(x, weight, bias, out, eps, first, last):
     """out[r] = (x[r] - mean) / sqrt(var + eps) * weight + bias (weight/bias of length 0: none)."""
     d = x.shape[1]

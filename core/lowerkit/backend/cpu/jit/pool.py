@@ -20,7 +20,7 @@ _WIN = types.void(ro(4), ro(2), rw(4), i8, i8, i8, i8, i8, i8, i8, i8, i8, i8, i
 _GLOBAL = types.void(ro(4), rw(4), i8, i8)
 
 
-@njit(_WIN, nogil=True, cache=True)
+@njit(_WIN, nogil=True, cache=True, error_model="numpy")
 def pool2d(x, inv, out, is_max, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last):
     """Max (``is_max``) or average pooling of planes [first, last); ``inv`` [OH, OW] holds
     1 / divisor for the average (unused for max). Flat unsigned indices in the inner loops
@@ -61,7 +61,7 @@ def pool2d(x, inv, out, is_max, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last)
                 of[_U(ob) + q] *= invf[q]
 
 
-@njit(_GLOBAL, nogil=True, cache=True, fastmath={"reassoc", "contract"})
+@njit(_GLOBAL, nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
 def global_avg_pool2d(x, out, first, last):
     """out[n, c, 0, 0] = mean of plane (n, c), for planes [first, last); summed in float64 lanes."""
     c_n = x.shape[1]

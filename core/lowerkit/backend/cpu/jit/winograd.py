@@ -26,7 +26,7 @@ _IN = types.void(ro(4), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, rw(2), rw(2))
 _OUT = types.void(ro(3), ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, f8, f8, rw(3), rw(3))
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _bt(d0, d1, d2, d3, d4, d5):
     """B^T applied to one 6-vector."""
     four, five, two = np.float32(4), np.float32(5), np.float32(2)
@@ -38,7 +38,7 @@ def _bt(d0, d1, d2, d3, d4, d5):
             four * d1 - five * d3 + d5)
 
 
-@njit(_IN, nogil=True, cache=True, fastmath={"contract"})
+@njit(_IN, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 def winograd_input(x, v, pt, pl, th, tw, i0, k, c0, c1, rows, tmp):
     """v[:, c, t] = B^T d B for images [i0, i0+k), channels [c0, c1); t counts from image i0.
 
@@ -93,7 +93,7 @@ def winograd_input(x, v, pt, pl, th, tw, i0, k, c0, c1, rows, tmp):
                         vf[o + _U(5) * ct + tx] = b5
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _at(m0, m1, m2, m3, m4, m5):
     """A^T applied to one 6-vector."""
     two, four, eight = np.float32(2), np.float32(4), np.float32(8)
@@ -103,7 +103,7 @@ def _at(m0, m1, m2, m3, m4, m5):
             m1 - m2 + eight * (m3 - m4) + m5)
 
 
-@njit(_OUT, nogil=True, cache=True, fastmath={"contract"})
+@njit(_OUT, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 def winograd_output(m, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y):
     """out[i0:i0+k, o0:o1] = act(A^T m A + bias), cropped; m's channel j is output channel o0 + j.
 

@@ -35,7 +35,7 @@ def _sig(k: int):
                       types.Array(f8, 2, "C", readonly=True), rw(2), i8, i8)
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _load(src, dst, base, stride, n):
     if stride == 1:
         s = src[base:base + n]
@@ -51,7 +51,7 @@ def _load(src, dst, base, stride, n):
             dst[t] = s[t * stride]
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _binary(op, a, b, d, n):
     if op == ADD:
         for t in range(n):
@@ -73,7 +73,7 @@ def _binary(op, a, b, d, n):
             d[t] = min(a[t], b[t])
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _unary(op, a, d, n, p0, p1):
     if op >= ACT and op < NEG:
         for t in range(n):
@@ -131,4 +131,6 @@ def _chain(ins, strides, shape, out, code, params, regs, first, last):
                 dst_out[t] = r[t]
 
 
-chain = njit([_sig(k) for k in range(1, MAX_INPUTS + 1)], nogil=True, cache=True)(_chain)
+# One signature (always MAX_INPUTS inputs; the caller pads with a dummy): a quarter of the
+# compile time of one specialisation per input count.
+chain = njit(_sig(MAX_INPUTS), nogil=True, cache=True, error_model="numpy")(_chain)
