@@ -177,8 +177,8 @@ class Backend:
         """``(available, reason)``; raises ``PluginError`` if the plugin is broken.
 
         ``environment=False`` skips reading ``LOWERKIT_DISABLE_PLUGINS`` (a microsecond or
-        more per read): the per-call check of a module that already compiled and ran asks
-        only the plugin, the setting being read at lookup, lowering, loading and first call.
+        more per read): the per-call check of a compiled module asks only the plugin, the
+        setting being read at lookup, lowering and loading.
         """
         if environment:
             disabled = disabled_reason(self.name)
