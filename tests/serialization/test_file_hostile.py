@@ -85,7 +85,7 @@ def test_glow_like_absurd_fused_activation_and_arena_are_refused(glow_file, monk
         conv = [i for i in msg.programs[0].instructions if "conv2d" in i.op][0]
         conv.attrs.add(name="act", s="explode")
 
-    with pytest.raises(FormatError, match="act must be 'none', 'relu' or 'clip'"):
+    with pytest.raises(FormatError, match="act must be one of"):
         lowerkit.loads(_edit_glow(glow_file, act))
     monkeypatch.setenv("LOWERKIT_GLOW_LIKE_MAX_ARENA", "64")
     with pytest.raises(FormatError, match="above the 64-byte limit"):

@@ -30,8 +30,8 @@ _FORMS: dict[str, tuple[str, int, bool]] = {
     "glow.qadd": ("add", 2, True),
 }
 _SAME_SHAPE = ("glow.copy", "glow.quantize", "glow.dequantize")
-_ACT = ("act", "act_min", "act_max")
-_FLOAT_EXTRAS = {"act_min", "act_max", "x_scale", "out_scale", "a_scale", "b_scale", "scale"}
+_ACT = ("act", "act_min", "act_max", "act_alpha", "act_beta")
+_FLOAT_EXTRAS = {"act_min", "act_max", "act_alpha", "act_beta", "x_scale", "out_scale", "a_scale", "b_scale", "scale"}
 _INT_EXTRAS = {"x_zp", "out_zp", "a_zp", "b_zp", "zp", "qmin", "qmax"}
 # Attributes beyond the core op's each instruction kind may carry.
 _EXTRAS: dict[str, tuple[str, ...]] = {
@@ -52,6 +52,10 @@ def check_instruction(
     op: str, inputs: Sequence[TensorType], attrs: Mapping[str, object], outputs: Sequence[TensorType]
 ) -> dict:
     """The instruction's attributes, normalized, or ``ShapeError`` naming what is wrong."""
+    if op == "glow.chain":
+        from .validate_chain import check_chain
+
+        return check_chain(inputs, attrs, outputs)
     extras = _check_extras(op, attrs)
     if op in _SAME_SHAPE:
         if len(inputs) != 1 or len(outputs) != 1:
@@ -96,8 +100,10 @@ def _check_extras(op: str, attrs: Mapping[str, object]) -> dict:
         if name not in allowed:
             continue
         if name == "act":
-            if value not in ("none", "relu", "clip"):
-                raise ShapeError(f"{op}: act must be 'none', 'relu' or 'clip', got {value!r}")
+            from lowerkit.backend.cpu.jit.activation import NAMES
+
+            if value not in NAMES:
+                raise ShapeError(f"{op}: act must be one of {sorted(NAMES)}, got {value!r}")
         elif name == "algo":
             if value not in ("winograd", "im2col"):
                 raise ShapeError(f"{op}: algo must be 'winograd' or 'im2col', got {value!r}")
