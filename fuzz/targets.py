@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import struct
 import warnings
 from collections.abc import Callable
 
@@ -79,15 +80,43 @@ def seeds_for(target: str) -> dict[str, bytes]:
         seeds = {name: b"\x00" + bytes(unframe(data)[1]) for name, data in files.items()}
         seeds["raw-module"] = b"\x01" + files["container-module"]
         return seeds
-    return {name: payload_of(data) for name, data in files.items() if name.startswith(target + "-")}
+    seeds = {name: payload_of(data) for name, data in files.items() if name.startswith(target + "-")}
+    if target == "nnpack":
+        seeds = {name: _nnpack_unframed(data) for name, data in seeds.items()}
+    return seeds
+
+
+# nnpack payloads hold a whole lowerkit file after their JSON header; its checksum would stop
+# the fuzzer, so the nnpack target's input carries that file's protobuf unframed, and the
+# target frames it (valid checksum) before loading.
+_NNPACK_PREFIX = struct.Struct("<8sII")
+
+
+def _nnpack_split(data: bytes) -> tuple[bytes, bytes] | None:
+    if len(data) < _NNPACK_PREFIX.size or data[:8] != b"LKNNPACK":
+        return None
+    end = _NNPACK_PREFIX.size + _NNPACK_PREFIX.unpack_from(data)[2]
+    return (data[:end], data[end:]) if end <= len(data) else None
+
+
+def _nnpack_framed(data: bytes) -> bytes:
+    parts = _nnpack_split(data)
+    return data if parts is None else parts[0] + frame(parts[1])
+
+
+def _nnpack_unframed(data: bytes) -> bytes:
+    parts = _nnpack_split(data)
+    return data if parts is None else parts[0] + bytes(unframe(parts[1])[1])
 
 
 def payload(backend: str) -> Callable[[bytes], None]:
-    """Target: ``data`` as the payload of a real file lowered to ``backend``."""
+    """Target: ``data`` as the payload of a real file lowered to ``backend`` (for nnpack, the
+    file inside the payload is framed by the target: see ``_nnpack_framed``)."""
     template = next(data for name, data in _seed_files().items() if name.startswith(backend + "-"))
+    prepare = _nnpack_framed if backend == "nnpack" else bytes
 
     def target(data: bytes) -> None:
-        _load(restamp(template, bytes(data)))
+        _load(restamp(template, prepare(bytes(data))))
 
     target.__name__ = f"payload_{backend}"
     return target
