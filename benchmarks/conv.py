@@ -22,12 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
+from lowerkit.backend.cpu import cpu_count
 from lowerkit_nnpack.algorithms import check_algorithm
 from lowerkit_nnpack.conv import Conv2d, RunOptions
 from lowerkit_nnpack.geometry import ConvGeometry, GeometryError
 from lowerkit_nnpack.grad import Conv2dInputGrad, Conv2dWeightGrad
 from lowerkit_nnpack.selection import nnpack_rules
-from lowerkit_nnpack.threads import cpu_count
 
 ALGORITHMS = ("wt8x8", "wt6x6", "wt4x4", "ft8x8", "ft16x16", "implicit_gemm", "direct")
 

@@ -272,7 +272,8 @@ def instruction_times(batch: int, repeat: int) -> None:
     """
     from lowerkit_glow_like._compiler import compile_method
     from lowerkit_glow_like._options import Options
-    from lowerkit_glow_like.runtime import BLAS_LIMIT, Executable
+    from lowerkit.backend.cpu import blas_limit
+    from lowerkit_glow_like.runtime import Executable
 
     x = models.example_input("resnet18", batch=batch)
     module = lk.trace(models.resnet18(), x)
@@ -283,16 +284,15 @@ def instruction_times(batch: int, repeat: int) -> None:
         executable.run([x])  # binds this thread's arena, scratch and kernels
         calls = executable._state().calls  # the bound kernels, in schedule order
         times: list[list[float]] = [[] for _ in calls]
-        BLAS_LIMIT.enter(1)
         try:
-            for _ in range(2 + repeat):  # the first two runs warm up
-                for call, kept in zip(calls, times):
-                    start = time.perf_counter()
-                    call()
-                    kept.append(time.perf_counter() - start)
+            with blas_limit(1):
+                for _ in range(2 + repeat):  # the first two runs warm up
+                    for call, kept in zip(calls, times):
+                        start = time.perf_counter()
+                        call()
+                        kept.append(time.perf_counter() - start)
             columns[label] = [statistics.median(t[2:]) * 1e3 for t in times]
         finally:
-            BLAS_LIMIT.exit()
             executable.close()
     print(f"\nglow_like opt 2, ResNet-18 batch {batch}: median ms per instruction over {repeat} runs")
     print(f"  {'default workers':>15} {'1 thread':>9}  instruction")

@@ -1,17 +1,22 @@
 """lowerkit: lower neural-network modules to pluggable execution backends.
 
 The public names are re-exported here; implementation modules are private (``_name``)
-or live in subpackages (``ir``, ``opset``, ``nn``, ``serialization``).
+or live in subpackages; docs/architecture.md draws the layers.
 """
 
 from __future__ import annotations
 
-from . import nn, ops
-from ._lowered import LoweredModule
-from ._lowering import to_backend
-from ._plugins import backends, register_backend, unregister_backend
-from ._profile import profile
-from ._trace import trace
+import sys
+
+from . import nn
+from .backend import hookspecs
+from .backend.hookspecs import Unsupported, hookimpl
+from .backend.profile import profile
+from .backend.registry import backends, register_backend, unregister_backend
+from .lowering.lowered import LoweredModule
+from .lowering.to_backend import to_backend
+from .tracing import ops
+from .tracing.api import trace
 from .errors import (
     BackendExecutionError,
     BackendNotAvailableError,
@@ -23,9 +28,13 @@ from .errors import (
     PluginError,
     UnsupportedOperatorError,
 )
-from .hookspecs import Unsupported, hookimpl
 from .ir import Module, graph_of
 from .serialization import dumps, load, loads, save
+
+# The functional API lives with the tracer and the hook specs with the backend layer; both
+# keep their historical import paths (``import lowerkit.ops``, ``lowerkit.hookspecs``).
+sys.modules[__name__ + ".ops"] = ops
+sys.modules[__name__ + ".hookspecs"] = hookspecs
 
 __version__ = "0.1.0"
 

@@ -14,7 +14,7 @@ def _installed():
 
 
 def test_demo_lowers_saves_loads_and_matches(tmp_path):
-    from lowerkit.demo import PLANS, run_demo
+    from lowerkit.cli.demo import PLANS, run_demo
 
     stream = io.StringIO()
     assert run_demo(tmp_path, stream, model="small_cnn", repeats=1) == 0
@@ -33,7 +33,7 @@ def test_demo_lowers_saves_loads_and_matches(tmp_path):
 
 
 def test_demo_reports_a_mismatch(tmp_path, monkeypatch):
-    from lowerkit import demo
+    from lowerkit.cli import demo
 
     monkeypatch.setattr(demo, "RELATIVE_TOLERANCE", -1.0)  # nothing can be that close
     stream = io.StringIO()

@@ -251,7 +251,7 @@ class _Faulty:
 
 
 def test_execution_failures_name_backend_method_and_node(xh):
-    from lowerkit._plugins import register_backend, unregister_backend
+    from lowerkit.backend.registry import register_backend, unregister_backend
 
     register_backend(_Faulty, "faulty")
     try:
@@ -332,7 +332,7 @@ class _Picky:
 
 
 def test_compile_failures_are_classified():
-    from lowerkit._plugins import register_backend, unregister_backend
+    from lowerkit.backend.registry import register_backend, unregister_backend
 
     register_backend(_Picky, "picky", distribution="lowerkit-picky", version="2.0")
     module = scaled_module(1.0)

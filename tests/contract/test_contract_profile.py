@@ -11,7 +11,7 @@ import numpy as np
 
 import lowerkit as lk
 from contract_modules import accum_module
-from lowerkit._plugins import get_backend
+from lowerkit.backend.registry import get_backend
 
 
 def test_profile_counts_calls_per_backend_and_method(toy, xh):

@@ -32,7 +32,7 @@ def test_missing_reference_says_which_package_to_install(monkeypatch):
 
 
 def test_missing_reference_message_names_pip_install():
-    from lowerkit._plugins import _not_found_message
+    from lowerkit.backend.registry import _not_found_message
 
     text = _not_found_message("reference", ["toy"])
     assert "pip install lowerkit-reference" in text and "plugins/reference" in text

@@ -9,7 +9,7 @@ import pytest
 
 import lowerkit as lk
 from lowerkit import nn, ops
-from lowerkit._trace import TracedTensor
+from lowerkit.tracing.api import TracedTensor
 
 from frontend_helpers import nodes_of, ops_of
 

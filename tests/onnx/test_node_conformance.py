@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("onnx")
 
 import lowerkit  # noqa: E402
-from lowerkit.onnx.backend import backend_for  # noqa: E402
+from lowerkit.onnx.backend_test_adapter import backend_for  # noqa: E402
 
 # The lowerkit backend choices the suite runs against (label -> backend or list).
 BACKENDS: dict[str, str | list[str]] = {

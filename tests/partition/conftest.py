@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import lowerkit as lk
-from lowerkit._plugins import unregister_backend
+from lowerkit.backend.registry import unregister_backend
 from lowerkit.errors import NodeExecutionError
-from lowerkit.hookspecs import Unsupported, hookimpl
+from lowerkit.backend.hookspecs import Unsupported, hookimpl
 from lowerkit.ir.interpreter import Interpreter
 
 KERNELS = pytest.importorskip("lowerkit_reference").KERNELS

@@ -187,7 +187,7 @@ def test_fallback_on_load_reroutes_only_missing_regions(cnn, subset_backends, tm
 
 
 def test_missing_backend_on_load_names_distribution(cnn, subset_backends, tmp_path):
-    from lowerkit._plugins import unregister_backend
+    from lowerkit.backend.registry import unregister_backend
 
     module, _ = cnn
     subset_backends("convy", CONV_OPS)
@@ -225,11 +225,12 @@ def test_copies_share_report_and_compile_their_own_regions(cnn, subset_backends,
 
 
 def test_package_exports_the_partitioned_module_and_report(cnn, subset_backends):
+    import lowerkit.lowering as lowering
     import lowerkit.partition as partition
 
     module, _ = cnn
     subset_backends("convy", CONV_OPS)
     subset_backends("resty", OTHER_OPS)
     lowered = lk.to_backend(module, ["convy", "resty"])
-    assert isinstance(lowered, partition.PartitionedModule)
+    assert isinstance(lowered, lowering.PartitionedModule)
     assert isinstance(lowered.partition_report(), partition.PartitionReport)

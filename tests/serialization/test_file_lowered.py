@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import lowerkit as lk
-from lowerkit._lowered import DelegateRecord, LoweredModule
+from lowerkit.lowering.lowered import DelegateRecord, LoweredModule
 from lowerkit.errors import BackendNotFoundError, FormatError, InputError
 from lowerkit.ir import Graph, GraphMethod, Module, Signature
-from lowerkit.serialization import container, convert
+from lowerkit.serialization import container, decoder, encoder
 from lowerkit.serialization import lowerkit_pb2 as pb
 
 from file_examples import T, assert_modules_equal, cnn_module, tiny_module
@@ -42,10 +42,10 @@ def _record(**changes) -> DelegateRecord:
 
 
 def _record_round_trip(record: DelegateRecord) -> tuple[DelegateRecord, bytes]:
-    data = convert.record_to_proto(record, pb.LoweredModule()).SerializeToString(deterministic=True)
+    data = encoder.record_to_proto(record, pb.LoweredModule()).SerializeToString(deterministic=True)
     msg = pb.LoweredModule()
     msg.ParseFromString(data)
-    return convert.record_from_proto(msg), data
+    return decoder.record_from_proto(msg), data
 
 
 def test_record_round_trip_keeps_every_field():
@@ -64,7 +64,7 @@ def test_record_without_original_or_extras():
 
 
 def test_compile_spec_is_stored_as_canonical_json():
-    msg = convert.record_to_proto(_record(), pb.LoweredModule())
+    msg = encoder.record_to_proto(_record(), pb.LoweredModule())
     assert msg.compile_spec_json == '{"forward":{"fast":true,"name":"é","threads":2,"tile":[4,4]}}'
     assert msg.payload_sha256 == hashlib.sha256(bytes(range(256))).digest()
 
@@ -74,11 +74,11 @@ def test_compile_spec_is_stored_as_canonical_json():
 )
 def test_compile_spec_that_is_not_json_is_an_input_error(spec):
     with pytest.raises(InputError, match="compile_spec must be JSON data"):
-        convert.record_to_proto(_record(compile_spec=spec), pb.LoweredModule())
+        encoder.record_to_proto(_record(compile_spec=spec), pb.LoweredModule())
 
 
 def _damaged(change) -> pb.LoweredModule:
-    msg = convert.record_to_proto(_record(), pb.LoweredModule())
+    msg = encoder.record_to_proto(_record(), pb.LoweredModule())
     change(msg)
     return msg
 
@@ -101,7 +101,7 @@ def _damaged(change) -> pb.LoweredModule:
 )
 def test_damaged_record_is_a_format_error(change, message):
     with pytest.raises(FormatError, match=message):
-        convert.record_from_proto(_damaged(change))
+        decoder.record_from_proto(_damaged(change))
 
 
 def test_damaged_record_inside_a_file_is_a_format_error():
@@ -140,7 +140,7 @@ class _FileTestBackend:
 
 @pytest.fixture()
 def backend():
-    from lowerkit._plugins import register_backend, unregister_backend
+    from lowerkit.backend.registry import register_backend, unregister_backend
 
     plugin = _FileTestBackend()
     register_backend(plugin, BACKEND, distribution="lowerkit-file-test", version="0.0.1")
@@ -190,7 +190,7 @@ def test_lowered_submodule_nests_in_a_module(backend, tmp_path):
 
 
 def test_missing_backend_is_not_a_format_error(backend):
-    from lowerkit._plugins import unregister_backend
+    from lowerkit.backend.registry import unregister_backend
 
     data = lk.dumps(_lower(tiny_module(), keep_source=True))
     unregister_backend(BACKEND)
@@ -203,7 +203,7 @@ def test_missing_backend_is_not_a_format_error(backend):
         xs = np.array([0.5, 3.0], np.float32)
         np.testing.assert_array_equal(fallback(xs), tiny_module()(xs))
     finally:
-        from lowerkit._plugins import register_backend
+        from lowerkit.backend.registry import register_backend
 
         register_backend(backend, BACKEND)
 
@@ -211,7 +211,7 @@ def test_missing_backend_is_not_a_format_error(backend):
 def test_backend_rejecting_its_payload_is_a_format_error(backend):
     lowered = _lower(tiny_module())
     msg = pb.File()
-    convert.record_to_proto(lowered.record, msg.lowered)
+    encoder.record_to_proto(lowered.record, msg.lowered)
     msg.lowered.payload = b"XXXX" + msg.lowered.payload[4:]
     msg.lowered.payload_sha256 = hashlib.sha256(msg.lowered.payload).digest()
     with pytest.raises(FormatError, match=BACKEND):
@@ -228,7 +228,7 @@ def test_compile_spec_reads_back_equal(backend):
 
 def _file_with(record: DelegateRecord) -> bytes:
     msg = pb.File()
-    convert.record_to_proto(record, msg.lowered)
+    encoder.record_to_proto(record, msg.lowered)
     return container.frame(msg.SerializeToString(deterministic=True))
 
 
@@ -266,8 +266,8 @@ def test_decode_with_a_stub_rebuild_verifies_calls_into_lowered_submodules():
     y = g.add_node("call", [x], [T("f32", 2)], {"method": "forward", "module": "low"}, debug_handle=0).output
     g.set_outputs([y])
     msg = pb.File()
-    convert.module_to_proto(Module(methods={"forward": GraphMethod(g)}, name="Outer"), msg.module)
-    convert.record_to_proto(_record(), msg.module.submodules.add(name="low").lowered)
+    encoder.module_to_proto(Module(methods={"forward": GraphMethod(g)}, name="Outer"), msg.module)
+    encoder.record_to_proto(_record(), msg.module.submodules.add(name="low").lowered)
     data = container.frame(msg.SerializeToString())
     outer = decode(data, rebuild=_Stub).obj
     assert isinstance(outer.submodules["low"], _Stub)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .._lowered import LoweredModule, deferred_compile
-from .._plugins import backends
+from ..lowering.lowered import LoweredModule, deferred_compile
+from ..backend.registry import backends
 from ..errors import FormatError, InputError
 
 __all__ = ["describe_file", "partition_dot"]
@@ -69,7 +69,7 @@ def describe_file(path: str) -> str:
 
 def _partition_outer(obj: Any) -> Any:
     """The glue module of a partitioned module, or ``None`` for anything else."""
-    from ..partition.lowered import PartitionedModule
+    from ..lowering.partitioned import PartitionedModule
 
     return obj.outer if isinstance(obj, PartitionedModule) else None
 
@@ -90,7 +90,7 @@ def _lowered_parts(module: Any, prefix: str) -> list[tuple[str, LoweredModule]]:
 
 def _backend_description(record: Any) -> str | None:
     """What the installed backend says about the payload; a failing backend says why."""
-    from .._plugins import get_backend
+    from ..backend.registry import get_backend
     from ..errors import LowerkitError
 
     try:

@@ -22,7 +22,7 @@ def _table(rows: list[tuple[str, ...]]) -> str:
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
-    from .._plugins import backends
+    from ..backend.registry import backends
 
     infos = backends()
     if args.json:
@@ -39,7 +39,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
 def cmd_version(args: argparse.Namespace) -> int:
     import lowerkit
 
-    from .._plugins import backends
+    from ..backend.registry import backends
 
     print(f"lowerkit {lowerkit.__version__}")
     infos = backends(check=False)
@@ -207,6 +207,6 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from ..demo import run_demo
+    from .demo import run_demo
 
     return run_demo(args.out, model=args.model, repeats=args.repeats)

@@ -10,16 +10,14 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..errors import InputError
+from . import calls
 from .graph import Graph
 from .types import TensorType, dtype_name
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .._lowered import LoweredModule
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +56,41 @@ class GraphMethod(Method):
         )
 
 
-class Module:
+class CallableModule:
+    """What every module a user calls shares: named methods with signatures, run three ways.
+
+    ``module(x)`` runs ``forward``, ``module.name(x)`` runs method ``name`` and
+    ``module.run("name", x)`` any method. :class:`Module` (un-lowered) and the lowered
+    modules of :mod:`lowerkit.lowering` implement :meth:`signature` and :meth:`_execute`;
+    inside ``lowerkit.trace`` a call on traced tensors is recorded instead of run.
+    """
+
+    name: str
+    methods: dict[str, Method]
+
+    def signature(self, method: str) -> Signature:
+        raise NotImplementedError
+
+    def _execute(self, method: str, sig: Signature, inputs: list[np.ndarray]) -> Any:
+        """Run ``method`` on checked inputs; returns what :meth:`run` returns."""
+        raise NotImplementedError
+
+    def run(self, method: str, *inputs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
+        """Run ``method`` on ``inputs``; returns one array or a tuple, as the method does."""
+        traced = calls.intercept(self, method, inputs)  # inside lowerkit.trace: record a call node
+        if traced is not NotImplemented:
+            return traced
+        sig = self.signature(method)
+        return self._execute(method, sig, check_inputs(method, sig, inputs))
+
+    def __call__(self, *inputs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
+        return self.run("forward", *inputs)
+
+    def __getattr__(self, name: str) -> Any:
+        return method_attribute(self, name)
+
+
+class Module(CallableModule):
     """A lowerkit module: parameters (read-only numpy arrays), methods and submodules.
 
     Call ``module(x)`` (method ``forward``), ``module.forward(x)`` or
@@ -70,7 +102,7 @@ class Module:
         self,
         parameters: Mapping[str, np.ndarray] | None = None,
         methods: Mapping[str, Method] | None = None,
-        submodules: Mapping[str, Module | LoweredModule] | None = None,
+        submodules: Mapping[str, CallableModule] | None = None,
         name: str = "Module",
     ) -> None:
         self.name = name
@@ -80,28 +112,11 @@ class Module:
             array.flags.writeable = False
             self.parameters[key] = array
         self.methods: dict[str, Method] = dict(methods or {})
-        self.submodules: dict[str, Module | LoweredModule] = dict(submodules or {})
-        self._runtime_cache: Any = None  # owned by lowerkit._runtime
+        self.submodules: dict[str, CallableModule] = dict(submodules or {})
+        self._runtime_cache: Any = None  # owned by the runner lowerkit.lowering installs
 
-    # -- calling ----------------------------------------------------------------------
-    def run(self, method: str, *inputs: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
-        """Run ``method`` on ``inputs``; returns one array or a tuple, as the method does."""
-        from .._runtime import run_module_method
-        from .._trace import intercept_call
-
-        traced = intercept_call(self, method, inputs)  # inside lowerkit.trace: record a call node
-        if traced is not NotImplemented:
-            return traced
-        sig = self.signature(method)
-        arrays = check_inputs(method, sig, inputs)
-        outputs = run_module_method(self, method, arrays)
-        return format_outputs(method, sig, outputs)
-
-    def __call__(self, *inputs: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
-        return self.run("forward", *inputs)
-
-    def __getattr__(self, name: str) -> Any:
-        return method_attribute(self, name)
+    def _execute(self, method: str, sig: Signature, inputs: list[np.ndarray]) -> Any:
+        return format_outputs(method, sig, calls.run_graph(self, method, inputs))
 
     # Copies never share the runtime (handles compiled on reference, freed with their
     # module): each copy compiles its own at its first call.
@@ -168,12 +183,8 @@ def graph_of(module: Module, method: str = "forward") -> Graph:
 
 
 def trace_hint(obj: object) -> str:
-    """``"; trace it first ..."`` when ``obj`` is a ``lowerkit.nn.Module`` given where a Module belongs."""
-    from ..nn import Module as NNModule
-
-    if isinstance(obj, NNModule):
-        return "; trace it first with lowerkit.trace(obj, *example_inputs)"
-    return ""
+    """``"; trace it first ..."`` for an object given where a Module belongs (see ``calls.misuse_hint``)."""
+    return calls.misuse_hint(obj)
 
 
 def check_inputs(method: str, sig: Signature, inputs: Sequence[Any]) -> list[np.ndarray]:

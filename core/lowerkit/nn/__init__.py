@@ -24,7 +24,7 @@ from .model_layers import (
     ZeroPad2d,
 )
 from .module import Module, Sequential
-from .parameter import Parameter
+from ..tracing.parameter import Parameter
 from .simple import (
     AdaptiveAvgPool2d,
     AvgPool2d,

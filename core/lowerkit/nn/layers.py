@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import ops
+from ..tracing import ops
 from ..errors import InputError
 from .init import current_rng, fan_in, kaiming_uniform, uniform_bias
 from .module import Module
-from .parameter import Parameter
+from ..tracing.parameter import Parameter
 
 
 def _pair(name: str, value: Any) -> tuple[int, int]:

@@ -8,11 +8,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..tracing.parameter import Parameter
 from ..tracing.state import current_builder
-from .parameter import Parameter
+from ..tracing.traceable import Traceable
 
 
-class Module:
+class Module(Traceable):
     """Base class of traceable layers and models.
 
     Assigning a :class:`Parameter` or a ``Module`` to an attribute registers it (in

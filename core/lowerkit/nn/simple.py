@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import ops
+from ..tracing import ops
 from ..errors import InputError
 from .module import Module
 

@@ -2,7 +2,7 @@
 
 ``lowerkit.onnx.load(path)`` imports an ONNX model as a :class:`lowerkit.Module`;
 ``lowerkit.onnx.export(module, path)`` writes an un-lowered module as ONNX;
-``lowerkit.onnx.backend`` runs ONNX models through lowerkit backends with ONNX's
+``lowerkit.onnx.backend_test_adapter`` runs ONNX models through lowerkit backends with ONNX's
 ``onnx.backend.base.Backend`` interface. ``import lowerkit`` never imports this package,
 and this package imports ``onnx`` only when one of its functions runs.
 """
@@ -72,8 +72,8 @@ def __getattr__(name: str) -> Any:
         from ._importer import OnnxImport
 
         return OnnxImport
-    if name == "backend":
+    if name == "backend":  # ONNX's convention names a backend-test adapter `<package>.backend`
         import importlib
 
-        return importlib.import_module(f"{__name__}.backend")
+        return importlib.import_module(f"{__name__}.backend_test_adapter")
     raise AttributeError(f"module 'lowerkit.onnx' has no attribute {name!r}")

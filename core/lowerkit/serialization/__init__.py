@@ -17,9 +17,9 @@ from ..errors import FormatError, InputError, LowerkitError
 from .container import FORMAT_VERSION, frame, read_file, unframe, write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .._lowered import LoweredModule
+    from ..lowering.lowered import LoweredModule
     from ..ir.module import Module
-    from .convert import Rebuild
+    from .decoder import Rebuild
 
 __all__ = [
     "FORMAT_VERSION",
@@ -52,7 +52,7 @@ def dumps(obj: Module | LoweredModule) -> bytes:
     """
     from google.protobuf.message import EncodeError
 
-    from .convert import file_to_proto
+    from .encoder import file_to_proto
 
     msg = file_to_proto(obj)
     try:
@@ -85,7 +85,7 @@ def decode(
     from google.protobuf.message import DecodeError
 
     from . import lowerkit_pb2 as pb
-    from .convert import default_rebuild, file_from_proto
+    from .decoder import default_rebuild, file_from_proto
 
     if isinstance(data, (str, os.PathLike)):
         raise InputError(

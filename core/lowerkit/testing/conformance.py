@@ -26,7 +26,7 @@ import pytest
 
 import lowerkit as lk
 
-from .._plugins import BackendInfo, backends, get_backend
+from ..backend.registry import BackendInfo, backends, get_backend
 from ..errors import BackendNotAvailableError, BackendUnavailableWarning, InputError
 from ..ir import Graph, GraphMethod, Module
 from .cases import OP_CASES, OpCase, case_module

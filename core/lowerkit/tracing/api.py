@@ -10,21 +10,22 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..ir import calls
 from ..ir.module import Module, Signature
 from ..ir.types import TensorType
 from ..ir.verify import verify_module
-from ..nn.module import Module as NNModule
-from ..nn.parameter import Parameter
 from .builder import MethodBuilder, TraceSession, describe
+from .parameter import Parameter
 from .source import user_source
 from .state import activate, current_builder, deactivate
 from .tensor import TracedTensor
+from .traceable import Traceable
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def trace(
-    obj: NNModule | Callable[..., Any],
+    obj: Traceable | Callable[..., Any],
     *example_inputs: np.ndarray,
     methods: Mapping[str, Sequence[np.ndarray] | np.ndarray] | None = None,
 ) -> Module:
@@ -38,7 +39,7 @@ def trace(
     Raises :class:`~lowerkit.errors.InputError` for bad example inputs, return values that are
     not tensors, and ops whose inputs do not fit (naming the op and the source line).
     """
-    if isinstance(obj, NNModule):
+    if isinstance(obj, Traceable):
         specs = _method_specs(type(obj).__name__, example_inputs, methods)
         session = TraceSession(type(obj).__name__, obj)
         return _trace_nn_module(obj, session, specs)
@@ -212,7 +213,7 @@ def intercept_call(module: Any, method: str, inputs: Sequence[Any]) -> Any:
     return record_call(builder, module.signature(method), inputs, method, name)
 
 
-def _trace_nn_module(obj: NNModule, session: TraceSession, specs: dict[str, tuple[np.ndarray, ...]]) -> Module:
+def _trace_nn_module(obj: Traceable, session: TraceSession, specs: dict[str, tuple[np.ndarray, ...]]) -> Module:
     functions = {}
     for name in specs:
         fn = getattr(obj, name, None)
@@ -252,3 +253,12 @@ def _build(session: TraceSession, order: list[str]) -> Module:
     module = Module(session.parameters, methods, session.submodules, session.name)
     verify_module(module)
     return module
+
+
+def _trace_first_hint(obj: object) -> str:
+    if isinstance(obj, Traceable):
+        return "; trace it first with lowerkit.trace(obj, *example_inputs)"
+    return ""
+
+
+calls.install(interceptor=intercept_call, hint=_trace_first_hint)

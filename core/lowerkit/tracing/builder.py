@@ -5,22 +5,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..errors import InputError
 from ..ir.graph import Graph
-from ..ir.module import GraphMethod, Method
+from ..ir.module import CallableModule, GraphMethod, Method
 from ..ir.node import Node, SourceLocation, Value
 from ..ir.types import TensorType, dtype_name
-from ..nn.parameter import Parameter
 from ..opset import ShapeError, get_schema, has_schema
+from .parameter import Parameter
 from .source import user_source
 from .tensor import TracedTensor
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..nn.module import Module as NNModule
+from .traceable import Traceable
 
 _NON_IDENT = re.compile(r"[^A-Za-z0-9_]")
 
@@ -47,7 +45,7 @@ class TraceSession:
     resulting module.
     """
 
-    def __init__(self, name: str, root: NNModule | None) -> None:
+    def __init__(self, name: str, root: Traceable | None) -> None:
         self.name = name
         self.parameters: dict[str, np.ndarray] = {}
         self.submodules: dict[str, Any] = {}
@@ -63,10 +61,7 @@ class TraceSession:
             self._register_tree(root, "")
 
     # -- naming -------------------------------------------------------------------------
-    def _register_tree(self, module: NNModule, prefix: str) -> None:
-        from ..ir.module import Module as IRModule
-        from .._lowered import LoweredModule
-
+    def _register_tree(self, module: Traceable, prefix: str) -> None:
         for path, sub in module.named_modules(prefix=prefix):
             if id(sub) in self._module_paths:
                 continue
@@ -74,7 +69,7 @@ class TraceSession:
             self._used_paths.add(path)
             self._keepalive.append(sub)
             for attr, value in vars(sub).items():
-                if isinstance(value, (IRModule, LoweredModule)) and id(value) not in self._submodule_names:
+                if isinstance(value, CallableModule) and id(value) not in self._submodule_names:
                     name = f"{path}.{attr}" if path else attr
                     self._submodule_names[id(value)] = name
                     self._keepalive.append(value)
@@ -84,7 +79,7 @@ class TraceSession:
                 self.parameters[qualified] = param.data
                 self._keepalive.append(param)
 
-    def module_path(self, module: NNModule, parent_scope: str) -> str:
+    def module_path(self, module: Traceable, parent_scope: str) -> str:
         """The qualified path of an nn module; modules met for the first time get a fresh one."""
         path = self._module_paths.get(id(module))
         if path is None:
@@ -145,7 +140,7 @@ class MethodBuilder:
         return self._scopes[-1]
 
     @contextmanager
-    def module_scope(self, module: NNModule) -> Iterator[str]:
+    def module_scope(self, module: Traceable) -> Iterator[str]:
         """Run the body with ``module``'s qualified path as the scope of new nodes."""
         path = self.session.module_path(module, self.scope)
         self._scopes.append(path)

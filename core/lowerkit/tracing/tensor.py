@@ -111,7 +111,7 @@ class TracedTensor:
 
     # -- shape and activation methods (as on torch.Tensor) ------------------------------
     def reshape(self, *shape: int | tuple[int, ...]) -> TracedTensor:
-        from .. import ops
+        from . import ops
 
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
@@ -121,17 +121,17 @@ class TracedTensor:
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> TracedTensor:
         """As ``torch.Tensor.flatten``: ``start_dim`` defaults to 0 here (1 in ``ops.flatten``)."""
-        from .. import ops
+        from . import ops
 
         return ops.flatten(self, start_dim, end_dim)
 
     def transpose(self, dim0: int, dim1: int) -> TracedTensor:
-        from .. import ops
+        from . import ops
 
         return ops.transpose(self, dim0, dim1)
 
     def permute(self, *dims: int | tuple[int, ...]) -> TracedTensor:
-        from .. import ops
+        from . import ops
 
         if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
             dims = tuple(dims[0])

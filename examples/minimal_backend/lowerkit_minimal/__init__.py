@@ -13,7 +13,7 @@ import numpy as np
 
 import lowerkit
 from lowerkit.errors import FormatError, UnsupportedOperatorError
-from lowerkit.hookspecs import Unsupported, hookimpl
+from lowerkit.backend.hookspecs import Unsupported, hookimpl
 from lowerkit.ir import graph_of
 from lowerkit.ir.interpreter import Interpreter
 

@@ -7,7 +7,7 @@ import pytest
 import lowerkit
 
 pytest.importorskip("lowerkit_minimal")
-if "minimal" not in lowerkit._plugins.backend_names():  # pragma: no cover
+if "minimal" not in lowerkit.backend.registry.backend_names():  # pragma: no cover
     pytest.skip("lowerkit-minimal is importable but not installed", allow_module_level=True)
 
 from lowerkit.testing import BackendConformance  # noqa: E402

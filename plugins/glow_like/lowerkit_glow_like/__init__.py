@@ -15,7 +15,7 @@ import numpy as np
 
 from lowerkit import hookspecs
 from lowerkit.errors import FormatError
-from lowerkit.hookspecs import hookimpl
+from lowerkit.backend.hookspecs import hookimpl
 from lowerkit.ir import Module, Node
 
 from ._compiler import compile_module
@@ -97,7 +97,7 @@ def lowerkit_execute(handle: Executable, inputs: list[np.ndarray]) -> list[np.nd
 
 @hookimpl
 def lowerkit_destroy(handles: dict[str, Executable]) -> None:
-    """Stop the handles' worker threads; arenas are numpy arrays freed with the handles."""
+    """Release the handles; arenas are numpy arrays freed with them, the worker pool is process-wide."""
     for handle in handles.values():
         handle.close()
 

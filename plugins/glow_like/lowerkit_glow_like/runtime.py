@@ -8,93 +8,24 @@ their planned buffers, runs every instruction, and copies the outputs out.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from lowerkit.backend.cpu import Parallel, blas_limit, cpu_count
 from lowerkit.errors import InputError
 from lowerkit.ir import DTYPES
 
 from .kernels import KERNELS
 from .lir import ALIGNMENT, Program
 
-class _BlasLimit:
-    """Process-wide BLAS thread limit shared by concurrent calls.
-
-    The BLAS thread count is global, so nested per-thread save/restore would race (a call
-    could restore another call's limit and leave BLAS reduced for good). Instead the first
-    call to enter sets the limit, later ones join it, and the last to leave restores the
-    original setting.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._users = 0
-        self._saved: list[tuple[object, int]] = []
-        self._libraries = None  # found on first use: threadpoolctl inspects loaded libraries
-
-    def enter(self, threads: int) -> None:
-        with self._lock:
-            if self._users == 0:
-                if self._libraries is None:
-                    from threadpoolctl import ThreadpoolController
-
-                    self._libraries = ThreadpoolController().select(user_api="blas").lib_controllers
-                self._saved = [(lib, lib.get_num_threads()) for lib in self._libraries]
-                for lib, _ in self._saved:
-                    self._set(lib, threads)
-            self._users += 1
-
-    def exit(self) -> None:
-        with self._lock:
-            self._users -= 1
-            if self._users == 0:
-                for lib, n in self._saved:
-                    self._set(lib, n)
-                self._saved = []
-
-    @staticmethod
-    def _set(lib, threads: int) -> None:
-        # threadpoolctl (3.6+) lets only one "controlling" Python thread change a
-        # process-wide OpenBLAS pool and silently ignores the others; our lock already
-        # serialises the changes, so use its unguarded setter when it has one.
-        setter = getattr(lib, "_real_set_num_threads", None) or lib.set_num_threads
-        setter(threads)
-
-
-BLAS_LIMIT = _BlasLimit()
-
 
 def _aligned_bytes(nbytes: int) -> np.ndarray:
     raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
     start = (-raw.ctypes.data) % ALIGNMENT
     return raw[start : start + nbytes]
-
-
-class Parallel:
-    """Runs ``task(j)`` for ``j in range(ways)``: task 0 on the calling thread, the others on
-    the handle's worker threads. Tasks never wait for each other, so calls from many
-    threads sharing the workers cannot deadlock."""
-
-    def __init__(self, ways: int) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        self.ways = ways
-        self._pool = ThreadPoolExecutor(max_workers=ways - 1, thread_name_prefix="glow_like")
-
-    def __call__(self, task) -> None:
-        futures = [self._pool.submit(task, j) for j in range(1, self.ways)]
-        try:
-            task(0)
-        finally:
-            for f in futures:
-                f.result()
-
-    def shutdown(self) -> None:
-        self._pool.shutdown(wait=False)
 
 
 @dataclass
@@ -124,14 +55,15 @@ class Executable:
                         array.flags.writeable = False
                     self.derived[key] = array
         self.threads = program.options.get("threads")
-        # Decided here, on the machine that runs: intra-op workers with single-threaded BLAS
-        # (robust when the machine is shared: OpenBLAS's spinning threads collapse under
-        # contention), unless "blas" asks for BLAS's own threading.
+        # Decided here, on the machine that runs: intra-op workers (the process-wide pool of
+        # lowerkit.backend.cpu) with single-threaded BLAS (robust when the machine is shared:
+        # OpenBLAS's spinning threads collapse under contention), unless "blas" asks for
+        # BLAS's own threading.
         if self.threads == "blas":
             self.ways, self.parallel = 1, None
         else:
-            self.ways = int(self.threads) if self.threads else max(1, min(os.cpu_count() or 1, 8))
-            self.parallel = Parallel(self.ways) if self.ways > 1 else None
+            self.ways = int(self.threads) if self.threads else max(1, min(cpu_count(), 8))
+            self.parallel: Parallel | None = Parallel(self.ways) if self.ways > 1 else None
         self._local = threading.local()
 
     @staticmethod
@@ -194,18 +126,14 @@ class Executable:
                 )
             np.copyto(dst, src, casting="same_kind")
         if self.threads != "blas":
-            BLAS_LIMIT.enter(1)
-            try:
+            with blas_limit(1):
                 for call in state.calls:
                     call()
-            finally:
-                BLAS_LIMIT.exit()
         else:
             for call in state.calls:
                 call()
         return [out.copy() for out in state.outputs]
 
     def close(self) -> None:
-        """Stop the worker threads; the handle must not run afterwards."""
-        if self.parallel is not None:
-            self.parallel.shutdown()
+        """Release the handle (nothing to stop: the worker threads are not the handle's but
+        the process-wide pool's of ``lowerkit.backend.cpu``, shared by every handle and backend)."""

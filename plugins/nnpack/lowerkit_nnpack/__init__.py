@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from lowerkit.errors import InputError, UnsupportedOperatorError
-from lowerkit.hookspecs import Unavailable, hookimpl
+from lowerkit.backend.hookspecs import Unavailable, hookimpl
 from lowerkit.ir.module import GraphMethod
 
 from .algorithms import check_algorithm

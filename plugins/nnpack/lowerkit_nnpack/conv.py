@@ -6,10 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lowerkit.backend.cpu import blas_limit, blas_threads_beside, cpu_count, run_parallel, split
+
 from .algorithms import ALGORITHM_CLASSES, ConvAlgorithm
 from .geometry import ConvGeometry, GeometryError
 from .selection import select_algorithm
-from .threads import blas_limit, cpu_count, run_parallel, split
 from .workspace import Workspace
 
 # Batches at or above this take the batched ("output") path; see docs/nnpack.md for the measurement.
@@ -124,7 +125,7 @@ class Conv2d:
             out = np.empty(self.output_shape(n), dtype=np.float32)
         workers = self.options.workers
         impl = self.impl
-        with blas_limit(workers):
+        with blas_limit(blas_threads_beside(workers)):
             if g.flops(n) < self.options.min_parallel_flops:
                 workers = 1
             kernel = impl.kernel_data(weight)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from lowerkit.backend.cpu import blas_limit, blas_threads_beside, run_parallel, split
+
 from .algorithms import ImplicitGemm
 from .conv import Conv2d, RunOptions
 from .geometry import ConvGeometry, GeometryError
-from .threads import blas_limit, run_parallel, split
 from .workspace import Workspace
 
 
@@ -105,7 +106,7 @@ class Conv2dWeightGrad:
                 np.matmul(dy[i, block], cols[i].T, out=part)
                 dst += part
 
-        with blas_limit(workers):
+        with blas_limit(blas_threads_beside(workers)):
             cols = self.im2col.transform_input(x)  # [N, C*KH*KW, P] or folded [C*KH*KW, N*P]
             if cols.ndim == 2:
                 dy_folded = ws.get("dy_folded", (g.out_channels, n, oh * ow))

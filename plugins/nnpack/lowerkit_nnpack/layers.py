@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
+
+from lowerkit.backend.cpu import blas_limit, blas_threads_beside, im2col_view, pad_into, run_parallel, split
 
 from .conv import RunOptions
 from .geometry import GeometryError
-from .threads import blas_limit, run_parallel, split
-from .tiles import pad_into
 from .workspace import Workspace
 
 
@@ -38,7 +37,7 @@ class Linear:
             if b is not None:
                 out[block] += b
 
-        with blas_limit(workers):
+        with blas_limit(blas_threads_beside(workers)):
             if 2 * x2.shape[0] * wt.shape[0] * wt.shape[1] < self.options.min_parallel_flops:
                 workers = 1
             run_parallel(workers, rows, split(x2.shape[0], workers))
@@ -79,10 +78,10 @@ class MaxPool2d:
         else:
             src = x
         out = np.empty((n, c, oh, ow), dtype=np.float32)
-        s_n, s_c, s_h, s_w = src.strides
+        windows = im2col_view(src, (kh, kw), (oh, ow), (sh, sw))  # [N, C, KH, KW, OH, OW]
         for i in range(kh):
             for j in range(kw):
-                view = as_strided(src[:, :, i:, j:], (n, c, oh, ow), (s_n, s_c, s_h * sh, s_w * sw), writeable=False)
+                view = windows[:, :, i, j]
                 if i == 0 and j == 0:
                     np.copyto(out, view)
                 else:

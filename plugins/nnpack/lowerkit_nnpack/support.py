@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lowerkit.hookspecs import Unsupported
+from lowerkit.backend.hookspecs import Unsupported
 from lowerkit.ir.node import Node
 from lowerkit.opset import get_schema
 

@@ -1,4 +1,5 @@
-"""Tile geometry shared by the Winograd and FFT algorithms: padding, gathering, scattering.
+"""Tile geometry shared by the Winograd and FFT algorithms: tile counts and scattering output tiles
+(padding and gathering tiles are ``lowerkit.backend.cpu.pad_into`` and ``tile_view``).
 
 Layouts: activations are NCHW. Tiled data is "position-major": ``[th_pos, tw_pos, C, N,
 tiles_h, tiles_w]`` so that the transforms are GEMMs over the leading axes and the channel
@@ -8,28 +9,6 @@ GEMM of each tile position reads one contiguous ``[C, N*tiles]`` matrix.
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
-
-
-def pad_into(x: np.ndarray, dst: np.ndarray, top: int, left: int, value: float = 0.0) -> None:
-    """Copy ``x`` [N, C, H, W] into ``dst`` at offset (top, left) and set the border around it to ``value``."""
-    h, w = x.shape[2], x.shape[3]
-    dst[:, :, :top] = value
-    dst[:, :, top + h :] = value
-    dst[:, :, top : top + h, :left] = value
-    dst[:, :, top : top + h, left + w :] = value
-    np.copyto(dst[:, :, top : top + h, left : left + w], x)
-
-
-def tile_view(
-    padded: np.ndarray, tile: tuple[int, int], step: tuple[int, int], count: tuple[int, int]
-) -> np.ndarray:
-    """A read-only view [tile_h, tile_w, C, N, count_h, count_w] of overlapping tiles of ``padded`` [N, C, Hp, Wp]."""
-    sn, sc, sh, sw = padded.strides
-    n, c = padded.shape[:2]
-    shape = (tile[0], tile[1], c, n, count[0], count[1])
-    strides = (sh, sw, sc, sn, sh * step[0], sw * step[1])
-    return as_strided(padded, shape=shape, strides=strides, writeable=False)
 
 
 def scatter_tiles(y: np.ndarray, out: np.ndarray) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 import lowerkit
 from lowerkit.errors import InputError
-from lowerkit.hookspecs import hookimpl
+from lowerkit.backend.hookspecs import hookimpl
 from lowerkit.ir.interpreter import Interpreter
 from lowerkit.opset import has_schema
 

@@ -76,11 +76,6 @@ def scratch_array(scratch: np.ndarray | None, dtype, shape: Sequence[int], offse
     return scratch[offset : offset + nbytes].view(dtype).reshape(tuple(shape))
 
 
-def bands(size: int, ways: int) -> list[tuple[int, int]]:
-    """``range(size)`` cut into ``ways`` contiguous ``(start, stop)`` bands (some may be empty)."""
-    return [(size * j // ways, size * (j + 1) // ways) for j in range(ways)]
-
-
 def apply_activation(out: np.ndarray, attrs: dict) -> None:
     """Fused activation in place: ``act`` is none, relu or clip (``act_min``/``act_max``)."""
     act = attrs.get("act", "none")

@@ -9,10 +9,11 @@ skips im2col: the input already is the column matrix.
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
+
+from lowerkit.backend.cpu import im2col_view, pad_into, split
 
 from . import winograd
-from ._base import apply_activation, bands, kernel, scratch_array
+from ._base import apply_activation, kernel, scratch_array
 
 
 def _geometry(x_shape, w_shape, out_shape, attrs):
@@ -39,26 +40,18 @@ class Im2col:
     def __init__(self, c, hw, khw, out_hw, stride, padding, dilation, dtype, scratch, offset: int = 0):
         (h, w), (pt, pl, pb, pr) = hw, padding
         self.pad = None
-        self.borders: list[np.ndarray] = []
         if any(padding):
             self.pad = scratch_array(scratch, dtype, (c, h + pt + pb, w + pl + pr), offset)
-            self.interior = self.pad[:, pt : pt + h, pl : pl + w]
-            parts = [self.pad[:, :pt], self.pad[:, pt + h :], self.pad[:, :, :pl], self.pad[:, :, pl + w :]]
-            self.borders = [b for b in parts if b.size]
-        self.shape = (c, khw[0], khw[1], out_hw[0], out_hw[1])
-        self.stride, self.dilation = stride, dilation
+        self.top_left = (pt, pl)
+        self.khw, self.out_hw, self.stride, self.dilation = khw, out_hw, stride, dilation
 
     def source(self, image: np.ndarray) -> np.ndarray:
         """The read-only window view ``[C, KH, KW, OH, OW]`` of ``image`` (padded if needed)."""
         src = image
         if self.pad is not None:
-            for border in self.borders:  # the scratch may hold another instruction's data
-                border.fill(0)
-            np.copyto(self.interior, image)
+            pad_into(image, self.pad, *self.top_left)  # zeroes the border: the scratch is shared
             src = self.pad
-        s0, s1, s2 = src.strides
-        (sh, sw), (dh, dw) = self.stride, self.dilation
-        return as_strided(src, self.shape, (s0, s1 * dh, s2 * dw, s1 * sh, s2 * sw), writeable=False)
+        return im2col_view(src, self.khw, self.out_hw, self.stride, self.dilation)
 
     def __call__(self, image: np.ndarray, col: np.ndarray) -> None:
         np.copyto(col, self.source(image))
@@ -156,10 +149,11 @@ def _prepare_split(x, w, bias, out, attrs, geometry, scratch, col_dtype, paralle
     if oh * ow < CHANNEL_SPLIT_PIXELS:
         # Few pixels: split the output channels instead (rows of W), after a serial im2col.
         # (With more pixels, each thread would pack the whole shared column matrix.)
-        channel_bands = bands(oc, parallel.ways)
+        channel_bands = split(oc, parallel.ways, keep_empty=True)
 
         def channel_task(j: int) -> None:
-            a, b = channel_bands[j]
+            band = channel_bands[j]
+            a, b = band.start, band.stop
             i = current[1]
             src = x[i].reshape(c, h * wd) if pointwise else col2
             dst = out3[i][a:b]
@@ -177,10 +171,10 @@ def _prepare_split(x, w, bias, out, attrs, geometry, scratch, col_dtype, paralle
                 parallel(channel_task)
 
         return run_channels
-    row_bands = bands(oh, parallel.ways)
+    row_bands = split(oh, parallel.ways, keep_empty=True)
 
     def task(j: int) -> None:
-        a, b = row_bands[j]
+        a, b = row_bands[j].start, row_bands[j].stop
         if a == b:
             return
         window, i = current
@@ -221,10 +215,10 @@ def _prepare_batched(x, w, b3, out, attrs, geometry, scratch, col_dtype, paralle
     act = attrs.get("act", "none")
     out3 = out.reshape(n, oc, oh * ow)
 
-    column_bands = bands(n * oh * ow, parallel.ways) if parallel is not None else [(0, n * oh * ow)]
+    column_bands = split(n * oh * ow, parallel.ways if parallel is not None else 1, keep_empty=True)
 
     def gemm(j: int) -> None:
-        a, b = column_bands[j]
+        a, b = column_bands[j].start, column_bands[j].stop
         if a < b:
             np.matmul(w2, col2[:, a:b], out=acc2[:, a:b])
 

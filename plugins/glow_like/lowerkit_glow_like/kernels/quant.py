@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from lowerkit.backend.cpu import split
+
 from . import conv
-from ._base import bands, kernel, scratch_array
+from ._base import kernel, scratch_array
 from .conv import Im2col, _batched, _is_pointwise, padded_bytes
 
 
@@ -90,10 +92,6 @@ def _qconv_scratch(in_types, out_types, attrs):
     return 4 * c * h * wd + (4 * cg * kh * kw + 12 * oc) * images * oh * ow + pad
 
 
-def _bands(size: int, ways: int) -> list[slice]:
-    return [slice(a, b) for a, b in bands(size, ways)]
-
-
 @kernel("glow.qconv2d", scratch_bytes=_qconv_scratch, derive=((1, to_float32),), parallel=True)
 def _qconv(inputs, outputs, attrs, scratch, parallel=None):
     x, w, bias, mult = inputs
@@ -123,7 +121,7 @@ def _qconv(inputs, outputs, attrs, scratch, parallel=None):
     if parallel is not None:
         # Bands of output pixels: each task multiplies and requantizes its columns.
         src = xs.reshape(c, h * wd) if pointwise else col2
-        bands = _bands(oh * ow, parallel.ways)
+        bands = split(oh * ow, parallel.ways, keep_empty=True)
         image = [0]
 
         def task(j: int) -> None:
@@ -175,7 +173,7 @@ def _qconv_batched(x, w, b2, m2, out, attrs, geometry, scratch, parallel=None):
     out_t = out.reshape(n, oc, oh * ow).transpose(1, 0, 2)
     x_zp = attrs["x_zp"]
 
-    bands = _bands(n * oh * ow, parallel.ways if parallel is not None else 1)
+    bands = split(n * oh * ow, parallel.ways if parallel is not None else 1, keep_empty=True)
 
     def gemm(j: int) -> None:
         cols = bands[j]

@@ -14,44 +14,16 @@ activation). Each band works in its own contiguous slice of the scratch.
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
-from ._base import apply_activation, bands, scratch_array
+from lowerkit.backend.cpu import merge_last, pad_into, split, tile_view, winograd_matrices
 
-# Interpolation points 0, +-1, +-2 and infinity (Lavin & Gray's F(4x4, 3x3) matrices).
-BT = np.array(
-    [
-        [4, 0, -5, 0, 1, 0],
-        [0, -4, -4, 1, 1, 0],
-        [0, 4, -4, -1, 1, 0],
-        [0, -2, -1, 2, 1, 0],
-        [0, 2, -1, -2, 1, 0],
-        [0, 4, 0, -5, 0, 1],
-    ],
-    dtype=np.float64,
-)
-G = np.array(
-    [
-        [1 / 4, 0, 0],
-        [-1 / 6, -1 / 6, -1 / 6],
-        [-1 / 6, 1 / 6, -1 / 6],
-        [1 / 24, 1 / 12, 1 / 6],
-        [1 / 24, -1 / 12, 1 / 6],
-        [0, 0, 1],
-    ],
-    dtype=np.float64,
-)
-AT = np.array(
-    [
-        [1, 1, 1, 1, 1, 0],
-        [0, 1, -1, 2, -2, 0],
-        [0, 1, 1, 4, 4, 0],
-        [0, 1, -1, 8, -8, 1],
-    ],
-    dtype=np.float64,
-)
-_BT32, _AT32 = BT.astype(np.float32), AT.astype(np.float32)
+from ._base import apply_activation, scratch_array
+
 TILE, OUT = 6, 4
+
+# Points 0, +-1, +-2 and infinity: Lavin & Gray's F(4x4, 3x3) matrices (nnpack's wt6x6 too).
+AT, G, BT = winograd_matrices(OUT, 3)
+_BT32, _AT32 = BT.astype(np.float32), AT.astype(np.float32)
 _TILES = 2048  # target tiles per batch chunk
 # Scratch floats per channel and tile of each band: gathered tiles + first input-transform
 # GEMM (input bands); channel-GEMM result + two output-transform GEMMs + staged output
@@ -110,7 +82,7 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
     hp, wp = OUT * th + 2, OUT * tw + 2
     t = chunk * th * tw
     ways = parallel.ways if parallel is not None else 1
-    in_bands, out_bands = bands(c, ways), bands(oc, ways)
+    in_bands, out_bands = split(c, ways, keep_empty=True), split(oc, ways, keep_empty=True)
 
     v = scratch_array(scratch, np.float32, (TILE, TILE, c, t))  # shared by both phases
     base = v.nbytes
@@ -136,39 +108,31 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
                                offset + m.nbytes + y1.nbytes + y.nbytes)
         return m, y1, y, staged
 
-    in_buffers = [in_band(*b) for b in in_bands]
-    out_buffers = [out_band(*b) for b in out_bands]
+    in_buffers = [in_band(b.start, b.stop) for b in in_bands]
+    out_buffers = [out_band(b.start, b.stop) for b in out_bands]
     b4 = bias.reshape(1, oc, 1, 1) if bias is not None else None
     act = attrs.get("act", "none")
     current = [0, 0]  # first image and image count of the chunk being computed
 
     def transform_in(j: int) -> None:
-        c0, c1 = in_bands[j]
+        c0, c1 = in_bands[j].start, in_bands[j].stop
         if c0 == c1:
             return
         i0, k = current
         tiles, rows = in_buffers[j]
         p = pad[:k, c0:c1]
-        # Zero border around the copied image (the scratch holds other instructions' data).
-        p[:, :, :pt] = 0
-        p[:, :, pt + h :] = 0
-        p[:, :, pt : pt + h, :pl] = 0
-        p[:, :, pt : pt + h, pl + wd :] = 0
-        np.copyto(p[:, :, pt : pt + h, pl : pl + wd], x[i0 : i0 + k, c0:c1])
-        s_n, s_c, s_h, s_w = p.strides
-        view = as_strided(p, (TILE, TILE, c1 - c0, k, th, tw), (s_h, s_w, s_c, s_n, OUT * s_h, OUT * s_w))
+        # With a zero border around the copied image (the scratch holds other instructions' data).
+        pad_into(x[i0 : i0 + k, c0:c1], p, pt, pl)
         tk = tiles[:, :, :, :k]
-        np.copyto(tk, view)
+        np.copyto(tk, tile_view(p, (TILE, TILE), (OUT, OUT), (th, tw)))
         # B^T d B: a GEMM over tile rows, then one over tile columns per row, written
         # straight into this band's rows of V (as [6, 6, cb * t] with t's last axis merged).
         cbt = (c1 - c0) * t
         np.matmul(_BT32, tiles.reshape(TILE, TILE * cbt), out=rows)
-        dst = v[:, :, c0:c1]
-        merged = as_strided(dst, (TILE, TILE, cbt), dst.strides[:2] + (dst.strides[3],))
-        np.matmul(_BT32, rows.reshape(TILE, TILE, cbt), out=merged)
+        np.matmul(_BT32, rows.reshape(TILE, TILE, cbt), out=merge_last(v[:, :, c0:c1]))
 
     def transform_out(j: int) -> None:
-        o0, o1 = out_bands[j]
+        o0, o1 = out_bands[j].start, out_bands[j].stop
         if o0 == o1:
             return
         i0, k = current

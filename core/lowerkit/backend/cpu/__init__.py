@@ -1,0 +1,42 @@
+"""CPU support that backend plugins compose instead of writing their own.
+
+- :func:`cpu_count` — the cores this process may use (its affinity, not the machine's count).
+- :func:`run_parallel`, :class:`Parallel`, :func:`pool` — one process-wide worker pool per
+  thread count; the calling thread runs one share.
+- :func:`split` — a range of work cut into contiguous, nearly equal parts.
+- :func:`blas_limit`, :func:`blas_threads_beside` — one process-wide, reference-counted
+  BLAS thread limit (threadpoolctl, imported on first use).
+- :func:`winograd_matrices`, :func:`interpolation_points` — Winograd/Toom-Cook F(m, r)
+  transform matrices.
+- :func:`pad_into`, :func:`im2col_view`, :func:`tile_view`, :func:`merge_last` — im2col
+  columns and transform tiles as strided views of padded images.
+
+Only backends import this package; the rest of the core never does. It imports only
+numpy and the standard library (threadpoolctl lazily). See docs/cpu-support.md.
+"""
+
+from __future__ import annotations
+
+from .blas import BlasLimiter, blas_limit, blas_threads_beside
+from .cores import cpu_count
+from .im2col import im2col_view, merge_last, pad_into, tile_view
+from .pool import Parallel, pool, run_parallel
+from .split import split
+from .winograd import interpolation_points, winograd_matrices
+
+__all__ = [
+    "BlasLimiter",
+    "Parallel",
+    "blas_limit",
+    "blas_threads_beside",
+    "cpu_count",
+    "im2col_view",
+    "interpolation_points",
+    "merge_last",
+    "pad_into",
+    "pool",
+    "run_parallel",
+    "split",
+    "tile_view",
+    "winograd_matrices",
+]

@@ -1,0 +1,107 @@
+"""One process-wide, reference-counted limit on BLAS's threads while backend work runs.
+
+A kernel that spreads work over a pool of ``w`` threads wants BLAS to use ``cores // w``
+threads inside it (BLAS threads on top of pool threads would oversubscribe the cores, and
+OpenBLAS's spinning threads collapse under contention). The BLAS thread count is one
+setting for the whole process, so every backend must go through one limiter: two limiters
+with their own reference counts on the same setting, entered and left in overlapping
+order from two threads, restore each other's values (one left BLAS at 1 thread for good).
+
+threadpoolctl does the setting; it is imported on first use, never at import of
+``lowerkit.backend.cpu`` (install it with ``pip install 'lowerkit[cpu]'``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+from .cores import cpu_count
+
+
+class BlasLimiter:
+    """Reference-counted BLAS thread limit: the first region in sets it, the last one out
+    restores what it found; regions entering meanwhile run under the limit in force.
+
+    threadpoolctl changes a process-global setting; nesting or overlapping plain
+    ``threadpool_limits`` contexts from several threads would restore in the wrong order.
+    threadpoolctl (>= 3.6) also lets only one "controlling" thread change OpenBLAS's
+    process-wide pool and silently ignores the others; the first and last regions here may
+    be in different threads, so control is released around every change.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._context: Any = None
+        self._controller: Any = None
+
+    @property
+    def depth(self) -> int:
+        """How many regions are inside the limit now."""
+        return self._depth
+
+    @contextmanager
+    def limit(self, blas_threads: int) -> Iterator[None]:
+        """Context: BLAS runs on ``blas_threads`` threads (or the limit already in force) inside."""
+        with self._lock:
+            if self._depth == 0:
+                self._context = self._enter(max(1, int(blas_threads)))
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0 and self._context is not None:
+                    _release_control()
+                    self._context.restore_original_limits()
+                    _release_control()
+                    self._context = None
+
+    def _enter(self, blas_threads: int) -> Any:
+        if self._controller is None:
+            # Found on first use: threadpoolctl inspects the libraries loaded by then.
+            self._controller = _threadpoolctl().ThreadpoolController()
+        _release_control()
+        context = self._controller.limit(limits=blas_threads, user_api="blas")
+        _release_control()
+        return context
+
+
+def _threadpoolctl() -> Any:
+    try:
+        import threadpoolctl
+    except ImportError as err:  # pragma: no cover - threadpoolctl is a dependency of the CPU plugins
+        raise ImportError(
+            "lowerkit.backend.cpu.blas_limit needs threadpoolctl; install it with pip install 'lowerkit[cpu]'"
+        ) from err
+    return threadpoolctl
+
+
+def _release_control() -> None:
+    """Let any thread change OpenBLAS's limit next (see :class:`BlasLimiter`)."""
+    controller_class = getattr(_threadpoolctl(), "OpenBLASController", None)
+    clear = getattr(controller_class, "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=True)
+
+
+LIMITER = BlasLimiter()
+"""The process's one limiter: every backend's regions count here."""
+
+
+def blas_limit(blas_threads: int) -> AbstractContextManager[None]:
+    """Context limiting BLAS to ``blas_threads`` threads (at least 1) while work runs.
+
+    Reference-counted over the whole process (all backends, all threads): the first region
+    to enter sets the limit, the last to leave restores the setting it found.
+    """
+    return LIMITER.limit(blas_threads)
+
+
+def blas_threads_beside(pool_threads: int) -> int:
+    """BLAS threads that fit beside a pool of ``pool_threads`` threads: ``cores // pool_threads``, at least 1."""
+    return max(1, cpu_count() // max(1, pool_threads))

@@ -1,0 +1,312 @@
+"""One backend: its plugin object, its own pluggy plugin manager, and checked hook calls.
+
+:class:`Backend` objects come from the registry (:func:`lowerkit.backend.registry.get_backend`).
+Loading imports the plugin and validates its hooks; every hook call turns a plugin's
+failure into a lowerkit error that names the backend.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import inspect
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pluggy
+
+from . import hookspecs
+from ..errors import (
+    BackendExecutionError,
+    BackendNotAvailableError,
+    FormatError,
+    LowerkitError,
+    NodeExecutionError,
+    PluginError,
+)
+
+__all__ = ["DISABLE_ENV", "Backend", "WrapperFactory", "disabled_names"]
+
+DISABLE_ENV = "LOWERKIT_DISABLE_PLUGINS"
+
+WrapperFactory = Callable[[str], object]
+
+# Wrapper plugins (profiler, tracing) registered in every backend manager: key -> factory.
+_WRAPPERS: dict[int, WrapperFactory] = {}
+_wrapper_counter = iter(range(1, sys.maxsize))
+
+
+def disabled_names() -> frozenset[str]:
+    """Backend names blocked by ``LOWERKIT_DISABLE_PLUGINS`` (read now, not at import)."""
+    return _parse_disabled(os.environ.get(DISABLE_ENV, ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_disabled(raw: str) -> frozenset[str]:
+    return frozenset(part.strip() for part in raw.split(",") if part.strip())
+
+
+class Backend:
+    """One backend: its plugin object, its own plugin manager and checked hook calls.
+
+    Obtain with :func:`lowerkit.backend.registry.get_backend`. Hook failures are turned into lowerkit errors that
+    name the backend; :class:`LowerkitError` raised by a hook passes through unchanged.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        distribution: str,
+        version: str,
+        load: Callable[[], object],
+        origin: str,
+    ) -> None:
+        self.name = name
+        self.distribution = distribution
+        self.version = version
+        self.origin = origin
+        self._load = load
+        self._lock = threading.RLock()
+        self._plugin: object | None = None
+        self._pm: pluggy.PluginManager | None = None
+        self._error: PluginError | None = None
+        self._wrappers: dict[int, object] = {}
+
+    # -- loading and validation ---------------------------------------------------------
+    @property
+    def plugin(self) -> object:
+        self._ensure_loaded()
+        return self._plugin
+
+    @property
+    def pm(self) -> pluggy.PluginManager:
+        pm = self._pm
+        if pm is None:  # the common case skips the lock
+            self._ensure_loaded()
+            pm = self._pm
+            assert pm is not None
+        return pm
+
+    def _ensure_loaded(self) -> None:
+        with self._lock:
+            if self._pm is not None:
+                return
+            if self._error is not None:
+                raise self._error
+            try:
+                plugin = self._load()
+                if inspect.isclass(plugin):
+                    plugin = plugin()
+                pm = _make_manager(self.name, plugin, self.origin)
+            except PluginError as err:
+                self._error = err
+                raise
+            except Exception as err:  # an import error or a failing constructor
+                self._error = PluginError(
+                    f"backend {self.name!r} ({self.origin}) failed to load: "
+                    f"{type(err).__name__}: {err}"
+                )
+                self._error.__cause__ = err
+                raise self._error from err
+            self._plugin, self._pm = plugin, pm
+            for key, factory in list(_WRAPPERS.items()):
+                self._add_wrapper(key, factory)
+
+    def _add_wrapper(self, key: int, factory: WrapperFactory) -> None:
+        if self._pm is None or key in self._wrappers:
+            return
+        wrapper = factory(self.name)
+        self._pm.register(wrapper, name=f"wrapper-{key}")
+        self._wrappers[key] = wrapper
+
+    def _remove_wrapper(self, key: int) -> None:
+        wrapper = self._wrappers.pop(key, None)
+        if wrapper is not None and self._pm is not None:
+            self._pm.unregister(wrapper)
+
+    def has_hook(self, hook: str) -> bool:
+        """Whether the plugin itself implements ``hook`` (wrappers do not count)."""
+        return _has_impl(self.pm, hook)
+
+    # -- availability -------------------------------------------------------------------
+    def availability(self) -> tuple[bool, str]:
+        """``(available, reason)``; raises ``PluginError`` if the plugin is broken."""
+        if self.name in disabled_names():
+            return False, f"disabled by {DISABLE_ENV}"
+        pm = self.pm
+        if not _has_impl(pm, "lowerkit_is_available"):
+            return True, ""
+        try:
+            answer = pm.hook.lowerkit_is_available()
+        except Exception as err:
+            raise self._hook_error("lowerkit_is_available", err) from err
+        return bool(answer), ("" if answer else getattr(answer, "reason", ""))
+
+    def require_available(self, doing: str = "") -> None:
+        """Raise ``BackendNotAvailableError`` (with the backend's reason) unless available."""
+        available, reason = self.availability()
+        if not available:
+            raise BackendNotAvailableError(self.unavailable_message(reason, doing))
+
+    def unavailable_message(self, reason: str, doing: str = "") -> str:
+        text = f"Backend {self.name} is not available on this machine"
+        if reason:
+            text += f": {reason}"
+        if doing:
+            text += f" (while {doing})"
+        return text + "; it runs only where its lowerkit_is_available() is true"
+
+    # -- hooks --------------------------------------------------------------------------
+    def preprocess(self, module: Any, compile_spec: dict[str, dict[str, Any]]) -> bytes:
+        try:
+            payload = self.pm.hook.lowerkit_preprocess(module=module, compile_spec=compile_spec)
+        except LowerkitError:
+            raise
+        except Exception as err:
+            raise self._execution_error("lowerkit_preprocess", err) from err
+        if isinstance(payload, (bytearray, memoryview)):
+            payload = bytes(payload)
+        if not isinstance(payload, bytes):
+            raise PluginError(
+                f"backend {self.name!r}: lowerkit_preprocess must return bytes, "
+                f"got {type(payload).__name__}"
+            )
+        return payload
+
+    def compile(
+        self, processed: bytes, compile_spec: dict[str, dict[str, Any]], *, made_by: str = ""
+    ) -> dict[str, Any]:
+        """Compile a payload; ``made_by`` is the backend version that preprocessed it."""
+        try:
+            handles = self.pm.hook.lowerkit_compile(processed=processed, compile_spec=compile_spec)
+        except Exception as err:
+            rejected = isinstance(err, FormatError) or (
+                isinstance(err, ValueError) and not isinstance(err, LowerkitError)
+            )
+            if rejected:
+                raise FormatError(
+                    f"backend {self.name!r} rejected its payload: {err} (payload made by "
+                    f"{self.distribution or self.name} version {made_by or 'unknown'}, "
+                    f"installed version {self.version or 'unknown'})"
+                ) from err
+            if isinstance(err, LowerkitError):  # e.g. InputError for a bad option
+                raise
+            raise self._execution_error("lowerkit_compile", err) from err
+        if not isinstance(handles, dict):
+            raise PluginError(
+                f"backend {self.name!r}: lowerkit_compile must return a dict of method -> "
+                f"handle, got {type(handles).__name__}"
+            )
+        missing = sorted(set(compile_spec) - set(handles))
+        if missing:
+            raise PluginError(
+                f"backend {self.name!r}: lowerkit_compile returned no handle for method(s) "
+                f"{missing}; it returned {sorted(handles)}"
+            )
+        return handles
+
+    def execute(self, handle: Any, inputs: list[Any], method: str) -> list[Any]:
+        try:
+            outputs = self.pm.hook.lowerkit_execute(handle=handle, inputs=inputs, method=method)
+        except NodeExecutionError as err:
+            raise NodeExecutionError(
+                err.debug_handle, f"backend {self.name!r}, method {method!r}: {err}"
+            ) from err
+        except LowerkitError:
+            raise
+        except Exception as err:
+            raise self._execution_error("lowerkit_execute", err, method) from err
+        if outputs is None or isinstance(outputs, (str, bytes)):
+            raise PluginError(
+                f"backend {self.name!r}: lowerkit_execute for method {method!r} must return "
+                f"a list of arrays, got {type(outputs).__name__}"
+            )
+        return list(outputs)
+
+    def supports(self, node: Any) -> tuple[bool, str]:
+        """``(supported, reason)`` for one node; whole-module backends support nothing."""
+        if not _has_impl(self.pm, "lowerkit_is_supported"):
+            return False, f"backend {self.name} lowers whole modules only (no lowerkit_is_supported)"
+        try:
+            answer = self.pm.hook.lowerkit_is_supported(node=node)
+        except Exception as err:
+            raise self._hook_error("lowerkit_is_supported", err) from err
+        return bool(answer), ("" if answer else getattr(answer, "reason", ""))
+
+    def describe(self, payload: bytes) -> str | None:
+        """The backend's own description of a payload (``lowerkit_describe``), if it has one.
+
+        Raises ``PluginError`` when the hook fails.
+        """
+        if not _has_impl(self.pm, "lowerkit_describe"):
+            return None
+        try:
+            text = self.pm.hook.lowerkit_describe(processed=payload)
+        except Exception as err:
+            raise self._hook_error("lowerkit_describe", err) from err
+        return None if text is None else str(text)
+
+    def destroy(self, handles: dict[str, Any]) -> None:
+        """Free compiled handles if the plugin has ``lowerkit_destroy``; never raises."""
+        try:
+            if _has_impl(self.pm, "lowerkit_destroy"):
+                self.pm.hook.lowerkit_destroy(handles=handles)
+        except Exception:  # destroy runs from finalizers, where raising helps nobody
+            pass
+
+    def _hook_error(self, hook: str, err: Exception) -> PluginError:
+        return PluginError(
+            f"backend {self.name!r} ({self.origin}): {hook} raised {type(err).__name__}: {err}"
+        )
+
+    def _execution_error(self, hook: str, err: Exception, method: str = "") -> LowerkitError:
+        where = f", method {method!r}" if method else ""
+        return BackendExecutionError(
+            f"backend {self.name!r}{where}: {hook} raised {type(err).__name__}: {err}"
+        )
+
+    def __repr__(self) -> str:
+        return f"<lowerkit Backend {self.name!r} from {self.origin}>"
+
+
+def _has_impl(pm: pluggy.PluginManager, hook: str) -> bool:
+    caller = getattr(pm.hook, hook, None)
+    if caller is None:
+        return False
+    return any(not (i.hookwrapper or i.wrapper) for i in caller.get_hookimpls())
+
+
+def _make_manager(name: str, plugin: object, origin: str) -> pluggy.PluginManager:
+    """A manager holding the hook specs and ``plugin``, after validating its hooks."""
+    who = f"backend {name!r} ({origin})"
+    for attr in dir(plugin):
+        if not attr.startswith("lowerkit_"):
+            continue
+        value = getattr(plugin, attr, None)
+        if not inspect.isroutine(value):
+            continue
+        opts = getattr(value, "lowerkit_impl", None)
+        if opts is None:
+            raise PluginError(f"{who}: {attr} is not marked with @lowerkit.hookimpl")
+        hook = opts.get("specname") or attr
+        if hook not in hookspecs.HOOK_NAMES:
+            close = difflib.get_close_matches(hook, hookspecs.HOOK_NAMES, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise PluginError(
+                f"{who}: unknown hook {hook}{hint} (known hooks: {', '.join(hookspecs.HOOK_NAMES)})"
+            )
+    pm = pluggy.PluginManager("lowerkit")
+    pm.add_hookspecs(hookspecs)
+    try:
+        pm.register(plugin, name=name)
+        pm.check_pending()
+    except pluggy.PluginValidationError as err:
+        text = " ".join(str(err).split())
+        raise PluginError(f"{who}: invalid hook implementation: {text}") from err
+    missing = [h for h in hookspecs.REQUIRED_HOOKS if not _has_impl(pm, h)]
+    if missing:
+        raise PluginError(f"{who} does not implement required hook(s) {', '.join(missing)}")
+    return pm

@@ -1,0 +1,85 @@
+"""implicit_gemm: im2col into a reused column buffer, then BLAS GEMMs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lowerkit.backend.cpu import im2col_view, pad_into
+
+from ..workspace import Workspace
+from .base import ConvAlgorithm
+
+
+# Below this many output pixels per image, the images of a chunk share one GEMM (batch
+# folded into the GEMM's columns) instead of one thin GEMM each; see docs/nnpack.md.
+FOLD_BATCH_BELOW_PIXELS = 1024
+
+
+class ImplicitGemm(ConvAlgorithm):
+    """implicit_gemm: im2col into a reused column buffer, then BLAS GEMMs.
+
+    Large images get one GEMM per image written straight into the output; small ones
+    (fewer than :data:`FOLD_BATCH_BELOW_PIXELS` pixels) fold the batch into one wider
+    GEMM whose result is then transposed into NCHW.
+    """
+
+    name = "implicit_gemm"
+
+    def _transform_kernel(self, ws: Workspace | None, weight: np.ndarray) -> np.ndarray:
+        return weight.reshape(self.geom.out_channels, -1)
+
+    def _fold(self, n: int) -> bool:
+        oh, ow = self.geom.out_hw
+        return n > 1 and oh * ow < FOLD_BATCH_BELOW_PIXELS
+
+    splits_channels = True
+
+    def new_state(self, n: int) -> np.ndarray:
+        """Columns [N, C, KH, KW, OH, OW], or [C, KH, KW, N, OH, OW] when the batch is folded."""
+        g = self.geom
+        (kh, kw), (oh, ow) = g.kernel, g.out_hw
+        if self._fold(n):
+            return self.ws.get("cols_folded", (g.in_channels, kh, kw, n, oh, ow))
+        return self.ws.get("cols", (n, g.in_channels, kh, kw, oh, ow))
+
+    def transform_channels(self, x: np.ndarray, channels: slice, state: np.ndarray) -> None:
+        g = self.geom
+        xs = x[:, channels]
+        n, c = xs.shape[0], xs.shape[1]
+        t, l, b, r = g.padding
+        if any(g.padding):
+            src = self.ws.get("pad", (n, c, g.in_hw[0] + t + b, g.in_hw[1] + l + r))
+            pad_into(xs, src, t, l)
+        else:
+            src = xs
+        view = im2col_view(src, g.kernel, g.out_hw, g.stride)  # [N, C, KH, KW, OH, OW]
+        if self._fold(n):
+            np.copyto(state[channels], view.transpose(1, 2, 3, 0, 4, 5))
+        else:
+            np.copyto(state[:, channels], view)
+
+    def finish_state(self, state: np.ndarray, n: int) -> np.ndarray:
+        """[C*KH*KW, N*OH*OW] when the batch is folded, else [N, C*KH*KW, OH*OW]."""
+        ckk = self.geom.in_channels * self.geom.kernel[0] * self.geom.kernel[1]
+        return state.reshape(ckk, -1) if self._fold(n) else state.reshape(n, ckk, -1)
+
+    def compute_output(
+        self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray
+    ) -> None:
+        w = kernel[block]
+        out_block = out[:, block]
+        n, ocb = out.shape[0], w.shape[0]
+        if state.ndim == 2:  # batch folded into the columns
+            res = self.ws.get("gemm", (ocb, state.shape[1]))
+            np.matmul(w, state, out=res)
+            np.copyto(out_block, res.reshape(ocb, n, *out.shape[2:]).transpose(1, 0, 2, 3))
+        else:
+            for i in range(n):
+                dst = out_block[i]
+                if dst.flags.c_contiguous:
+                    np.matmul(w, state[i], out=dst.reshape(ocb, -1))
+                else:  # pragma: no cover - callers pass contiguous outputs
+                    res = self.ws.get("gemm", (ocb, state.shape[2]))
+                    np.matmul(w, state[i], out=res)
+                    np.copyto(dst, res.reshape(dst.shape))
+        self._epilogue(out_block, bias, block)

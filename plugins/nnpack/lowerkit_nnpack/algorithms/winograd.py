@@ -1,0 +1,108 @@
+"""wt8x8, wt6x6, wt4x4: Winograd F(m x m, 3x3) on (m + 2)-sized tiles; every transform is a GEMM."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lowerkit.backend.cpu import merge_last, pad_into, tile_view, winograd_matrices
+
+from ..tiles import scatter_tiles, tile_counts
+from ..workspace import Workspace
+from .base import ConvAlgorithm
+
+
+class Winograd(ConvAlgorithm):
+    """wt8x8: Winograd F(6x6, 3x3) on 8x8 input tiles; transforms are GEMMs with 8x8 matrices.
+
+    Subclasses change the tile (``size``, output tile ``out``) and interpolation points.
+    """
+
+    name = "wt8x8"
+    size, out = 8, 6
+    _AT, _G, _BT = winograd_matrices(6, 3)  # points 0, +-1, +-2, +-1/2 and infinity
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.at = self._AT.astype(np.float32)
+        self.bt = self._BT.astype(np.float32)
+        self.g = self._G.astype(np.float32)
+        super().__init__(*args, **kwargs)
+        self.tiles = tile_counts(self.geom.out_hw, (self.out, self.out))
+
+    def _transform_kernel(self, ws: Workspace | None, weight: np.ndarray) -> np.ndarray:
+        oc, ic = self.geom.out_channels, self.geom.in_channels
+        t = self.size
+        if ws is None:  # precompute in float64: the G matrix has awkward fractions
+            u = np.einsum("ar,ocrs,bs->aboc", self._G, weight.astype(np.float64), self._G)
+            return np.ascontiguousarray(u, dtype=np.float32).reshape(t * t, oc, ic)
+        t1 = ws.get("kt1", (oc, ic, t, 3))
+        np.matmul(self.g, weight, out=t1)
+        t2 = ws.get("kt2", (oc, ic, t, t))
+        np.matmul(t1, self.g.T, out=t2)
+        u = ws.get("kernel", (t, t, oc, ic))
+        np.copyto(u, t2.transpose(2, 3, 0, 1))
+        return u.reshape(t * t, oc, ic)
+
+    splits_channels = True
+
+    def new_state(self, n: int) -> np.ndarray:
+        th, tw = self.tiles
+        return self.ws.get("v", (self.size, self.size, self.geom.in_channels, n * th * tw))
+
+    def transform_channels(self, x: np.ndarray, channels: slice, state: np.ndarray) -> None:
+        n = x.shape[0]
+        xs = x[:, channels]
+        c = xs.shape[1]
+        th, tw = self.tiles
+        t, m = self.size, self.out
+        top, left = self.geom.padding[0], self.geom.padding[1]
+        padded = self.ws.get("pad", (n, c, m * th + t - m, m * tw + t - m))
+        pad_into(xs, padded, top, left)
+        rest = c * n * th * tw
+        tiles = self.ws.get("tiles", (t, t, c, n, th, tw))
+        np.copyto(tiles, tile_view(padded, (t, t), (m, m), (th, tw)))
+        # B^T d B as two GEMMs: rows (axis 0) first, then columns (axis 1) per row; the
+        # second writes straight into this channel block of the shared state.
+        v1 = self.ws.get("v1", (t, t * rest))
+        np.matmul(self.bt, tiles.reshape(t, t * rest), out=v1)
+        np.matmul(self.bt, v1.reshape(t, t, rest), out=merge_last(state[:, :, channels]))
+
+    def finish_state(self, state: np.ndarray, n: int) -> np.ndarray:
+        return state.reshape(self.size * self.size, state.shape[2], state.shape[3])
+
+    def compute_output(
+        self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray
+    ) -> None:
+        n = out.shape[0]
+        t, mo = self.size, self.out
+        ocb = len(range(*block.indices(self.geom.out_channels)))
+        r = state.shape[2]
+        m = self.ws.get("m", (t * t, ocb, r))
+        np.matmul(kernel[:, block], state, out=m)
+        y1 = self.ws.get("y1", (mo, t * ocb * r))
+        np.matmul(self.at, m.reshape(t, t * ocb * r), out=y1)
+        y = self.ws.get("y", (mo, mo, ocb * r))
+        np.matmul(self.at, y1.reshape(mo, t, ocb * r), out=y)
+        th, tw = self.tiles
+        out_block = out[:, block]
+        scatter_tiles(y.reshape(mo, mo, ocb, n, th, tw), out_block)
+        self._epilogue(out_block, bias, block)
+
+
+class Winograd6(Winograd):
+    """wt6x6 (extension, not in NNPACK): Winograd F(4x4, 3x3) on 6x6 tiles, points 0, +-1, +-2, inf.
+
+    The transformed kernel is 36/9 = 4x the weight (wt8x8: 64/9), so it pays off on
+    small images where wt8x8 has too few tiles to amortise its kernel.
+    """
+
+    name = "wt6x6"
+    size, out = 6, 4
+    _AT, _G, _BT = winograd_matrices(4, 3)
+
+
+class Winograd4(Winograd):
+    """wt4x4 (extension, not in NNPACK): Winograd F(2x2, 3x3) on 4x4 tiles, points 0, +-1, inf (16/9 kernel)."""
+
+    name = "wt4x4"
+    size, out = 4, 2
+    _AT, _G, _BT = winograd_matrices(2, 3)

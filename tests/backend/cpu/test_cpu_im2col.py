@@ -1,0 +1,70 @@
+"""Windows of padded images as views (lowerkit.backend.cpu.im2col), against plain loops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lowerkit.backend.cpu import im2col_view, merge_last, pad_into, tile_view
+
+
+def test_pad_into_writes_the_border_and_the_image_only():
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    dst = np.full((2, 6, 7), 99.0, np.float32)  # stale scratch
+    pad_into(x, dst, 1, 2, value=-1.0)
+    want = np.pad(x, ((0, 0), (1, 2), (2, 1)), constant_values=-1.0)
+    np.testing.assert_array_equal(dst, want)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    c=st.integers(1, 3), h=st.integers(1, 7), w=st.integers(1, 7), kh=st.integers(1, 3), kw=st.integers(1, 3),
+    sh=st.integers(1, 3), sw=st.integers(1, 3), dh=st.integers(1, 2), dw=st.integers(1, 2),
+)
+def test_im2col_view_is_the_column_matrix(c, h, w, kh, kw, sh, sw, dh, dw):
+    oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
+    if oh < 1 or ow < 1:
+        return
+    x = np.random.default_rng(0).standard_normal((2, c, h, w))
+    view = im2col_view(x, (kh, kw), (oh, ow), (sh, sw), (dh, dw))
+    assert view.shape == (2, c, kh, kw, oh, ow) and not view.flags.writeable
+    want = np.empty(view.shape)
+    for i in range(kh):
+        for j in range(kw):
+            for y in range(oh):
+                for xx in range(ow):
+                    want[:, :, i, j, y, xx] = x[:, :, y * sh + i * dh, xx * sw + j * dw]
+    np.testing.assert_array_equal(view, want)
+
+
+def test_im2col_columns_times_weights_is_a_convolution():
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((3, 5, 5)), rng.standard_normal((4, 3, 3, 3))
+    padded = np.zeros((3, 7, 7))
+    pad_into(x, padded, 1, 1)
+    cols = np.ascontiguousarray(im2col_view(padded, (3, 3), (5, 5))).reshape(27, 25)
+    got = (w.reshape(4, 27) @ cols).reshape(4, 5, 5)
+    want = np.einsum("ocij,cyxij->oyx", w, np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(1, 2)))
+    np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def test_tile_view_gathers_overlapping_tiles_position_major():
+    padded = np.random.default_rng(2).standard_normal((2, 3, 10, 10))
+    view = tile_view(padded, (6, 6), (4, 4), (2, 2))
+    assert view.shape == (6, 6, 3, 2, 2, 2)
+    for ty in range(2):
+        for tx in range(2):
+            tile = padded[:, :, 4 * ty : 4 * ty + 6, 4 * tx : 4 * tx + 6]  # [N, C, 6, 6]
+            np.testing.assert_array_equal(view[:, :, :, :, ty, tx], tile.transpose(2, 3, 1, 0))
+
+
+def test_merge_last_is_a_writable_view_and_refuses_gaps():
+    a = np.zeros((2, 3, 4, 5))
+    merged = merge_last(a[:, :, 1:3])
+    assert merged.shape == (2, 3, 10)
+    merged[...] = 1
+    assert a[:, :, 1:3].all() and not a[:, :, 0].any() and not a[:, :, 3].any()
+    with pytest.raises(ValueError, match="not contiguous"):
+        merge_last(a[:, :, :, 1:3])

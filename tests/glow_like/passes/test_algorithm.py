@@ -1,0 +1,60 @@
+"""Algorithm selection alone, and the Winograd kernel against the reference."""
+
+from __future__ import annotations
+
+import numpy as np
+from tests.glow_like.helpers import assert_close, f32, module_of, reference
+
+from lowerkit.ir import Graph
+from lowerkit_glow_like._graph import evaluate, working_graph
+from lowerkit_glow_like.passes import select_conv_algorithm
+
+
+def _conv_module(channels: int, hw: int, stride: int = 1, batch: int = 1):
+    g = Graph()
+    x = g.add_input("x", f32(batch, channels, hw, hw))
+    w = g.add_node("param", [], [f32(channels, channels, 3, 3)], {"name": "w"}).output
+    b = g.add_node("param", [], [f32(channels)], {"name": "b"}).output
+    out = (hw + 2 - 3) // stride + 1
+    y = g.add_node("conv2d", [x, w, b], [f32(batch, channels, out, out)],
+                   {"stride": (stride, stride), "padding": (1, 1, 1, 1)}).output
+    g.set_outputs([y])
+    rng = np.random.default_rng(0)
+    params = {"w": (rng.standard_normal((channels, channels, 3, 3)) * 0.05).astype(np.float32),
+              "b": rng.standard_normal(channels).astype(np.float32)}
+    return module_of(g, params)
+
+
+def test_marks_wide_3x3_stride_1_convs_and_keeps_results():
+    module = _conv_module(256, 15, batch=4)  # 256 tiles; odd output size: the staged output path
+    x = np.random.default_rng(1).standard_normal((4, 256, 15, 15)).astype(np.float32)
+    work = working_graph(module, "forward")
+    assert select_conv_algorithm(work) is True
+    conv = next(n for n in work.nodes if n.op == "conv2d")
+    assert conv.attrs["algo"] == "winograd"
+    assert_close(evaluate(work, [x]), reference(module, x))
+
+
+def test_leaves_narrow_strided_or_few_tile_convs_alone():
+    # 512x7x7 at batch 1 has 231 MFLOP but only 4 output tiles: memory-bound as Winograd.
+    for module in (_conv_module(32, 8), _conv_module(256, 8, stride=2), _conv_module(512, 7)):
+        work = working_graph(module, "forward")
+        assert select_conv_algorithm(work) is False
+
+
+def test_winograd_kernel_matches_im2col_with_partial_chunks_and_workers(monkeypatch):
+    from lowerkit_glow_like.kernels import KERNELS, winograd
+    from lowerkit.backend.cpu import Parallel
+
+    monkeypatch.setattr(winograd, "_TILES", 600)  # 17x16 tiles per image: 2 images per chunk
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 4, 64, 63)).astype(np.float32)  # a partial last chunk, odd width
+    w = rng.standard_normal((5, 4, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    attrs = {"stride": (1, 1), "padding": (1, 0, 2, 2), "dilation": (1, 1), "groups": 1, "act": "relu"}
+    expected = np.empty((3, 5, 65, 63), np.float32)
+    KERNELS["conv2d"].prepare([x, w, b], [expected], attrs, None)()
+    for parallel in (None, Parallel(2)):
+        got = np.empty_like(expected)
+        KERNELS["conv2d"].prepare([x, w, b], [got], {**attrs, "algo": "winograd"}, None, parallel=parallel)()
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

@@ -1,0 +1,66 @@
+"""How nnpack's kernels spread their work: pool workers with BLAS at cores // workers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lowerkit.backend.cpu import cpu_count
+from lowerkit_nnpack.conv import Conv2d, RunOptions
+from lowerkit_nnpack.geometry import ConvGeometry
+
+
+def _blas_threads():
+    """Threads of numpy's BLAS (torch, when imported, may bring another one)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    infos = [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas" and "numpy" in i["filepath"]]
+    if not infos:
+        pytest.skip("numpy's BLAS is not visible to threadpoolctl")
+    return infos[0]["num_threads"]
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_implicit_gemm_pool_workers_run_single_threaded_blas(rng, batch):
+    """Both paths carry the parallelism on the pool, with BLAS at cores // workers: a
+    BLAS-threaded GEMM would leave OpenBLAS's threads spinning into the next kernel's pool
+    work (docs/nnpack.md, "Options")."""
+    geom = ConvGeometry(4, 8, (9, 9), (3, 3), (2, 2), (1, 1, 1, 1))
+    conv = Conv2d(geom, rng.standard_normal((8, 4, 3, 3)).astype(np.float32), algorithm="implicit_gemm",
+                  options=RunOptions(2, min_parallel_flops=0))
+    seen = []
+    inner = conv.impl.compute_output
+
+    def recording(*args):
+        seen.append(_blas_threads())
+        inner(*args)
+
+    conv.impl.compute_output = recording
+    conv(rng.standard_normal((batch, 4, 9, 9)).astype(np.float32))
+    assert len(seen) == 2  # one call per worker: the work was split
+    assert set(seen) == {max(1, cpu_count() // 2)}
+
+
+def test_plan_lets_each_kernel_set_the_blas_limit(rng, monkeypatch):
+    """Each kernel of a lowered module sets the BLAS limit for its own workers (cores //
+    threads), and the process's setting is restored after the call."""
+    import lowerkit
+    from lowerkit import nn
+    from lowerkit_nnpack.algorithms import ImplicitGemm
+
+    with nn.init_seed(0):
+        net = nn.Conv2d(4, 8, 3, stride=2, padding=1)
+    x = rng.standard_normal((1, 4, 9, 9)).astype(np.float32)
+    lowered = lowerkit.to_backend(lowerkit.trace(net, x), "nnpack", {"forward": {"threads": 2}})
+
+    seen = []
+    inner = ImplicitGemm.compute_output
+
+    def recording(self, *args):
+        seen.append(_blas_threads())
+        inner(self, *args)
+
+    before = _blas_threads()
+    monkeypatch.setattr(ImplicitGemm, "compute_output", recording)
+    lowered(x)
+    assert seen and set(seen) == {max(1, cpu_count() // 2)}
+    assert _blas_threads() == before
