@@ -293,15 +293,16 @@ def import_conv_transpose(ctx: ImportContext, node) -> list[Value]:
         wanted = _pair(ctx, attrs, "output_shape", (0, 0))
         if "output_shape" not in attrs:
             wanted = (in_hw[0] * stride[0], in_hw[1] * stride[1])
-        begin, end = [], []
+        begin, end, extra = [], [], list(out_pad)
         for i in range(2):
             total = stride[i] * (in_hw[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilation[i] + 1 - wanted[i]
-            if total < 0:
-                raise ctx.unsupported(f"ConvTranspose output_shape {list(wanted)} needs negative padding")
+            if total < 0:  # a larger output than the kernel covers: extra rows/columns at the end
+                extra[i], total = extra[i] - total, 0
             small, large = total // 2, total - total // 2
             begin.append(small if auto_pad == "SAME_UPPER" else large)
             end.append(large if auto_pad == "SAME_UPPER" else small)
         padding = (begin[0], begin[1], end[0], end[1])
+        out_pad = (extra[0], extra[1])
     elif auto_pad == "VALID":
         padding = (0, 0, 0, 0)
     else:

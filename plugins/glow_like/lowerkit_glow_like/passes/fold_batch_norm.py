@@ -1,7 +1,8 @@
 """Batch-norm folding: ``batch_norm(conv2d(x, w, b))`` becomes ``conv2d(x, w', b')``.
 
 With s = gamma / sqrt(var + eps): w' = w * s (per output channel), b' = (b - mean) * s + beta.
-The same holds for ``linear`` followed by a batch norm over its features (rank-2 output).
+The same holds for ``linear`` followed by a batch norm over its features (rank-2 output), and
+for ``conv_transpose2d``, whose output channels are dim 1 of its ``[in, out / groups, kh, kw]`` weight.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def fold_batch_norm(graph: Graph) -> bool:
     while index < len(graph.nodes):
         node = graph.nodes[index]
         index += 1
-        if node.op not in ("conv2d", "linear") or node.attrs.get("act", "none") != "none":
+        if node.op not in ("conv2d", "linear", "conv_transpose2d") or node.attrs.get("act", "none") != "none":
             continue
         producers, users = graph.producers(), graph.users()
         bn = single_user(graph, node.output, users)
@@ -36,8 +37,7 @@ def fold_batch_norm(graph: Graph) -> bool:
             continue
         mean, var, gamma, beta = (np.asarray(s, dtype=np.float64) for s in stats)
         scale = gamma / np.sqrt(var + float(bn.attrs.get("eps", 1e-5)))
-        shape = (-1,) + (1,) * (weight.ndim - 1)
-        new_w = (weight.astype(np.float64) * scale.reshape(shape)).astype(weight.dtype)
+        new_w = _scaled_weight(node, weight, scale)
         b = np.zeros_like(mean) if bias is None else bias.astype(np.float64)
         new_b = ((b - mean) * scale + beta).astype(weight.dtype)
         at = graph.nodes.index(node)
@@ -49,3 +49,14 @@ def fold_batch_norm(graph: Graph) -> bool:
         index = graph.nodes.index(node) + 1
         changed = True
     return changed
+
+
+def _scaled_weight(node, weight: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The weight with each output channel multiplied by its batch-norm scale."""
+    w = weight.astype(np.float64)
+    if node.op == "conv_transpose2d":
+        groups = int(node.attrs.get("groups", 1))
+        ic, ocg = weight.shape[:2]
+        grouped = w.reshape(groups, ic // groups, ocg, *weight.shape[2:])
+        return (grouped * scale.reshape(groups, 1, ocg, 1, 1)).reshape(weight.shape).astype(weight.dtype)
+    return (w * scale.reshape((-1,) + (1,) * (weight.ndim - 1))).astype(weight.dtype)
