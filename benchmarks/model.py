@@ -1,16 +1,19 @@
-"""Whole-model benchmark: ResNet-18 on glow_like (each opt level, and int8), on
-["nnpack", "glow_like"], on reference, on ONNX Runtime and on PyTorch, same weights, one process.
+"""Whole-model benchmark: a zoo model (ResNet-18 by default) on glow_like (each opt level, and
+int8), on ["nnpack", "glow_like"], on reference, on ONNX Runtime and on PyTorch, same weights,
+one process; or the whole zoo (--model all) with one summary line per model.
 
-ONNX Runtime gets an ONNX graph built with onnx.helper from the lowerkit module; PyTorch
-runs the same graph op by op with torch.nn.functional under inference_mode (what the
-equivalent torch model's forward does). Prints the median latency, each ratio to ONNX
-Runtime, the glow_like memory-plan numbers and the BLAS kernel in use.
+ONNX Runtime runs ``lowerkit.onnx.export`` of the traced zoo model; PyTorch runs the model's
+twin written in plain torch.nn (tests/models/zoo_twins.py) under inference_mode, with the
+same weights. Prints the median latency, each ratio to ONNX Runtime, the glow_like
+memory-plan numbers and the BLAS kernel in use. An engine that cannot run a model (an op it
+lacks) is listed as skipped with the reason.
 
-    python benchmarks/model.py              # batch 1 and 8 (a few minutes on 2 cores)
-    python benchmarks/model.py --batch 1    # batch 1 only
-    python benchmarks/model.py --repeat 5   # fewer timed runs
-    python benchmarks/model.py --int8-accuracy   # int8 vs fp32 accuracy on random inputs
-    python benchmarks/model.py --instructions    # glow_like opt 2, per instruction, 2 workers vs 1
+    python benchmarks/model.py                        # ResNet-18, batch 1 and 8 (a few minutes on 2 cores)
+    python benchmarks/model.py --model mobilenet_v3_large --batch 1
+    python benchmarks/model.py --model all --repeat 5 # the whole zoo at batch 1, real geometry
+    python benchmarks/model.py --model all --small    # the whole zoo, small configurations (a smoke run)
+    python benchmarks/model.py --int8-accuracy        # int8 vs fp32 accuracy on random inputs (ResNet-18)
+    python benchmarks/model.py --instructions         # glow_like opt 2, per instruction, 2 workers vs 1
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from threadpoolctl import threadpool_info
@@ -47,134 +51,81 @@ def median_ms(fn: Callable[[], object], repeat: int, warmup: int = 2) -> Timing:
     return result
 
 
-# -- ONNX export of the (traced) lowerkit graph ---------------------------------------------------
-def to_onnx(module: lk.Module):
-    """An ONNX model computing ``module.forward`` (the ops a traced ResNet uses)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+# -- the peers, same weights -----------------------------------------------------------------
+def onnx_session(module: lk.Module, threads: int | None = None):
+    """An ONNX Runtime session on ``lowerkit.onnx.export(module)`` (the traced zoo model)."""
+    import onnxruntime as ort
 
-    graph = graph_of(module, "forward")
-    names = {id(v): v.name for v in graph.inputs}
-    nodes, inits = [], []
+    import lowerkit.onnx
 
-    def init(name: str, array: np.ndarray) -> str:
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
-        return name
-
-    for node in graph.nodes:
-        out = node.output.name
-        names[id(node.output)] = out
-        ins = [names[id(v)] for v in node.inputs]
-        a = node.attrs
-        if node.op == "param":
-            init(out, module.parameters[a["name"]])
-        elif node.op == "constant":
-            init(out, a["value"])
-        elif node.op == "conv2d":
-            nodes.append(helper.make_node("Conv", ins, [out], strides=list(a["stride"]), pads=list(a["padding"]),
-                                          dilations=list(a["dilation"]), group=a["groups"]))
-        elif node.op == "batch_norm":
-            x, mean, var, w, b = ins
-            nodes.append(helper.make_node("BatchNormalization", [x, w, b, mean, var], [out], epsilon=a["eps"]))
-        elif node.op in ("relu", "add"):
-            nodes.append(helper.make_node(node.op.capitalize(), ins, [out]))
-        elif node.op == "max_pool2d":
-            nodes.append(helper.make_node("MaxPool", ins, [out], kernel_shape=list(a["kernel_size"]),
-                                          strides=list(a["stride"]), pads=list(a["padding"]),
-                                          ceil_mode=int(a["ceil_mode"])))
-        elif node.op == "global_avg_pool2d":
-            nodes.append(helper.make_node("GlobalAveragePool", ins, [out]))
-        elif node.op == "flatten" and a["end_dim"] in (-1, node.inputs[0].type.rank - 1):
-            nodes.append(helper.make_node("Flatten", ins, [out], axis=a["start_dim"]))
-        elif node.op == "linear":
-            nodes.append(helper.make_node("Gemm", ins, [out], transB=1))
-        else:
-            raise NotImplementedError(f"benchmark ONNX export: no mapping for {node.op}")
-    io = lambda v: helper.make_tensor_value_info(names[id(v)], TensorProto.FLOAT, list(v.type.shape))  # noqa: E731
-    g = helper.make_graph(nodes, "forward", [io(v) for v in graph.inputs], [io(v) for v in graph.outputs], inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    options = ort.SessionOptions()
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    proto = lowerkit.onnx.export(module)
+    return ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
-# -- PyTorch, same weights ---------------------------------------------------------------------
-def torch_runner(module: lk.Module):
-    """A function running ``module.forward`` with torch.nn.functional on torch tensors."""
-    import torch
-    import torch.nn.functional as F
+def torch_twin(name: str, model, kwargs: dict):
+    """The zoo model's PyTorch twin (tests/models/zoo_twins.py: plain torch.nn) with its weights."""
+    import sys
+    from pathlib import Path
 
-    graph = graph_of(module, "forward")
-    params = {k: torch.from_numpy(np.array(v)) for k, v in module.parameters.items()}
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "models"))
+    from zoo_twins import build_twin, load_weights
 
-    def pads(p):  # symmetric padding only, as ResNet uses
-        top, left, bottom, right = p
-        assert (top, left) == (bottom, right)
-        return (top, left)
-
-    def run(x: torch.Tensor) -> torch.Tensor:
-        env = {id(graph.inputs[0]): x}
-        for node in graph.nodes:
-            a = node.attrs
-            ins = [env[id(v)] for v in node.inputs]
-            if node.op == "param":
-                y = params[a["name"]]
-            elif node.op == "conv2d":
-                y = F.conv2d(*ins, stride=a["stride"], padding=pads(a["padding"]), dilation=a["dilation"],
-                             groups=a["groups"])
-            elif node.op == "batch_norm":
-                x_, mean, var, w, b = ins
-                y = F.batch_norm(x_, mean, var, w, b, training=False, eps=a["eps"])
-            elif node.op == "relu":
-                y = F.relu(ins[0])
-            elif node.op == "add":
-                y = ins[0] + ins[1]
-            elif node.op == "max_pool2d":
-                y = F.max_pool2d(ins[0], a["kernel_size"], a["stride"], pads(a["padding"]), ceil_mode=a["ceil_mode"])
-            elif node.op == "global_avg_pool2d":
-                y = F.adaptive_avg_pool2d(ins[0], 1)
-            elif node.op == "flatten":
-                y = torch.flatten(ins[0], a["start_dim"], a["end_dim"])
-            elif node.op == "linear":
-                y = F.linear(*ins)
-            else:
-                raise NotImplementedError(f"benchmark torch runner: no mapping for {node.op}")
-            env[id(node.output)] = y
-        return env[id(graph.outputs[0])]
-
-    return run
+    twin = build_twin(name, kwargs)
+    load_weights(twin, model)
+    return twin
 
 
-def bench_batch(batch: int, repeat: int, with_int8: bool) -> None:
-    x = models.example_input("resnet18", batch=batch)
-    module = lk.trace(models.resnet18(), x)
+def model_kwargs(name: str, small: bool, image_size: int | None) -> dict:
+    """The keyword arguments ``models.get`` builds ``name`` with (for the twin)."""
+    info = models.info(name)
+    kwargs = dict(info.small) if small else {}
+    if info.size_kwarg:
+        kwargs[info.size_kwarg] = image_size or (info.small_size if small else info.input_chw[1])
+    return kwargs
+
+
+@dataclass
+class Row:
+    engine: str
+    ms: Timing | None
+    note: str
+
+
+def bench_batch(name: str, batch: int, repeat: int, *, full: bool, with_int8: bool, small: bool = False,
+                image_size: int | None = None) -> list[Row]:
+    """Time one zoo model on every engine; ``full`` adds each glow_like opt level and thread setting."""
+    x = models.example_input(name, batch=batch, small=small, image_size=image_size)
+    model = models.get(name, small=small, image_size=image_size)
+    module = lk.trace(model, x)
     expected = None
-    rows: list[tuple[str, float | None, str]] = []
+    rows: list[Row] = []
+    feed = {graph_of(module).inputs[0].name: x}
 
     try:
-        import onnxruntime as ort
-
-        so = ort.SessionOptions()
-        sess = ort.InferenceSession(to_onnx(module).SerializeToString(), so, providers=["CPUExecutionProvider"])
-        expected = sess.run(None, {graph_of(module).inputs[0].name: x})[0]
-        feed = {graph_of(module).inputs[0].name: x}
-        rows.append(("onnxruntime", median_ms(lambda: sess.run(None, feed), repeat), "default threads"))
-        so1 = ort.SessionOptions()
-        so1.intra_op_num_threads = 1
-        sess1 = ort.InferenceSession(to_onnx(module).SerializeToString(), so1, providers=["CPUExecutionProvider"])
-        rows.append(("onnxruntime, 1 thread", median_ms(lambda: sess1.run(None, feed), repeat), "intra_op_num_threads=1"))
-    except ImportError as err:
-        rows.append(("onnxruntime", None, f"skipped: {err}"))
+        sess = onnx_session(module)
+        expected = sess.run(None, feed)[0]
+        rows.append(Row("onnxruntime", median_ms(lambda: sess.run(None, feed), repeat), "default threads"))
+        sess1 = onnx_session(module, threads=1)
+        rows.append(Row("onnxruntime, 1 thread", median_ms(lambda: sess1.run(None, feed), repeat),
+                        "intra_op_num_threads=1"))
+    except Exception as err:  # not installed, or an op lowerkit cannot export: say so and go on
+        rows.append(Row("onnxruntime", None, f"skipped: {type(err).__name__}: {str(err).splitlines()[0][:120]}"))
 
     try:
         import torch
 
-        run = torch_runner(module)
+        twin = torch_twin(name, model, model_kwargs(name, small, image_size))
         tx = torch.from_numpy(x)
         with torch.inference_mode():
-            got = run(tx).numpy()
-            rows.append(("pytorch (F ops, same weights)", median_ms(lambda: run(tx), repeat),
-                         f"threads={torch.get_num_threads()}"))
+            got = twin(tx).numpy()
+            rows.append(Row("pytorch (eager twin, same weights)", median_ms(lambda: twin(tx), repeat),
+                            f"threads={torch.get_num_threads()}"))
         expected = got if expected is None else expected
     except ImportError as err:
-        rows.append(("pytorch", None, f"skipped: {err}"))
+        rows.append(Row("pytorch", None, f"skipped: {err}"))
 
     if expected is None:
         expected = module(x)
@@ -183,59 +134,86 @@ def bench_batch(batch: int, repeat: int, with_int8: bool) -> None:
         err = float(np.abs(out - expected).max() / np.abs(expected).max())
         return f"max rel err {err:.1e}"
 
+    def lowered_row(label: str, target, spec=None, note: str = "", runs: int = repeat, warmup: int = 2):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                lowered = lk.to_backend(module, target, spec)
+        except lk.LowerkitError as err:  # a backend without an op this model uses
+            rows.append(Row(label, None, f"skipped: {type(err).__name__}: {str(err).splitlines()[0][:120]}"))
+            return None
+        rows.append(Row(label, median_ms(lambda: lowered(x), runs, warmup), f"{check(lowered(x))}{note}"))
+        return lowered
+
     plans = {}
-    for level in (0, 1, 2):
-        lowered = lk.to_backend(module, "glow_like", {"forward": {"opt_level": level}})
-        rows.append((f"glow_like opt {level}", median_ms(lambda: lowered(x), repeat),
-                     f"{check(lowered(x))}; default threads (one intra-op worker per CPU)"))
-        plans[level] = lowered
-    for threads, note in ((1, "single-threaded BLAS"), ("blas", "OpenBLAS's own threads")):
-        lowered = lk.to_backend(module, "glow_like", {"forward": {"opt_level": 2, "threads": threads}})
-        rows.append((f"glow_like opt 2, threads={threads!r}", median_ms(lambda: lowered(x), repeat),
-                     f"{check(lowered(x))}; {note}"))
-    if with_int8:
+    for level in (0, 1, 2) if full else (2,):
+        lowered = lowered_row(f"glow_like opt {level}", "glow_like", {"forward": {"opt_level": level}},
+                              "; default threads (one intra-op worker per CPU)")
+        if lowered is not None:
+            plans[level] = lowered
+    if full:
+        for threads, note in ((1, "single-threaded BLAS"), ("blas", "OpenBLAS's own threads")):
+            lowered_row(f"glow_like opt 2, threads={threads!r}", "glow_like",
+                        {"forward": {"opt_level": 2, "threads": threads}}, f"; {note}")
+    if with_int8 and plans:
         import lowerkit_glow_like as glow
 
         rng = np.random.default_rng(1)
         calib = [rng.standard_normal(x.shape).astype(np.float32) for _ in range(4)]
         profile = glow.calibrate(module, calib, progress=False)
-        q = lk.to_backend(module, "glow_like", {"forward": {"precision": "int8", "profile": profile}})
-        rows.append(("glow_like int8 (opt 2)", median_ms(lambda: q(x), max(3, repeat // 2)), check(q(x)) + " (quantized)"))
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            mixed = lk.to_backend(module, ["nnpack", "glow_like"])
-        rows.append(('["nnpack", "glow_like"]', median_ms(lambda: mixed(x), repeat), check(mixed(x))))
-    except Exception as err:  # partitioning or nnpack missing: say so and go on
-        rows.append(('["nnpack", "glow_like"]', None, f"skipped: {type(err).__name__}: {err}"))
-    ref = lk.to_backend(module, "reference")
-    rows.append(("reference", median_ms(lambda: ref(x), max(3, repeat // 4), warmup=1), check(ref(x))))
+        lowered_row("glow_like int8 (opt 2)", "glow_like", {"forward": {"precision": "int8", "profile": profile}},
+                    " (quantized)", runs=max(3, repeat // 2))
+    lowered_row('["nnpack", "glow_like"]', ["nnpack", "glow_like"])
+    lowered_row("reference", "reference", runs=max(3, repeat // 4), warmup=1)
 
-    base = next((ms for name, ms, _ in rows if name == "onnxruntime" and ms is not None), None)
-    print(f"\nResNet-18, batch {batch}, input {list(x.shape)} (median and best of {repeat} runs; "
+    base = next((r.ms for r in rows if r.engine == "onnxruntime" and r.ms is not None), None)
+    config = " (small configuration)" if small else ""
+    print(f"\n{name}{config}, batch {batch}, input {list(x.shape)} (median and best of {repeat} runs; "
           "ratios of medians and of bests to ONNX Runtime)")
-    print(f"  {'engine':32s} {'median':>9s} {'/ ORT':>7s} {'best':>9s} {'/ ORT':>7s}  note")
-    for name, ms, note in rows:
-        if ms is None:
-            print(f"  {name:32s} {'-':>9s} {'-':>7s} {'-':>9s} {'-':>7s}  {note}")
+    print(f"  {'engine':36s} {'median':>9s} {'/ ORT':>7s} {'best':>9s} {'/ ORT':>7s}  note")
+    for r in rows:
+        if r.ms is None:
+            print(f"  {r.engine:36s} {'-':>9s} {'-':>7s} {'-':>9s} {'-':>7s}  {r.note}")
         else:
-            ratio = f"{ms / base:6.2f}x" if base else "-"
-            best = f"{ms.best / base.best:6.2f}x" if base else "-"
-            print(f"  {name:32s} {ms:9.2f} {ratio:>7s} {ms.best:9.2f} {best:>7s}  {note}")
-    single = next((ms for name, ms, _ in rows if name == "onnxruntime, 1 thread" and ms is not None), None)
-    glow1 = next((ms for name, ms, _ in rows if name == "glow_like opt 2, threads=1" and ms is not None), None)
+            ratio = f"{r.ms / base:6.2f}x" if base else "-"
+            best = f"{r.ms.best / base.best:6.2f}x" if base else "-"
+            print(f"  {r.engine:36s} {r.ms:9.2f} {ratio:>7s} {r.ms.best:9.2f} {best:>7s}  {r.note}")
+    single = next((r.ms for r in rows if r.engine == "onnxruntime, 1 thread" and r.ms is not None), None)
+    glow1 = next((r.ms for r in rows if r.engine == "glow_like opt 2, threads=1" and r.ms is not None), None)
     if single and glow1:
         print(f"  single-threaded: glow_like opt 2 / onnxruntime = {glow1 / single:.2f}x (medians), "
               f"{glow1.best / single.best:.2f}x (bests)")
-    from lowerkit_glow_like.payload.codec import decode
+    if full:
+        from lowerkit_glow_like.payload.codec import decode
 
-    for level, lowered in plans.items():
-        (program,) = decode(lowered.record.payload)
-        p = program.plan
-        print(f"  memory plan opt {level}: peak {p.peak_bytes / 2**20:.2f} MiB, no reuse {p.sum_bytes / 2**20:.2f} MiB, "
-              f"lower bound {p.lower_bound_bytes / 2**20:.2f} MiB (peak/bound {p.peak_bytes / p.lower_bound_bytes:.3f}, "
-              f"saves {1 - p.peak_bytes / p.sum_bytes:.1%}), scratch {p.scratch_bytes / 2**20:.2f} MiB, "
-              f"{len(program.instructions)} instructions")
+        for level, lowered in plans.items():
+            (program,) = decode(lowered.record.payload)
+            p = program.plan
+            print(f"  memory plan opt {level}: peak {p.peak_bytes / 2**20:.2f} MiB, no reuse {p.sum_bytes / 2**20:.2f} MiB, "
+                  f"lower bound {p.lower_bound_bytes / 2**20:.2f} MiB (peak/bound {p.peak_bytes / p.lower_bound_bytes:.3f}, "
+                  f"saves {1 - p.peak_bytes / p.sum_bytes:.1%}), scratch {p.scratch_bytes / 2**20:.2f} MiB, "
+                  f"{len(program.instructions)} instructions")
+    return rows
+
+
+def zoo_summary(results: dict[str, list[Row]]) -> None:
+    """One line per model: each engine's median and its ratio to ONNX Runtime."""
+    engines = ["onnxruntime", "pytorch (eager twin, same weights)", "glow_like opt 2", '["nnpack", "glow_like"]',
+               "reference"]
+    short = ["ORT", "PyTorch", "glow_like", "nnpack+glow", "reference"]
+    print("\nzoo summary: median ms (ratio to ONNX Runtime); '-' = skipped (see above)")
+    print(f"  {'model':20s} " + " ".join(f"{s:>20s}" for s in short))
+    for name, rows in results.items():
+        by = {r.engine: r.ms for r in rows}
+        base = by.get("onnxruntime")
+        cells = []
+        for engine in engines:
+            ms = by.get(engine)
+            if ms is None:
+                cells.append(f"{'-':>20s}")
+            else:
+                cells.append(f"{ms:11.2f} ({ms / base:5.2f}x)" if base else f"{ms:20.2f}")
+        print(f"  {name:20s} " + " ".join(cells))
 
 
 def int8_accuracy(calibration: int, held_out: int, batch: int = 1) -> None:
@@ -306,13 +284,20 @@ def instruction_times(batch: int, repeat: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, action="append", help="batch size(s); default 1 and 8")
+    parser.add_argument("--model", default="resnet18", metavar="NAME",
+                        help="a zoo model (lowerkit.models.names()) or 'all' for the whole zoo; default resnet18")
+    parser.add_argument("--small", action="store_true", help="the models' small configurations (a quick smoke run)")
+    parser.add_argument("--image-size", type=int, help="input height and width (default: each model's standard size)")
+    parser.add_argument("--batch", type=int, action="append",
+                        help="batch size(s); default 1 and 8 for one model, 1 for --model all")
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--no-int8", action="store_true")
     parser.add_argument("--int8-accuracy", action="store_true", help="only measure int8 accuracy against fp32")
     parser.add_argument("--instructions", action="store_true",
                         help="only time each glow_like instruction (opt 2), default workers and 1 thread")
     args = parser.parse_args()
+    if args.model != "all" and args.model not in models.names():
+        parser.error(f"--model: unknown model {args.model!r}; choose 'all' or one of {', '.join(models.names())}")
     if args.int8_accuracy:
         int8_accuracy(calibration=16, held_out=32)
         return
@@ -326,8 +311,16 @@ def main() -> None:
     for info in threadpool_info():
         print(f"BLAS: {info.get('internal_api')} {info.get('version')} {info.get('architecture')} "
               f"threads={info.get('num_threads')} ({info.get('user_api')})")
+    if args.model == "all":
+        for batch in args.batch or [1]:
+            results = {name: bench_batch(name, batch, args.repeat, full=False, with_int8=False, small=args.small,
+                                         image_size=args.image_size)
+                       for name in models.names() if name != "small_cnn"}
+            zoo_summary(results)
+        return
     for batch in args.batch or [1, 8]:
-        bench_batch(batch, args.repeat if batch == 1 else max(3, args.repeat // 4), not args.no_int8)
+        bench_batch(args.model, batch, args.repeat if batch == 1 else max(3, args.repeat // 4), full=True,
+                    with_int8=not args.no_int8, small=args.small, image_size=args.image_size)
 
 
 if __name__ == "__main__":

@@ -46,3 +46,20 @@ def test_demo_command(cli, model):
     out = cli("demo", "--model", model, "--repeats", "1")
     assert out.returncode == 0, out.stderr
     assert "all plans match reference" in out.stdout
+
+
+def test_demo_runs_any_zoo_model_in_its_small_configuration(tmp_path):
+    from lowerkit.cli.demo import run_demo
+
+    stream = io.StringIO()
+    assert run_demo(tmp_path, stream, model="shufflenet_v2", repeats=1, small=True) in (0, 1)
+    text = stream.getvalue()
+    assert "lowerkit.models.get('shufflenet_v2') (small configuration) traced on input [1, 3, 32, 32]" in text
+    # every plan either matches reference or says why it cannot run this model
+    assert "MISMATCH" not in text
+    assert "reference (whole)" in text
+
+
+def test_demo_rejects_an_unknown_model(cli):
+    out = cli("demo", "--model", "vgg")
+    assert out.returncode != 0 and "invalid choice: 'vgg'" in out.stderr

@@ -31,7 +31,7 @@ def test_resnet18_names_and_shapes():
     assert len(nodes_of(m, "conv2d")) == 20
     adds = nodes_of(m, "add")
     assert [n.scope for n in adds][:2] == ["layer1.0", "layer1.1"]
-    assert adds[0].source.file.endswith("models.py")
+    assert adds[0].source.file.endswith("resnet.py")
     assert models.resnet18(num_classes=7).fc.weight.shape == (7, 512)
 
 

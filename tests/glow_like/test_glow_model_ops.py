@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from glow_helpers import assert_close, rand
+from tests.glow_like.helpers import assert_close, rand
 
 import lowerkit as lk
 from lowerkit import nn, ops

@@ -144,7 +144,7 @@ def test_backend_error_names_the_node_and_source_line(cnn, subset_backends):
         lowered(x)
     message = str(info.value)
     assert "region 'forward_region2'" in message and "backend 'convy'" in message
-    assert "node max_pool2d" in message and "models.py:" in message
+    assert "node max_pool2d" in message and "models/small.py:" in message
     assert "max_pool2d kernel crashed" in message
 
 
@@ -153,7 +153,7 @@ def test_single_node_region_failure_names_its_node_without_a_handle(cnn, subset_
     subset_backends("convy", CONV_OPS)
     subset_backends("resty", OTHER_OPS, fail_on="batch_norm")
     lowered = lk.to_backend(module, ["convy", "resty"])
-    with pytest.raises(BackendExecutionError, match=r"region 'forward_region1'.*node batch_norm #\d+ in bn at .*models.py:\d+"):
+    with pytest.raises(BackendExecutionError, match=r"region 'forward_region1'.*node batch_norm #\d+ in bn at .*models/small.py:\d+"):
         lowered(x)
 
 

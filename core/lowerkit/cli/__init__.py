@@ -57,12 +57,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print a Graphviz drawing of a partitioned module, one colour per backend")
     p.set_defaults(func=commands.cmd_inspect)
 
-    p = sub.add_parser("demo", help="lower a CNN to the installed backends, save, load, run, compare")
+    p = sub.add_parser("demo", help="lower a zoo model to the installed backends, save, load, run, compare")
     p.add_argument("--out", help="directory for the demo's files (default: a new temporary one)")
-    p.add_argument("--model", default="resnet18", choices=["resnet18", "small_cnn"])
+    p.add_argument("--model", default="resnet18", choices=_zoo_names(), metavar="NAME",
+                   help="the zoo model (lowerkit.models.names()): " + ", ".join(_zoo_names()))
+    p.add_argument("--small", action="store_true", help="the model's small configuration (fewer blocks, 32x32)")
+    p.add_argument("--image-size", type=int, help="input height and width (default: the model's standard size)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs per plan (median shown)")
     p.set_defaults(func=commands.cmd_demo)
     return parser
+
+
+def _zoo_names() -> list[str]:
+    from ..models import names
+
+    return names()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -209,4 +209,4 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    return run_demo(args.out, model=args.model, repeats=args.repeats)
+    return run_demo(args.out, model=args.model, repeats=args.repeats, small=args.small, image_size=args.image_size)

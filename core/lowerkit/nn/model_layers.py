@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import ops
+from ..tracing import ops
 from ..errors import InputError
 from .init import current_rng, kaiming_uniform, uniform_bias
 from .layers import _pair, _positive
 from .module import Module
-from .parameter import Parameter
+from ..tracing.parameter import Parameter
 
 
 class Hardsigmoid(Module):

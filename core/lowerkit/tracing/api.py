@@ -43,6 +43,12 @@ def trace(
         specs = _method_specs(type(obj).__name__, example_inputs, methods)
         session = TraceSession(type(obj).__name__, obj)
         return _trace_nn_module(obj, session, specs)
+    if _is_torch_object(obj):
+        raise InputError(
+            f"lowerkit.trace traces lowerkit.nn modules and functions, got a PyTorch "
+            f"{type(obj).__name__}; import PyTorch models with lowerkit.torch.load(model, example_inputs) "
+            "(torch.export), see docs/torch.md"
+        )
     if isinstance(obj, Module) or not callable(obj):
         raise InputError(
             "lowerkit.trace expects a lowerkit.nn.Module or a Python function, "
@@ -55,6 +61,15 @@ def trace(
     tracer = _MethodTracer(session, {"forward": obj}, {"forward": _check_inputs("forward", example_inputs)})
     tracer.ensure("forward")
     return _build(session, ["forward"])
+
+
+def _is_torch_object(obj: object) -> bool:
+    """A torch.nn.Module or torch.export.ExportedProgram, recognised without importing torch."""
+    return any(
+        (cls.__module__, cls.__name__) in (("torch.nn.modules.module", "Module"),
+                                           ("torch.export.exported_program", "ExportedProgram"))
+        for cls in type(obj).__mro__
+    )
 
 
 def _method_specs(
