@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from . import nn
+from . import autograd, nn
 from .backend import hookspecs
 from .backend.hookspecs import Unsupported, hookimpl
 from .backend.profile import profile
@@ -50,6 +50,7 @@ __all__ = [
     "Module",
     "PluginError",
     "UnsupportedOperatorError",
+    "autograd",
     "Unsupported",
     "backends",
     "dumps",
