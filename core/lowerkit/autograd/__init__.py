@@ -13,10 +13,16 @@ from __future__ import annotations
 from typing import Any
 
 from .api import grad
+from .losses import CrossEntropy, MeanSquaredError, cross_entropy, mse
+from .optim import SGD, Adam
 from .reverse import missing_entries
 from .table import DERIVATIVES, Derivative, derivative
+from .train_graph import TrainStep, training_step
 
-__all__ = ["DERIVATIVES", "Derivative", "Trainer", "derivative", "grad", "missing_entries"]
+__all__ = [
+    "DERIVATIVES", "Adam", "CrossEntropy", "Derivative", "MeanSquaredError", "SGD", "TrainStep", "Trainer",
+    "cross_entropy", "derivative", "grad", "missing_entries", "mse", "training_step",
+]
 
 
 def __getattr__(name: str) -> Any:

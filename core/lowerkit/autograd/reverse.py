@@ -81,12 +81,15 @@ def report_missing(nodes: Sequence[Node], method: str) -> UnsupportedOperatorErr
 
 
 def append_backward(
-    graph: Graph, wrt: Sequence[tuple[TensorType, Sequence[Value]]], *, method: str, first_handle: int
+    graph: Graph, wrt: Sequence[tuple[TensorType, Sequence[Value]]], *, method: str, first_handle: int,
+    cotangents: Sequence[Value] | None = None,
 ) -> tuple[list[Value], list[Value]]:
     """Add one cotangent input per output and the backward nodes to ``graph`` (in place).
 
     ``wrt`` holds, per requested gradient, its type and the values it is the sum over (a
-    parameter read by several ``param`` nodes, or one graph input; none for an unused parameter). Returns the cotangent inputs and the gradients.
+    parameter read by several ``param`` nodes, or one graph input; none for an unused parameter).
+    ``cotangents`` (one per output, e.g. a constant 1 for a loss) replaces the new inputs.
+    Returns the cotangents and the gradients.
     """
     forward = list(graph.nodes)
     sources = {v for _, values in wrt for v in values if v.type.dtype in FLOAT_DTYPES}
@@ -95,7 +98,8 @@ def append_backward(
         raise report_missing(missing, method)
     active = _active(graph, sources)
     emitter = Emitter(graph, first_handle)
-    cotangents = [graph.add_input(f"grad_{v.name}", v.type) for v in graph.outputs]
+    if cotangents is None:
+        cotangents = [graph.add_input(f"grad_{v.name}", v.type) for v in graph.outputs]
     cot: dict[Value, Value] = {}
 
     def accumulate(value: Value, grad: Value, like: Node | None) -> None:
@@ -124,7 +128,7 @@ def append_backward(
         for part in parts[1:]:
             (total,) = emitter.emit("add", [total, part], {}, like=None, hint="grad")
         results.append(total)
-    return cotangents, results
+    return list(cotangents), results
 
 
 def _input_grad(d: Vjp, node: Node, index: int) -> Value:

@@ -16,10 +16,15 @@ def _geometry(d) -> dict:
     return {k: d.attrs[k] for k in _GEOMETRY}
 
 
+def _channel_sum(d, v):
+    """Sum of ``v`` over every dim but 1, as a ``[C]`` vector."""
+    c = v.type.shape[1]
+    return d.reshape(d.sum_to(v, (1, c) + (1,) * (v.type.rank - 2)), (c,))
+
+
 def _bias_grad(d):
-    """Sum of grad over every dim but 1: the gradient of a per-channel bias."""
-    oc = d.grad.type.shape[1]
-    return d.reshape(d.sum_to(d.grad, (1, oc) + (1,) * (d.grad.type.rank - 2)), (oc,))
+    """The gradient of a per-channel bias."""
+    return _channel_sum(d, d.grad)
 
 
 # -- convolutions -----------------------------------------------------------------------------
@@ -91,16 +96,6 @@ def _bn_inv_std(d):
     return d.div(d.const(1.0, d.running_var), d.emit("sqrt", d.add(d.running_var, d.const(d.attrs["eps"], d.running_var))))
 
 
-def _bn_sum(d, v):
-    """Sum of v over every dim but 1, as a [C] vector."""
-    return _bias_grad_of(d, v)
-
-
-def _bias_grad_of(d, v):
-    c = v.type.shape[1]
-    return d.reshape(d.sum_to(v, (1, c) + (1,) * (v.type.rank - 2)), (c,))
-
-
 def _bn_centered(d):
     return d.sub(d.x, d.per_channel(d.running_mean, d.x.type.rank))
 
@@ -108,13 +103,13 @@ def _bn_centered(d):
 derivative(
     "batch_norm",
     x=lambda d: d.mul(d.grad, d.per_channel(d.mul(d.weight, _bn_inv_std(d)), d.x.type.rank)),
-    running_mean=lambda d: d.neg(d.mul(_bn_sum(d, d.grad), d.mul(d.weight, _bn_inv_std(d)))),
+    running_mean=lambda d: d.neg(d.mul(_channel_sum(d, d.grad), d.mul(d.weight, _bn_inv_std(d)))),
     running_var=lambda d: d.mul(
-        _bn_sum(d, d.mul(d.grad, _bn_centered(d))),
+        _channel_sum(d, d.mul(d.grad, _bn_centered(d))),
         d.scale(d.mul(d.weight, d.mul(_bn_inv_std(d), d.mul(_bn_inv_std(d), _bn_inv_std(d)))), -0.5),
     ),
-    weight=lambda d: d.mul(_bn_sum(d, d.mul(d.grad, _bn_centered(d))), _bn_inv_std(d)),
-    bias=lambda d: _bn_sum(d, d.grad),
+    weight=lambda d: d.mul(_channel_sum(d, d.mul(d.grad, _bn_centered(d))), _bn_inv_std(d)),
+    bias=lambda d: _channel_sum(d, d.grad),
     doc="inference form: running statistics are inputs",
 )
 derivative(

@@ -118,7 +118,7 @@ def const_value(node: Node | None) -> np.ndarray | None:
 
 def make_constant(graph: Graph, array: np.ndarray, hint: str, index: int, like: Node | None = None) -> Value:
     """Insert a ``constant`` node at ``index`` holding ``array`` (made read-only); its value."""
-    array = np.ascontiguousarray(array)
+    array = np.asarray(array, order="C")  # ascontiguousarray would make 0-d arrays 1-d
     array.flags.writeable = False
     node = graph.add_node(
         "constant",
@@ -142,7 +142,7 @@ def run_node(node: Node, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     if spec is None:
         raise UnsupportedOperatorError(f"glow_like has no kernel for {node.where()}")
     outs = [np.empty(v.type.shape, dtype=v.type.numpy_dtype) for v in node.outputs]
-    spec.prepare([np.ascontiguousarray(a) for a in inputs], outs, node.attrs, None)()
+    spec.prepare([np.asarray(a, order="C") for a in inputs], outs, node.attrs, None)()
     return outs
 
 
