@@ -24,7 +24,7 @@ def batch_norm_train(args, attrs):
     return [y.astype(x.dtype), mean.astype(x.dtype), var.astype(x.dtype)]
 
 
-def _affine_norm_grad(xhat, g, inv, axes, gw):
+def _affine_norm_grad(xhat, inv, axes, gw):
     """dx of a normalisation over ``axes`` given x-hat, 1/std and grad times weight."""
     m = np.prod([xhat.shape[a] for a in axes])
     return inv * (gw - gw.sum(axis=axes, keepdims=True) / m - xhat * (gw * xhat).sum(axis=axes, keepdims=True) / m)
@@ -35,7 +35,7 @@ def batch_norm_train_grad(args, attrs):
     axes = _stats_axes(x)
     inv = _per_channel(1 / np.sqrt(var + attrs["eps"]), x.ndim)
     xhat = (x - _per_channel(mean, x.ndim)) * inv
-    dx = _affine_norm_grad(xhat, g, inv, axes, g * _per_channel(weight, x.ndim))
+    dx = _affine_norm_grad(xhat, inv, axes, g * _per_channel(weight, x.ndim))
     dt = args[0].dtype
     return [dx.astype(dt), (g * xhat).sum(axis=axes).astype(dt), g.sum(axis=axes).astype(dt)]
 
@@ -53,7 +53,7 @@ def layer_norm_grad(args, attrs):
     axes = tuple(range(axis, x.ndim))
     xhat, inv = _normalized(x, axes, attrs["eps"])
     gw = g * args[2] if len(args) > 2 else g
-    dx = _affine_norm_grad(xhat, g, inv, axes, gw)
+    dx = _affine_norm_grad(xhat, inv, axes, gw)
     lead = tuple(range(axis))
     dt = args[0].dtype
     return [dx.astype(dt), (g * xhat).sum(axis=lead).astype(dt), g.sum(axis=lead).astype(dt)]
@@ -65,7 +65,7 @@ def group_norm_grad(args, attrs):
     groups = attrs["num_groups"]
     xhat, inv = _normalized(x.reshape(n, groups, -1), (2,), attrs["eps"])
     gw = g * _per_channel(args[2], x.ndim) if len(args) > 2 else g
-    dx = _affine_norm_grad(xhat, None, inv, (2,), gw.reshape(n, groups, -1)).reshape(x.shape)
+    dx = _affine_norm_grad(xhat, inv, (2,), gw.reshape(n, groups, -1)).reshape(x.shape)
     xhat = xhat.reshape(x.shape)
     axes = _stats_axes(x)
     dt = args[0].dtype
