@@ -33,24 +33,28 @@ derivative(
     x=lambda d: d.emit("conv2d_input_grad", d.weight, d.grad, input_size=d.x.type.shape, **_geometry(d)),
     weight=lambda d: d.emit("conv2d_weight_grad", d.x, d.grad, weight_size=d.weight.type.shape, **_geometry(d)),
     bias=_bias_grad,
+    doc="conv2d_input_grad, conv2d_weight_grad; bias: g summed over N, H, W",
 )
 derivative(
     "conv2d_input_grad",
     weight=lambda d: d.emit("conv2d_weight_grad", d.grad, d.grad_output, weight_size=d.weight.type.shape,
                             **_geometry(d)),
     grad_output=lambda d: d.emit("conv2d", d.grad, d.weight, **_geometry(d)),
+    doc="linear in both: conv2d_weight_grad(g, grad_output), conv2d(g, weight)",
 )
 derivative(
     "conv2d_weight_grad",
     input=lambda d: d.emit("conv2d_input_grad", d.grad, d.grad_output, input_size=d.input.type.shape,
                            **_geometry(d)),
     grad_output=lambda d: d.emit("conv2d", d.input, d.grad, **_geometry(d)),
+    doc="linear in both: conv2d_input_grad(g, grad_output), conv2d(input, g)",
 )
 derivative(
     "conv_transpose2d",
     x=lambda d: d.emit("conv2d", d.grad, d.weight, **_geometry(d)),
     weight=lambda d: d.emit("conv2d_weight_grad", d.grad, d.x, weight_size=d.weight.type.shape, **_geometry(d)),
     bias=_bias_grad,
+    doc="conv2d(g, weight), conv2d_weight_grad(g, x); bias: g summed over N, H, W",
 )
 
 
@@ -82,18 +86,21 @@ def _linear_weight(d):
     return d.emit("matmul", d.swap_last(g2), x2)
 
 
-derivative("matmul", a=_matmul_a, b=_matmul_b)
+derivative("matmul", a=_matmul_a, b=_matmul_b,
+           doc="g @ b^T, a^T @ g (1-D operands promoted, batch dims summed)")
 derivative(
     "linear",
     x=lambda d: d.emit("matmul", d.grad, d.weight),
     weight=_linear_weight,
     bias=lambda d: d.sum_to(d.grad, d.bias),
+    doc="g @ weight, g^T @ x (leading dims flattened), g summed to [out]",
 )
 
 
 # -- normalisation ----------------------------------------------------------------------------
 def _bn_inv_std(d):
-    return d.div(d.const(1.0, d.running_var), d.emit("sqrt", d.add(d.running_var, d.const(d.attrs["eps"], d.running_var))))
+    var = d.running_var
+    return d.div(d.const(1.0, var), d.emit("sqrt", d.add(var, d.const(d.attrs["eps"], var))))
 
 
 def _bn_centered(d):
@@ -123,19 +130,30 @@ derivative(
     {("x", "weight", "bias"): lambda d: d.emit(
         "layer_norm_grad", d.x, d.grad, *([d.weight] if d.has("weight") else []),
         axis=d.attrs["axis"], eps=d.attrs["eps"])},
+    doc="layer_norm_grad",
 )
 derivative(
     "group_norm",
     {("x", "weight", "bias"): lambda d: d.emit(
         "group_norm_grad", d.x, d.grad, *([d.weight] if d.has("weight") else []),
         num_groups=d.attrs["num_groups"], eps=d.attrs["eps"])},
+    doc="group_norm_grad",
 )
 
 # -- softmaxes, pooling, dropout ----------------------------------------------------------------
-derivative("softmax", x=lambda d: d.emit("softmax_grad", d.out, d.grad, dim=d.attrs["dim"]))
-derivative("log_softmax", x=lambda d: d.emit("log_softmax_grad", d.out, d.grad, dim=d.attrs["dim"]))
-derivative("max_pool2d", x=lambda d: d.emit("max_pool2d_grad", d.x, d.grad, **d.attrs))
-derivative("avg_pool2d", x=lambda d: d.emit("avg_pool2d_grad", d.grad, input_size=d.x.type.shape, **d.attrs))
-derivative("global_avg_pool2d", x=lambda d: d.expand(
-    d.scale(d.grad, 1.0 / (d.x.type.shape[2] * d.x.type.shape[3])), d.x.type.shape))
-derivative("dropout", x=lambda d: d.emit("dropout", d.grad, d.seed, **d.attrs), nondifferentiable=("seed",))
+def _global_avg_pool(d):
+    h, w = d.x.type.shape[2:]
+    return d.expand(d.scale(d.grad, 1.0 / (h * w)), d.x.type.shape)
+
+
+derivative("softmax", x=lambda d: d.emit("softmax_grad", d.out, d.grad, dim=d.attrs["dim"]),
+           doc="softmax_grad(out, g)")
+derivative("log_softmax", x=lambda d: d.emit("log_softmax_grad", d.out, d.grad, dim=d.attrs["dim"]),
+           doc="log_softmax_grad(out, g)")
+derivative("max_pool2d", x=lambda d: d.emit("max_pool2d_grad", d.x, d.grad, **d.attrs),
+           doc="max_pool2d_grad: to each window's first maximum")
+derivative("avg_pool2d", x=lambda d: d.emit("avg_pool2d_grad", d.grad, input_size=d.x.type.shape, **d.attrs),
+           doc="avg_pool2d_grad")
+derivative("global_avg_pool2d", x=_global_avg_pool, doc="g / (H*W), expanded")
+derivative("dropout", x=lambda d: d.emit("dropout", d.grad, d.seed, **d.attrs), nondifferentiable=("seed",),
+           doc="dropout of g with the same seed")

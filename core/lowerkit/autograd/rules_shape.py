@@ -46,18 +46,24 @@ def _extreme(d):
     return d.emit("reduce_extreme_grad", d.x, d.out, d.grad, dims=d.attrs["dims"], keepdim=d.attrs["keepdim"])
 
 
-derivative("flatten", x=lambda d: d.reshape(d.grad, d.x.type.shape))
-derivative("reshape", x=lambda d: d.reshape(d.grad, d.x.type.shape))
-derivative("transpose", x=lambda d: d.transpose(d.grad, _inverse(d.attrs["perm"])))
-derivative("expand", x=lambda d: d.sum_to(d.grad, d.x))
-derivative("sum_to_shape", x=lambda d: d.expand(d.grad, d.x.type.shape))
-derivative("concat", xs=_concat)
-derivative("split", x=_split)
-derivative("slice", x=lambda d: d.emit("slice_grad", d.grad, input_size=d.x.type.shape, **d.attrs))
-derivative("pad", x=lambda d: d.emit(
-    "pad_grad", d.grad, input_size=d.x.type.shape, pads=d.attrs["pads"], mode=d.attrs["mode"]))
-derivative("gather", x=lambda d: d.emit("gather_grad", d.grad, input_size=d.x.type.shape, **d.attrs))
-derivative("reduce_sum", x=_reduce_sum)
-derivative("reduce_mean", x=_reduce_mean)
-derivative("reduce_max", x=_extreme)
-derivative("reduce_min", x=_extreme)
+def _pad(d):
+    return d.emit("pad_grad", d.grad, input_size=d.x.type.shape, pads=d.attrs["pads"], mode=d.attrs["mode"])
+
+
+derivative("flatten", x=lambda d: d.reshape(d.grad, d.x.type.shape), doc="reshape back")
+derivative("reshape", x=lambda d: d.reshape(d.grad, d.x.type.shape), doc="reshape back")
+derivative("transpose", x=lambda d: d.transpose(d.grad, _inverse(d.attrs["perm"])),
+           doc="transpose by the inverse perm")
+derivative("expand", x=lambda d: d.sum_to(d.grad, d.x), doc="sum_to_shape")
+derivative("sum_to_shape", x=lambda d: d.expand(d.grad, d.x.type.shape), doc="expand back")
+derivative("concat", xs=_concat, doc="split of g")
+derivative("split", x=_split, doc="concat of the outputs' grads (zeros for unused outputs)")
+derivative("slice", x=lambda d: d.emit("slice_grad", d.grad, input_size=d.x.type.shape, **d.attrs),
+           doc="slice_grad")
+derivative("pad", x=_pad, doc="pad_grad")
+derivative("gather", x=lambda d: d.emit("gather_grad", d.grad, input_size=d.x.type.shape, **d.attrs),
+           doc="gather_grad (scatter-add)")
+derivative("reduce_sum", x=_reduce_sum, doc="g expanded")
+derivative("reduce_mean", x=_reduce_mean, doc="g / count, expanded")
+derivative("reduce_max", x=_extreme, doc="reduce_extreme_grad (ties share g)")
+derivative("reduce_min", x=_extreme, doc="reduce_extreme_grad (ties share g)")
