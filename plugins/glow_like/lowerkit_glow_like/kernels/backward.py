@@ -136,7 +136,7 @@ def _reduce_extreme_grad(inputs, outputs, attrs, scratch):
     def run():
         yk, gk = (y, g) if keep else (np.expand_dims(y, dims), np.expand_dims(g, dims))
         hits = x == yk
-        np.copyto(out, np.where(hits, gk / hits.sum(axis=dims, keepdims=True), 0), casting="unsafe")
+        np.copyto(out, np.where(hits, gk / np.maximum(hits.sum(axis=dims, keepdims=True), 1), 0), casting="unsafe")
 
     return run
 

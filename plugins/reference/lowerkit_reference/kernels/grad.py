@@ -164,7 +164,7 @@ def reduce_extreme_grad(args, attrs):
     if not attrs["keepdim"]:
         y, g = np.expand_dims(y, dims), np.expand_dims(g, dims)
     hits = x == y
-    count = hits.sum(axis=dims, keepdims=True).astype(g.dtype)
+    count = np.maximum(hits.sum(axis=dims, keepdims=True), 1).astype(g.dtype)  # 0 only where no hit
     return np.where(hits, g / count, g.dtype.type(0))
 
 
