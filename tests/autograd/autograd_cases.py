@@ -218,3 +218,16 @@ for op, fn in [("reduce_max", torch.amax), ("reduce_min", torch.amin)]:
     case("1", op, [r(2, 3, 4)], {"dims": (1,)}, lambda x, fn=fn: fn(x, 1))
     case("ties", op, [np.array([[1, 3, 3], [2, 2, 0]], np.float32)], {"dims": (1,), "keepdim": True},
          lambda x, fn=fn: fn(x, 1, keepdim=True))
+
+# -- resizing -------------------------------------------------------------------------------------
+for i, (hw, kwargs, attrs) in enumerate([
+    ((4, 5), {"scale_factor": 2, "mode": "nearest"}, {"size": (8, 10), "scales": (2.0, 2.0)}),
+    ((5, 7), {"size": (3, 4), "mode": "nearest"}, {"size": (3, 4), "scales": (3 / 5, 4 / 7)}),
+    ((4, 5), {"scale_factor": 2, "mode": "bilinear"},
+     {"size": (8, 10), "scales": (2.0, 2.0), "mode": "linear", "coordinate_transformation_mode": "half_pixel"}),
+    ((6, 6), {"size": (3, 2), "mode": "bilinear"},
+     {"size": (3, 2), "scales": (0.5, 1 / 3), "mode": "linear", "coordinate_transformation_mode": "half_pixel"}),
+    ((4, 5), {"size": (7, 9), "mode": "bilinear", "align_corners": True},
+     {"size": (7, 9), "scales": (7 / 4, 9 / 5), "mode": "linear", "coordinate_transformation_mode": "align_corners"}),
+]):
+    case(str(i), "interpolate", [r(2, 3, *hw)], attrs, lambda x, kw=kwargs: F.interpolate(x, **kw))

@@ -87,7 +87,12 @@ def test_ops_without_entries_are_the_documented_ones():
 
 
 def test_missing_entries_are_reported_at_once():
-    module = single_op_module("interpolate", [np.ones((1, 1, 2, 2), np.float32)],
-                              {"size": (4, 4), "scales": (2.0, 2.0)})
-    with pytest.raises(lk.UnsupportedOperatorError, match=r"no derivative entry for op\(s\) \['interpolate'\]"):
-        lk.autograd.grad(module, wrt=["in0"])
+    """Second order: the backward graph of a backward graph needs entries for the backward ops."""
+    x = np.random.default_rng(0).standard_normal((1, 2, 4, 4)).astype(np.float32)
+    module = single_op_module("max_pool2d", [x], {"kernel_size": (2, 2), "stride": (2, 2)})
+    first = lk.autograd.grad(module, wrt=["in0"])
+    second = lk.Module(methods={"forward": first.methods["forward_grad"]}, name="twice")
+    with pytest.raises(lk.UnsupportedOperatorError,
+                       match=r"method 'forward': no derivative entry for op\(s\) \['max_pool2d_grad'\] "
+                       r"\(lowerkit.autograd.DERIVATIVES\); 1 node\(s\) need one:\n  node max_pool2d_grad #\d+"):
+        lk.autograd.grad(second, wrt=["in0"])

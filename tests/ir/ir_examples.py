@@ -137,6 +137,12 @@ EXAMPLES.update({
     "layer_norm_grad": ([T("f32", 2, 3, 4), T("f32", 2, 3, 4), T("f32", 4)], {"eps": 1e-6}, None),
     "group_norm_grad": ([T("f32", 2, 4, 3, 3), T("f32", 2, 4, 3, 3)], {"num_groups": 2}, None),
     "one_hot": ([T("i64", 4)], {"num_classes": 10}, None),
+    "interpolate_grad": (
+        [T("f32", 1, 2, 6, 5)],
+        {"input_size": (1, 2, 3, 3), "size": (6, 5), "scales": (2.0, 5 / 3), "mode": "linear",
+         "coordinate_transformation_mode": "half_pixel"},
+        None,
+    ),
     "dropout": ([T("f32", 2, 3), T("i64")], {"p": 0.25, "salt": 3}, None),
 })
 

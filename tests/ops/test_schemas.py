@@ -49,7 +49,7 @@ EXPECTED_OPS |= {
     "sum_to_shape", "relu_grad", "clip_grad", "leaky_relu_grad", "hardsigmoid_grad", "hardswish_grad",
     "gelu_grad", "softmax_grad", "log_softmax_grad", "max_pool2d_grad", "avg_pool2d_grad", "slice_grad",
     "pad_grad", "gather_grad", "reduce_extreme_grad", "batch_norm_train", "batch_norm_train_grad",
-    "layer_norm_grad", "group_norm_grad", "one_hot", "dropout",
+    "layer_norm_grad", "group_norm_grad", "one_hot", "dropout", "interpolate_grad",
 }
 
 def test_registry_holds_exactly_the_op_set():

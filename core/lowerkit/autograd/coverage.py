@@ -18,12 +18,11 @@ NOT_DIFFERENTIABLE: dict[str, str] = {
     **{op: _BACKWARD for op in (
         "avg_pool2d_grad", "batch_norm_train_grad", "clip_grad", "gather_grad", "gelu_grad",
         "group_norm_grad", "hardsigmoid_grad", "hardswish_grad", "layer_norm_grad",
-        "leaky_relu_grad", "log_softmax_grad", "max_pool2d_grad", "pad_grad",
+        "interpolate_grad", "leaky_relu_grad", "log_softmax_grad", "max_pool2d_grad", "pad_grad",
         "reduce_extreme_grad", "relu_grad", "slice_grad", "softmax_grad",
     )},
     "one_hot": "its only input is integer labels: nothing to differentiate",
     "scaled_dot_product_attention": "decomposed into matmul, softmax, ... before differentiation",
-    "interpolate": "no entry yet (needs a scatter-add backward op for nearest and linear modes)",
 }
 
 _STRUCTURAL = {

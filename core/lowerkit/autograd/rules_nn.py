@@ -155,5 +155,7 @@ derivative("max_pool2d", x=lambda d: d.emit("max_pool2d_grad", d.x, d.grad, **d.
 derivative("avg_pool2d", x=lambda d: d.emit("avg_pool2d_grad", d.grad, input_size=d.x.type.shape, **d.attrs),
            doc="avg_pool2d_grad")
 derivative("global_avg_pool2d", x=_global_avg_pool, doc="g / (H*W), expanded")
+derivative("interpolate", x=lambda d: d.emit("interpolate_grad", d.grad, input_size=d.x.type.shape, **d.attrs),
+           doc="interpolate_grad: the per-dim maps transposed")
 derivative("dropout", x=lambda d: d.emit("dropout", d.grad, d.seed, **d.attrs), nondifferentiable=("seed",),
            doc="dropout of g with the same seed")

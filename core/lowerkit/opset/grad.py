@@ -14,7 +14,8 @@ from ..ir.types import TensorType
 from ._checks import normalize_dim, require_float, require_same_dtype
 from .activation import GELU_APPROXIMATIONS
 from .pool import _pool_output_shape
-from .registry import AttrSpec, OpSchema, ShapeError, register
+from .registry import AttrSpec, OpSchema, ShapeError, get_schema, register
+from . import resize as _resize  # noqa: F401  (interpolate registers before its gradient)
 
 
 def _sum_to_shape(types, attrs):
@@ -93,7 +94,19 @@ def _reduce_extreme_grad(types, attrs):
     return [x]
 
 
-_GRAD_DOC = "the incoming gradient; same shape as x"
+def _interpolate_grad(types, attrs):
+    (grad,) = types
+    size = tuple(attrs["input_size"])
+    if len(size) != grad.rank:
+        raise ShapeError(f"interpolate_grad: input_size {list(size)} must have the rank of grad {grad}")
+    x = TensorType(grad.dtype, size)
+    forward = {k: v for k, v in attrs.items() if k != "input_size"}
+    (out,) = get_schema("interpolate").infer([x], forward)
+    if out != grad:
+        raise ShapeError(f"interpolate_grad: grad is {grad} but interpolate of {x} gives {out}")
+    return [x]
+
+
 _POOL_ATTRS = (
     AttrSpec("kernel_size", "ints", doc="[KH, KW]"),
     AttrSpec("stride", "ints", doc="[stride_h, stride_w]"),
@@ -182,6 +195,13 @@ register(OpSchema(
         AttrSpec("dim", "int", 0), AttrSpec("indices", "tensor"),
     ),
     doc="Zeros of input_size with grad added at the gathered indices (repeated indices accumulate).",
+))
+register(OpSchema(
+    "interpolate_grad", ("grad",), _interpolate_grad,
+    attrs=(AttrSpec("input_size", "ints", doc="shape of the resized tensor"),)
+    + tuple(get_schema("interpolate").attrs),
+    doc="The gradient of interpolate (same attributes): each output's grad added back onto the "
+    "input positions it picked (nearest) or blended, with the blend weights (linear).",
 ))
 register(OpSchema(
     "reduce_extreme_grad", ("x", "y", "grad"), _reduce_extreme_grad,

@@ -13,6 +13,7 @@ from lowerkit.opset.indexing import slice_ranges
 
 from ._base import kernel
 from .activation import erf_into
+from .resize import _coordinates, _nearest
 from .training import _channel, _into, _stat_axes
 
 
@@ -184,6 +185,34 @@ def _group_norm_grad(inputs, outputs, attrs, scratch):
         np.copyto(dx, d.reshape(x.shape), casting="unsafe")
         np.copyto(dw, (gd * xhat.reshape(x.shape)).sum(axis=_stat_axes(x)), casting="unsafe")
         np.copyto(db, gd.sum(axis=_stat_axes(x)), casting="unsafe")
+
+    return run
+
+
+@kernel("interpolate_grad")
+def _interpolate_grad(inputs, outputs, attrs, scratch):
+    """The transposed per-dim maps of interpolate, built once as [out, in] matrices."""
+    (g,), (out,) = inputs, outputs
+    matrices = []
+    for axis, (in_size, scale) in enumerate(zip(out.shape[2:], attrs["scales"]), start=2):
+        n = g.shape[axis]
+        coords = _coordinates(n, in_size, scale, attrs.get("coordinate_transformation_mode", "asymmetric"))
+        matrix = np.zeros((n, in_size), np.float32)
+        if attrs.get("mode", "nearest") == "nearest":
+            matrix[np.arange(n), _nearest(coords, in_size, attrs.get("nearest_mode", "floor"))] = 1
+        else:
+            coords = np.maximum(coords, np.float32(0))
+            low = np.minimum(np.floor(coords).astype(np.int64), in_size - 1)
+            frac = coords - low
+            np.add.at(matrix, (np.arange(n), low), 1 - frac)
+            np.add.at(matrix, (np.arange(n), np.minimum(low + 1, in_size - 1)), frac)
+        matrices.append((axis, matrix))
+
+    def run():
+        grad = g
+        for axis, matrix in matrices:
+            grad = np.moveaxis(np.tensordot(grad, matrix, axes=([axis], [0])), -1, axis)
+        np.copyto(out, grad, casting="unsafe")
 
     return run
 

@@ -11,6 +11,7 @@ from lowerkit.opset.indexing import slice_ranges
 
 from .activation import erf_array
 from .pool import _geometry, _windows
+from .resize import nearest_indices, source_coordinates
 
 
 def sum_to_shape(args, attrs):
@@ -168,6 +169,35 @@ def reduce_extreme_grad(args, attrs):
     return np.where(hits, g / count, g.dtype.type(0))
 
 
+def _resize_matrix(out_size: int, in_size: int, scale: float, attrs, dtype) -> np.ndarray:
+    """[out, in]: the linear map interpolate applies along one spatial dim."""
+    coords = source_coordinates(out_size, in_size, scale, attrs["coordinate_transformation_mode"], dtype)
+    matrix = np.zeros((out_size, in_size), dtype)
+    rows = np.arange(out_size)
+    if attrs["mode"] == "nearest":
+        matrix[rows, nearest_indices(coords, in_size, attrs["nearest_mode"])] = 1
+        return matrix
+    coords = np.maximum(coords, dtype.type(0))
+    low = np.minimum(np.floor(coords).astype(np.int64), in_size - 1)
+    high = np.minimum(low + 1, in_size - 1)
+    frac = (coords - low).astype(dtype)
+    np.add.at(matrix, (rows, low), 1 - frac)
+    np.add.at(matrix, (rows, high), frac)
+    return matrix
+
+
+def interpolate_grad(args, attrs):
+    (g,) = args
+    size = tuple(attrs["input_size"])
+    compute = np.dtype(np.float32) if g.dtype == np.float16 else g.dtype
+    grad = g.astype(compute)
+    # interpolate is one linear map per spatial dim; its gradient applies each map transposed
+    for axis, (in_size, scale) in enumerate(zip(size[2:], attrs["scales"]), start=2):
+        matrix = _resize_matrix(g.shape[axis], in_size, scale, attrs, compute)
+        grad = np.moveaxis(np.tensordot(grad, matrix, axes=([axis], [0])), -1, axis)
+    return np.ascontiguousarray(grad, dtype=g.dtype)
+
+
 KERNELS = {
     "sum_to_shape": sum_to_shape, "relu_grad": relu_grad, "clip_grad": clip_grad,
     "leaky_relu_grad": leaky_relu_grad, "hardsigmoid_grad": hardsigmoid_grad,
@@ -175,4 +205,5 @@ KERNELS = {
     "log_softmax_grad": log_softmax_grad, "max_pool2d_grad": max_pool2d_grad,
     "avg_pool2d_grad": avg_pool2d_grad, "slice_grad": slice_grad, "pad_grad": pad_grad,
     "gather_grad": gather_grad, "reduce_extreme_grad": reduce_extreme_grad,
+    "interpolate_grad": interpolate_grad,
 }
