@@ -67,3 +67,30 @@ def test_parameter_gradients_match_pytorch(case, plan):
         report = runner.partition_report()
         nnpack_ops = {n.op for n in report.nodes if n.backend == "nnpack" and n.method == "forward_grad"}
         assert {"conv2d_input_grad", "conv2d_weight_grad"} <= nnpack_ops
+
+
+ZOO = [n for n in models.names() if n not in CONFIGS]
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_every_zoo_model_gradient_matches_pytorch(name):
+    """The rest of the zoo (small configurations) on the reference backend: mobile blocks,
+    squeeze-excite, channel shuffle, layer norm, attention (decomposed), transposed convs."""
+    entry = models.info(name)
+    kwargs = dict(entry.small)
+    if entry.size_kwarg:
+        kwargs[entry.size_kwarg] = entry.small_size
+    model = models.get(name, **kwargs)
+    size = entry.small_size
+    x = np.random.default_rng(0).standard_normal((1, entry.input_chw[0], size, size)).astype(np.float32)
+    twins = _twins()
+    twin = twins.build_twin(name, kwargs)
+    twins.load_weights(twin, model)
+    out = twin(torch.from_numpy(x))
+    cot = np.random.default_rng(1).standard_normal(tuple(out.shape)).astype(np.float32)
+    names = [n for n, _ in twin.named_parameters()]
+    theirs = torch.autograd.grad(out, [p for _, p in twin.named_parameters()], torch.from_numpy(cot))
+    results = lk.autograd.grad(lk.trace(model, x), wrt=names).run("forward_grad", x, cot)
+    errors = {n: rel_error(g, t.numpy()) for n, g, t in zip(names, results[1:], theirs)}
+    worst = max(errors, key=errors.get)
+    assert errors[worst] < 1e-4, (worst, errors[worst])
