@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import lowerkit as lk
-from contract_modules import accum_module, outer_module, scaled_module
+from tests.contract.contract_modules import accum_module, outer_module, scaled_module
 from lowerkit.errors import (
     BackendExecutionError,
     BackendNotAvailableError,
@@ -251,7 +251,7 @@ class _Faulty:
 
 
 def test_execution_failures_name_backend_method_and_node(xh):
-    from lowerkit.backend.registry import register_backend, unregister_backend
+    from lowerkit.backend import register_backend, unregister_backend
 
     register_backend(_Faulty, "faulty")
     try:
@@ -332,7 +332,7 @@ class _Picky:
 
 
 def test_compile_failures_are_classified():
-    from lowerkit.backend.registry import register_backend, unregister_backend
+    from lowerkit.backend import register_backend, unregister_backend
 
     register_backend(_Picky, "picky", distribution="lowerkit-picky", version="2.0")
     module = scaled_module(1.0)

@@ -13,7 +13,7 @@ import pytest
 
 import lowerkit as lk
 from lowerkit import hookimpl
-from lowerkit.backend.registry import backend_names, get_backend, register_backend, unregister_backend
+from lowerkit.backend import backend_names, get_backend, register_backend, unregister_backend
 from lowerkit.errors import BackendNotFoundError, PluginError
 
 
@@ -25,7 +25,7 @@ def test_names_are_listed_without_importing_anything(dists):
     code = textwrap.dedent(
         """
         import json, sys
-        from lowerkit.backend.registry import backend_names, backends
+        from lowerkit.backend import backend_names, backends
         names = backend_names()
         unchecked = backends(check=False)
         imported = sorted(m for m in sys.modules if m.startswith("lowerkit_test") or m.startswith("lowerkit_reference"))
@@ -195,8 +195,8 @@ def test_register_backend_accepts_a_class():
 def test_each_backend_has_its_own_manager_and_wrappers_reach_all(dists, monkeypatch):
     import numpy as np
 
-    from contract_modules import scaled_module
-    from lowerkit.backend.registry import add_wrapper
+    from tests.contract.contract_modules import scaled_module
+    from lowerkit.backend import add_wrapper
 
     toy, noavail = get_backend("toy"), get_backend("noavail")
     assert toy.pm is not noavail.pm

@@ -10,8 +10,8 @@ import textwrap
 import numpy as np
 
 import lowerkit as lk
-from contract_modules import accum_module
-from lowerkit.backend.registry import get_backend
+from tests.contract.contract_modules import accum_module
+from lowerkit.backend import get_backend
 
 
 def test_profile_counts_calls_per_backend_and_method(toy, xh):

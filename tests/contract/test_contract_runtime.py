@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import lowerkit as lk
-from contract_modules import accum_module, scaled_module
+from tests.contract.contract_modules import accum_module, scaled_module
 from lowerkit.errors import BackendNotFoundError
 
 
@@ -32,7 +32,7 @@ def test_missing_reference_says_which_package_to_install(monkeypatch):
 
 
 def test_missing_reference_message_names_pip_install():
-    from lowerkit.backend.registry import _not_found_message
+    from lowerkit.backend.registry import not_found_message
 
-    text = _not_found_message("reference", ["toy"])
+    text = not_found_message("reference", ["toy"])
     assert "pip install lowerkit-reference" in text and "plugins/reference" in text

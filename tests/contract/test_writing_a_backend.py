@@ -50,7 +50,7 @@ def test_pyproject_declares_the_entry_point_the_test_installs():
 
 
 def test_minimal_backend_end_to_end(minimal_installed, tmp_path):
-    from contract_modules import accum_module
+    from tests.contract.contract_modules import accum_module
 
     info = {b.name: b for b in lk.backends()}["minimal"]
     assert (info.distribution, info.version, info.available) == ("lowerkit-minimal", "0.1.0", True)
@@ -67,7 +67,7 @@ def test_minimal_backend_end_to_end(minimal_installed, tmp_path):
 def test_minimal_backend_rejects_foreign_payloads_and_ops(minimal_installed):
     import dataclasses
 
-    from contract_modules import accum_module
+    from tests.contract.contract_modules import accum_module
     from lowerkit.ir import Graph, GraphMethod, Module, TensorType
 
     record = lk.to_backend(accum_module(), "minimal").record

@@ -7,7 +7,7 @@ import pytest
 
 import lowerkit as lk
 from lowerkit import models
-from frontend_helpers import nodes_of, ops_of
+from tests.frontend.frontend_helpers import nodes_of, ops_of
 
 
 def test_small_cnn_structure():

@@ -7,7 +7,7 @@ import pytest
 
 import lowerkit as lk
 from lowerkit import nn
-from frontend_helpers import nodes_of, ops_of
+from tests.frontend.frontend_helpers import nodes_of, ops_of
 
 
 class Tiny(nn.Module):

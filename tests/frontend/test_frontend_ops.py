@@ -7,7 +7,7 @@ import pytest
 
 import lowerkit as lk
 from lowerkit import ops
-from frontend_helpers import nodes_of, ops_of
+from tests.frontend.frontend_helpers import nodes_of, ops_of
 
 IMG = np.zeros((1, 4, 6, 6), np.float32)
 W = np.zeros((8, 4, 3, 3), np.float32)
@@ -110,9 +110,9 @@ def test_batch_norm_fills_missing_weight_and_bias():
     m = lk.trace(lambda x: ops.batch_norm(x, stats, stats + 1, eps=1e-3), IMG)
     bn = nodes_of(m, "batch_norm")[0]
     assert bn.attrs == {"eps": 1e-3}
-    consts = {id(n.outputs[0]): n.attrs["value"] for n in nodes_of(m, "constant")}
-    np.testing.assert_array_equal(consts[id(bn.inputs[3])], np.ones(4, np.float32))
-    np.testing.assert_array_equal(consts[id(bn.inputs[4])], np.zeros(4, np.float32))
+    consts = {n.outputs[0]: n.attrs["value"] for n in nodes_of(m, "constant")}
+    np.testing.assert_array_equal(consts[bn.inputs[3]], np.ones(4, np.float32))
+    np.testing.assert_array_equal(consts[bn.inputs[4]], np.zeros(4, np.float32))
 
 
 def test_constant():

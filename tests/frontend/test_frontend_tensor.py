@@ -7,7 +7,7 @@ import pytest
 
 import lowerkit as lk
 from lowerkit import nn
-from frontend_helpers import nodes_of, ops_of
+from tests.frontend.frontend_helpers import nodes_of, ops_of
 
 X = np.arange(6, dtype=np.float32).reshape(2, 3) + 1
 W = np.arange(12, dtype=np.float32).reshape(3, 4)

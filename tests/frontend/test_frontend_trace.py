@@ -11,7 +11,7 @@ import lowerkit as lk
 from lowerkit import nn, ops
 from lowerkit.tracing.api import TracedTensor
 
-from frontend_helpers import nodes_of, ops_of
+from tests.frontend.frontend_helpers import nodes_of, ops_of
 
 X = np.ones((2, 3), np.float32)
 

@@ -227,3 +227,17 @@ def test_method_free_lists_are_computed_once_per_interpreter(monkeypatch):
     interp.run_graph(free_graph, [arange4()])
     interp.run_graph(free_graph, [arange4()])
     assert calls.count(free_graph) == 2  # graphs outside the module's methods are not cached
+
+
+def test_interpreter_without_a_module_runs_free_graphs_and_refuses_params():
+    g = Graph()
+    x = g.add_input("x", TensorType("f32", (4,)))
+    g.set_outputs([g.add_node("neg", [x], [TensorType("f32", (4,))]).output])
+    (out,) = Interpreter(None, numpy_kernels()).run_graph(g, [arange4()])
+    np.testing.assert_array_equal(out, -arange4())
+    p = Graph()
+    p.set_outputs([p.add_node("param", [], [TensorType("f32", (4,))], {"name": "w"}).output])
+    with pytest.raises(InputError, match=r"no module bound: cannot read parameter 'w'"):
+        Interpreter(None, {}).run_graph(p, [])
+    with pytest.raises(InputError, match=r"no module bound: cannot run method 'forward'"):
+        Interpreter(None, {}).run("forward", [])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ir_examples import cnn_graph, example_graph
+from tests.ir.ir_examples import cnn_graph, example_graph
 from lowerkit.ir import Graph, SourceLocation, TensorType, graph_diff, graphs_equal
 from lowerkit.ir.equality import attrs_equal
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ir_examples import EXAMPLES, cnn_graph, example_graph, two_method_module
+from tests.ir.ir_examples import EXAMPLES, cnn_graph, example_graph, two_method_module
 from lowerkit.errors import ParseError
 from lowerkit.ir import (
     Graph, SourceLocation, TensorType, format_graph, graph_diff, graphs_equal, parse_graph,

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ir_examples import cnn_graph, two_method_module
+from tests.ir.ir_examples import cnn_graph, two_method_module
 from lowerkit.ir import Graph, GraphMethod, Module, SourceLocation, TensorType, format_graph, format_module
 from lowerkit.ir.printer import format_attr, format_tensor, quote
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ir_examples import EXAMPLES, T, cnn_graph, example_graph, two_method_module
+from tests.ir.ir_examples import EXAMPLES, T, cnn_graph, example_graph, two_method_module
 from lowerkit.errors import VerificationError
 from lowerkit.ir import Graph, GraphMethod, Module, SourceLocation, Value, verify_graph, verify_module
 from lowerkit.opset import all_schemas

@@ -16,7 +16,7 @@ import lowerkit  # noqa: E402
 import lowerkit.onnx  # noqa: E402
 from lowerkit.onnx import backend  # noqa: E402
 
-from onnx_helpers import make_model, rand  # noqa: E402
+from tests.onnx.onnx_helpers import make_model, rand  # noqa: E402
 
 node = helper.make_node
 

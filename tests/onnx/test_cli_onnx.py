@@ -14,7 +14,7 @@ from onnx import helper  # noqa: E402
 
 import lowerkit  # noqa: E402
 
-from onnx_helpers import make_model, rand, run_ort  # noqa: E402
+from tests.onnx.onnx_helpers import make_model, rand, run_ort  # noqa: E402
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

@@ -13,7 +13,7 @@ from lowerkit import ops  # noqa: E402
 from lowerkit.ir import Graph, GraphMethod, Module  # noqa: E402
 from lowerkit.opset import get_schema  # noqa: E402
 
-from onnx_helpers import rand, run_ort  # noqa: E402
+from tests.onnx.onnx_helpers import rand, run_ort  # noqa: E402
 
 
 def _check_against_ort(module: Module, *inputs: np.ndarray, method: str = "forward", opset: int = 17):

@@ -14,7 +14,7 @@ import lowerkit.onnx  # noqa: E402
 from lowerkit.errors import VerificationError  # noqa: E402
 from lowerkit.ir.verify import verify_module  # noqa: E402
 
-from onnx_helpers import make_model, rand, run_ort  # noqa: E402
+from tests.onnx.onnx_helpers import make_model, rand, run_ort  # noqa: E402
 
 node = helper.make_node
 

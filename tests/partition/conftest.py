@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import lowerkit as lk
-from lowerkit.backend.registry import unregister_backend
+from lowerkit.backend import unregister_backend
 from lowerkit.errors import NodeExecutionError
 from lowerkit.backend.hookspecs import Unsupported, hookimpl
 from lowerkit.ir.interpreter import Interpreter

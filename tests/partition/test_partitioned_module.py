@@ -187,7 +187,7 @@ def test_fallback_on_load_reroutes_only_missing_regions(cnn, subset_backends, tm
 
 
 def test_missing_backend_on_load_names_distribution(cnn, subset_backends, tmp_path):
-    from lowerkit.backend.registry import unregister_backend
+    from lowerkit.backend import unregister_backend
 
     module, _ = cnn
     subset_backends("convy", CONV_OPS)

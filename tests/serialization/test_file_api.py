@@ -14,7 +14,7 @@ from lowerkit.errors import FormatError, InputError, VerificationError
 from lowerkit.ir import Graph, GraphMethod, Module, SourceLocation, TensorType, graph_of
 from lowerkit.serialization import FORMAT_VERSION
 
-from file_examples import T, assert_modules_equal, cnn_module, every_dtype_module, nested_module, tiny_module
+from tests.serialization.file_examples import T, assert_modules_equal, cnn_module, every_dtype_module, nested_module, tiny_module
 
 BUILDERS = [tiny_module, every_dtype_module, cnn_module, nested_module]
 

@@ -13,7 +13,7 @@ import lowerkit as lk
 from lowerkit.errors import FormatError
 from lowerkit.serialization import container
 
-from file_examples import tiny_module
+from tests.serialization.file_examples import tiny_module
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from lowerkit.errors import FormatError
 from lowerkit.serialization import container
 from lowerkit.serialization import lowerkit_pb2 as pb
 
-from file_examples import cnn_module, tiny_module
+from tests.serialization.file_examples import cnn_module, tiny_module
 
 
 def _file_of(module) -> pb.File:

@@ -16,7 +16,7 @@ from lowerkit.ir import Graph, GraphMethod, Module, Signature
 from lowerkit.serialization import container, decoder, encoder
 from lowerkit.serialization import lowerkit_pb2 as pb
 
-from file_examples import T, assert_modules_equal, cnn_module, tiny_module
+from tests.serialization.file_examples import T, assert_modules_equal, cnn_module, tiny_module
 
 BACKEND = "serialization_test_backend"
 
@@ -140,7 +140,7 @@ class _FileTestBackend:
 
 @pytest.fixture()
 def backend():
-    from lowerkit.backend.registry import register_backend, unregister_backend
+    from lowerkit.backend import register_backend, unregister_backend
 
     plugin = _FileTestBackend()
     register_backend(plugin, BACKEND, distribution="lowerkit-file-test", version="0.0.1")
@@ -190,7 +190,7 @@ def test_lowered_submodule_nests_in_a_module(backend, tmp_path):
 
 
 def test_missing_backend_is_not_a_format_error(backend):
-    from lowerkit.backend.registry import unregister_backend
+    from lowerkit.backend import unregister_backend
 
     data = lk.dumps(_lower(tiny_module(), keep_source=True))
     unregister_backend(BACKEND)
@@ -203,7 +203,7 @@ def test_missing_backend_is_not_a_format_error(backend):
         xs = np.array([0.5, 3.0], np.float32)
         np.testing.assert_array_equal(fallback(xs), tiny_module()(xs))
     finally:
-        from lowerkit.backend.registry import register_backend
+        from lowerkit.backend import register_backend
 
         register_backend(backend, BACKEND)
 

@@ -11,7 +11,6 @@ import difflib
 import functools
 import inspect
 import os
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
+from .wrappers import WrapperFactory, WrapperTable
 from ..errors import (
     BackendExecutionError,
     BackendNotAvailableError,
@@ -28,20 +28,23 @@ from ..errors import (
     PluginError,
 )
 
-__all__ = ["DISABLE_ENV", "Backend", "WrapperFactory", "disabled_names"]
+__all__ = ["DISABLE_ENV", "Backend", "disabled_names", "disabled_reason"]
 
 DISABLE_ENV = "LOWERKIT_DISABLE_PLUGINS"
-
-WrapperFactory = Callable[[str], object]
-
-# Wrapper plugins (profiler, tracing) registered in every backend manager: key -> factory.
-_WRAPPERS: dict[int, WrapperFactory] = {}
-_wrapper_counter = iter(range(1, sys.maxsize))
 
 
 def disabled_names() -> frozenset[str]:
     """Backend names blocked by ``LOWERKIT_DISABLE_PLUGINS`` (read now, not at import)."""
     return _parse_disabled(os.environ.get(DISABLE_ENV, ""))
+
+
+def disabled_reason(name: str) -> str:
+    """``"disabled by LOWERKIT_DISABLE_PLUGINS"`` if ``name`` is blocked, else ``""``.
+
+    The one place that decides: the registry refuses to load a disabled backend, and a
+    loaded (in-process registered) one reports itself unavailable with the same reason.
+    """
+    return f"disabled by {DISABLE_ENV}" if name in disabled_names() else ""
 
 
 @functools.lru_cache(maxsize=8)
@@ -63,6 +66,7 @@ class Backend:
         version: str,
         load: Callable[[], object],
         origin: str,
+        wrappers: WrapperTable | None = None,
     ) -> None:
         self.name = name
         self.distribution = distribution
@@ -73,6 +77,7 @@ class Backend:
         self._plugin: object | None = None
         self._pm: pluggy.PluginManager | None = None
         self._error: PluginError | None = None
+        self._wrapper_table = wrappers
         self._wrappers: dict[int, object] = {}
 
     # -- loading and validation ---------------------------------------------------------
@@ -112,7 +117,7 @@ class Backend:
                 self._error.__cause__ = err
                 raise self._error from err
             self._plugin, self._pm = plugin, pm
-            for key, factory in list(_WRAPPERS.items()):
+            for key, factory in self._wrapper_table.items() if self._wrapper_table else ():
                 self._add_wrapper(key, factory)
 
     def _add_wrapper(self, key: int, factory: WrapperFactory) -> None:
@@ -134,8 +139,9 @@ class Backend:
     # -- availability -------------------------------------------------------------------
     def availability(self) -> tuple[bool, str]:
         """``(available, reason)``; raises ``PluginError`` if the plugin is broken."""
-        if self.name in disabled_names():
-            return False, f"disabled by {DISABLE_ENV}"
+        disabled = disabled_reason(self.name)
+        if disabled:
+            return False, disabled
         pm = self.pm
         if not _has_impl(pm, "lowerkit_is_available"):
             return True, ""

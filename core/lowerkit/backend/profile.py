@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .hookspecs import hookimpl
+from .wrappers import WRAPPERS
 
 __all__ = ["ProfileReport", "ProfileRow", "profile"]
 
@@ -146,13 +147,11 @@ class _ProfilerPlugin:
 
 def _start(report: ProfileReport) -> None:
     global _remove_wrapper
-    from .registry import add_wrapper
-
     with _ACTIVE_LOCK:
         _ACTIVE.append(report)
         first = _remove_wrapper is None
         if first:
-            _remove_wrapper = add_wrapper(_ProfilerPlugin)
+            _remove_wrapper = WRAPPERS.add(_ProfilerPlugin)
 
 
 def _stop(report: ProfileReport) -> None:

@@ -16,8 +16,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .manager import _WRAPPERS, DISABLE_ENV, Backend, WrapperFactory, _wrapper_counter, disabled_names
 from ..errors import BackendNotFoundError, LowerkitError, PluginError
+from .manager import DISABLE_ENV, Backend, disabled_names, disabled_reason
+from .profile import start_env_profile
+from .wrappers import WRAPPERS, WrapperFactory
 
 if sys.version_info >= (3, 12):  # pragma: no cover - depends on the interpreter
     import importlib.metadata as _metadata
@@ -36,6 +38,7 @@ __all__ = [
     "backend_names",
     "backends",
     "disabled_names",
+    "disabled_reason",
     "get_backend",
     "register_backend",
     "unregister_backend",
@@ -91,17 +94,15 @@ def add_wrapper(factory: WrapperFactory) -> Callable[[], None]:
     The plugin holds pluggy wrapper implementations (``@hookimpl(wrapper=True)``). Returns
     a function that removes it again.
     """
-    key = next(_wrapper_counter)
-    _WRAPPERS[key] = factory
+    return WRAPPERS.add(factory)
+
+
+def _wrappers_changed(key: int, factory: WrapperFactory | None) -> None:
     for backend in _REGISTRY.loaded():
-        backend._add_wrapper(key, factory)
-
-    def remove() -> None:
-        _WRAPPERS.pop(key, None)
-        for backend in _REGISTRY.loaded():
+        if factory is None:
             backend._remove_wrapper(key)
-
-    return remove
+        else:
+            backend._add_wrapper(key, factory)
 
 
 # -- the registry ---------------------------------------------------------------------------
@@ -165,7 +166,7 @@ class _Registry:
         """The backend called ``name``: in-process registrations shadow entry points."""
         if not isinstance(name, str) or not name:
             raise BackendNotFoundError(f"a backend name must be a non-empty string, got {name!r}")
-        if name in disabled_names():
+        if disabled_reason(name):
             raise BackendNotFoundError(
                 f"backend {name!r} is disabled by {DISABLE_ENV}={os.environ.get(DISABLE_ENV, '')}"
             )
@@ -175,7 +176,7 @@ class _Registry:
             claims = self.claims()
             found = claims.get(name, [])
             if not found:
-                raise BackendNotFoundError(_not_found_message(name, sorted(set(claims) | set(self._in_process))))
+                raise BackendNotFoundError(not_found_message(name, sorted(set(claims) | set(self._in_process))))
             if len(found) > 1:
                 raise PluginError(_duplicate_message(name, found))
             claim = found[0]
@@ -188,6 +189,7 @@ class _Registry:
                     claim.version,
                     claim.entry_point.load,
                     f"distribution {claim.describe()}",
+                    WRAPPERS,
                 )
                 self._from_entry_points[key] = backend
             return backend
@@ -196,7 +198,6 @@ class _Registry:
         with self._lock:
             claims = self.claims()
             in_process = dict(self._in_process)
-        blocked = disabled_names()
         result = []
         for name in sorted(set(claims) | set(in_process)):
             if name in in_process:
@@ -206,8 +207,9 @@ class _Registry:
                 found = claims[name]
                 dist = ", ".join(c.distribution for c in found)
                 version = ", ".join(c.version for c in found)
-            if name in blocked:
-                result.append(BackendInfo(name, dist, version, False, f"disabled by {DISABLE_ENV}"))
+            disabled = disabled_reason(name)
+            if disabled:
+                result.append(BackendInfo(name, dist, version, False, disabled))
                 continue
             if name not in in_process and len(claims[name]) > 1:
                 error = _duplicate_message(name, claims[name])
@@ -225,7 +227,7 @@ class _Registry:
         return result
 
 
-def _not_found_message(name: str, installed: list[str]) -> str:
+def not_found_message(name: str, installed: list[str]) -> str:
     dist = _KNOWN_DISTRIBUTIONS.get(name)
     hint = f"; install it with `pip install {dist}`" if dist else ""
     if name == "reference":
@@ -239,6 +241,7 @@ def _duplicate_message(name: str, claims: list[_Claim]) -> str:
 
 
 _REGISTRY = _Registry()
+WRAPPERS.listen(_wrappers_changed)
 
 
 def backends(*, check: bool = True) -> list[BackendInfo]:
@@ -247,8 +250,6 @@ def backends(*, check: bool = True) -> list[BackendInfo]:
     With ``check=False`` nothing is imported and ``available`` is ``None``. A broken plugin
     is listed with its ``error``; it never prevents the others from being listed.
     """
-    from .profile import start_env_profile
-
     start_env_profile()
     return _REGISTRY.infos(check)
 
@@ -264,8 +265,6 @@ def get_backend(name: str) -> Backend:
     Raises ``BackendNotFoundError`` if none is installed (or it is disabled) and
     ``PluginError`` if it is broken or its name is claimed by two distributions.
     """
-    from .profile import start_env_profile
-
     start_env_profile()
     backend = _REGISTRY.get(name)
     backend._ensure_loaded()
@@ -288,7 +287,7 @@ def register_backend(
     """
     if not isinstance(name, str) or not name:
         raise PluginError(f"a backend name must be a non-empty string, got {name!r}")
-    backend = Backend(name, distribution, version, lambda: plugin, "registered in-process")
+    backend = Backend(name, distribution, version, lambda: plugin, "registered in-process", WRAPPERS)
     backend._ensure_loaded()
     _REGISTRY.register(backend, replace)
 

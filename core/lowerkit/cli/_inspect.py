@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..lowering.lowered import LoweredModule, deferred_compile
+from ..lowering.lowered import LoweredModule
 from ..backend.registry import backends
 from ..errors import FormatError, InputError
 
@@ -18,11 +18,10 @@ def _read(path: str) -> tuple[tuple[int, int], int, Any]:
     from ..serialization.container import read_file
 
     data = read_file(path)
-    with deferred_compile():
-        try:
-            decoded = decode(data)
-        except FormatError as err:  # name the file, as lowerkit.load does
-            raise file_format_error(path, err) from err.__cause__
+    try:
+        decoded = decode(data, rebuild=LoweredModule.uncompiled)
+    except FormatError as err:  # name the file, as lowerkit.load does
+        raise file_format_error(path, err) from err.__cause__
     return decoded.version, len(data), decoded.obj
 
 

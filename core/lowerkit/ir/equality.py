@@ -47,16 +47,16 @@ def attrs_equal(a: dict[str, AttrValue], b: dict[str, AttrValue]) -> bool:
     return set(a) == set(b) and all(_attr_equal(a[k], b[k]) for k in a)
 
 
-def _positions(graph: Graph) -> dict[int, str]:
-    where = {id(v): f"input {i}" for i, v in enumerate(graph.inputs)}
+def _positions(graph: Graph) -> dict[Value, str]:
+    where = {v: f"input {i}" for i, v in enumerate(graph.inputs)}
     for j, node in enumerate(graph.nodes):
         for k, v in enumerate(node.outputs):
-            where.setdefault(id(v), f"node {j} output {k}")
+            where.setdefault(v, f"node {j} output {k}")
     return where
 
 
-def _ref(value: Value, where: dict[int, str]) -> str:
-    return where.get(id(value), f"foreign value %{value.name}")
+def _ref(value: Value, where: dict[Value, str]) -> str:
+    return where.get(value, f"foreign value %{value.name}")
 
 
 def _describe(node: Node) -> str:
@@ -64,7 +64,7 @@ def _describe(node: Node) -> str:
 
 
 def _diff_values(
-    label: str, a: list[Value], b: list[Value], wa: dict[int, str], wb: dict[int, str],
+    label: str, a: list[Value], b: list[Value], wa: dict[Value, str], wb: dict[Value, str],
     names: bool, wiring: bool,
 ) -> list[str]:
     out: list[str] = []

@@ -56,17 +56,45 @@ class Graph:
         self.outputs = list(outputs)
 
     # -- queries and edits ------------------------------------------------------------
-    def producers(self) -> dict[int, Node]:
-        """``id(value) -> node`` for every node output."""
-        return {id(v): n for n in self.nodes for v in n.outputs}
+    def producers(self) -> dict[Value, Node]:
+        """``value -> node`` for every node output."""
+        return {v: n for n in self.nodes for v in n.outputs}
 
-    def users(self) -> dict[int, list[Node]]:
-        """``id(value) -> nodes that read it`` (graph outputs are not nodes)."""
-        result: dict[int, list[Node]] = {}
+    def users(self) -> dict[Value, list[Node]]:
+        """``value -> nodes that read it`` (graph outputs are not nodes)."""
+        result: dict[Value, list[Node]] = {}
         for node in self.nodes:
             for v in node.inputs:
-                result.setdefault(id(v), []).append(node)
+                result.setdefault(v, []).append(node)
         return result
+
+    def copy(self) -> Graph:
+        """A structural copy: fresh values and nodes with the same names, types and attributes.
+
+        Each node gets its own ``attrs`` dict, but attribute values are shared, not copied:
+        they are immutable (numbers, strings, tuples) or read-only arrays (``constant``
+        tensors). Parameters are not part of a graph (``param`` nodes name them), so the copy
+        reads the same parameters as the original. The namespace is copied too, so names
+        created later in the copy are those the original would create. A value that no input
+        or node binds (a graph that would not verify) is kept as it is, not copied.
+        """
+        new = Graph()
+        new.namespace = self.namespace.copy()
+        mapping: dict[Value, Value] = {}
+
+        def fresh(v: Value) -> Value:
+            mapping[v] = Value(v.name, v.type)
+            return mapping[v]
+
+        new.inputs = [fresh(v) for v in self.inputs]
+        for node in self.nodes:
+            inputs = [mapping.get(v, v) for v in node.inputs]
+            outputs = [fresh(v) for v in node.outputs]
+            new.nodes.append(
+                Node(node.op, inputs, outputs, dict(node.attrs), node.debug_handle, node.scope, node.source)
+            )
+        new.outputs = [mapping.get(v, v) for v in self.outputs]
+        return new
 
     def replace_all_uses(self, old: Value, new: Value) -> None:
         """Make every node input and graph output that reads ``old`` read ``new``."""

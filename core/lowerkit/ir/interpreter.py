@@ -43,22 +43,19 @@ def last_uses(graph: Graph) -> list[list[Value]]:
     the node that binds it; graph inputs nobody reads die after the first node. Graph
     outputs never die.
     """
-    keep = {id(v) for v in graph.outputs}
-    last: dict[int, int] = {}
-    values: dict[int, Value] = {}
+    keep = set(graph.outputs)
+    last: dict[Value, int] = {}
     for v in graph.inputs:
-        last[id(v)] = 0
-        values[id(v)] = v
+        last[v] = 0
     for i, node in enumerate(graph.nodes):
         for v in node.outputs:
-            last[id(v)] = i
-            values[id(v)] = v
+            last[v] = i
         for v in node.inputs:
-            last[id(v)] = i
+            last[v] = i
     dead: list[list[Value]] = [[] for _ in graph.nodes]
-    for key, index in last.items():
-        if key not in keep and dead:
-            dead[index].append(values[key])
+    for value, index in last.items():
+        if value not in keep and dead:
+            dead[index].append(value)
     return dead
 
 
@@ -67,22 +64,24 @@ class Interpreter:
 
     ``check_outputs`` (default on) compares every kernel result with the node's declared
     output types, so a kernel that returns the wrong dtype or shape is caught at the node.
+    ``module`` may be None to evaluate free graphs (no ``param`` or ``call`` nodes), e.g.
+    for constant folding.
     """
 
-    def __init__(self, module: Module, kernels: Mapping[str, Kernel], *, check_outputs: bool = True) -> None:
+    def __init__(self, module: Module | None, kernels: Mapping[str, Kernel], *, check_outputs: bool = True) -> None:
         self.module = module
         self.kernels = kernels
         self.check_outputs = check_outputs
-        # id(graph) -> (graph, last_uses(graph)) for the module's method graphs, which never
-        # change once the module is built; other graphs given to run_graph are not cached.
-        self._free_lists: dict[int, tuple[Graph, list[list[Value]]]] = {}
+        # graph -> last_uses(graph) for the module's method graphs, which never change once
+        # the module is built; other graphs given to run_graph are not cached.
+        self._free_lists: dict[Graph, list[list[Value]]] = {}
 
     # -- entry points -----------------------------------------------------------------
     def run(self, method: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run ``method`` of the bound module on ``inputs``; returns the list of outputs."""
-        graph = graph_of(self.module, method)
-        if id(graph) not in self._free_lists:
-            self._free_lists[id(graph)] = (graph, last_uses(graph))
+        graph = graph_of(self._bound(f"run method {method!r}"), method)
+        if graph not in self._free_lists:
+            self._free_lists[graph] = last_uses(graph)
         return self.run_graph(graph, inputs, method=method)
 
     def run_graph(self, graph: Graph, inputs: Sequence[np.ndarray], *, method: str = "<graph>") -> list[np.ndarray]:
@@ -91,29 +90,34 @@ class Interpreter:
             raise InputError(
                 f"method {method!r} takes {len(graph.inputs)} inputs, got {len(inputs)}"
             )
-        env: dict[int, np.ndarray] = {id(v): x for v, x in zip(graph.inputs, inputs)}
-        cached = self._free_lists.get(id(graph))
-        dead = cached[1] if cached is not None and cached[0] is graph else last_uses(graph)
+        env: dict[Value, np.ndarray] = dict(zip(graph.inputs, inputs))
+        dead = self._free_lists.get(graph) or last_uses(graph)
         for node, dying in zip(graph.nodes, dead):
-            args = [env[id(v)] for v in node.inputs]
+            args = [env[v] for v in node.inputs]
             for v in dying:  # drop before running, so the kernel holds the only reference
-                env.pop(id(v), None)
+                env.pop(v, None)
             # No local may keep a result past this statement: it would outlive its last use.
             self._bind(env, node, self.run_node(node, args))
             del args
             for v in dying:  # outputs nobody reads
-                env.pop(id(v), None)
-        return [env[id(v)] for v in graph.outputs]
+                env.pop(v, None)
+        return [env[v] for v in graph.outputs]
+
+    def _bound(self, what: str) -> Module:
+        """The bound module; an :class:`InputError` naming ``what`` needed it when there is none."""
+        if self.module is None:
+            raise InputError(f"interpreter has no module bound: cannot {what}")
+        return self.module
 
     @staticmethod
-    def _bind(env: dict[int, np.ndarray], node: Node, outputs: list[np.ndarray]) -> None:
+    def _bind(env: dict[Value, np.ndarray], node: Node, outputs: list[np.ndarray]) -> None:
         if len(outputs) != len(node.outputs):
             raise NodeExecutionError(
                 node.debug_handle,
                 f"{node.where()}: produced {len(outputs)} outputs, expected {len(node.outputs)}",
             )
         for v, out in zip(node.outputs, outputs):
-            env[id(v)] = out
+            env[v] = out
 
     # -- one method per concern -------------------------------------------------------
     def run_node(self, node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
@@ -129,11 +133,12 @@ class Interpreter:
     def param(self, node: Node) -> np.ndarray:
         """``param(name=...)``: the module's parameter ``name``."""
         name = node.attrs["name"]
+        module = self._bound(f"read parameter {name!r} ({node.where()})")
         try:
-            return self.module.parameters[name]  # type: ignore[index]
+            return module.parameters[name]  # type: ignore[index]
         except KeyError:
             raise InputError(
-                f"{node.where()}: module {self.module.name} has no parameter {name!r}"
+                f"{node.where()}: module {module.name} has no parameter {name!r}"
             ) from None
 
     def constant(self, node: Node) -> np.ndarray:
@@ -144,14 +149,15 @@ class Interpreter:
         """``call(method=..., module=...)``: another method of this module or of a submodule."""
         method = node.attrs["method"]
         sub = node.attrs.get("module", "")
+        module = self._bound(f"call {method!r} ({node.where()})")
         if not sub:
             return self.run(method, args)  # type: ignore[arg-type]
         try:
-            target = self.module.submodules[sub]  # type: ignore[index]
+            target = module.submodules[sub]  # type: ignore[index]
         except KeyError:
             raise InputError(
-                f"{node.where()}: module {self.module.name} has no submodule {sub!r}; "
-                f"its submodules are {sorted(self.module.submodules)}"
+                f"{node.where()}: module {module.name} has no submodule {sub!r}; "
+                f"its submodules are {sorted(module.submodules)}"
             ) from None
         result = target.run(method, *args)  # type: ignore[arg-type]
         return list(result) if isinstance(result, tuple) else [result]

@@ -22,6 +22,13 @@ class Namespace:
         """Mark an existing name as taken (when building around a parsed graph)."""
         self._used.add(name)
 
+    def copy(self) -> Namespace:
+        """An independent namespace with the same names taken (and the same next suffixes)."""
+        new = Namespace()
+        new._used = set(self._used)
+        new._next_suffix = dict(self._next_suffix)
+        return new
+
     def create(self, hint: str = "v") -> str:
         base = _INVALID.sub("_", hint) or "v"
         if base[0].isdigit():

@@ -188,33 +188,33 @@ def verify_graph(
     from ..opset import has_schema
     from ..opset.structural import STRUCTURAL_OPS
 
-    defined: set[int] = set()
+    defined: set[Value] = set()
     names: dict[str, str] = {}
     handles = {} if _handles is None else _handles
 
     def bind(value: Value, node: Node | None, what: str) -> None:
         if not isinstance(value, Value) or not isinstance(value.type, TensorType):
             raise _fail(method, node, f"{what} is not a typed Value: {value!r}")
-        if id(value) in defined:
+        if value in defined:
             raise _fail(method, node, f"{what} %{value.name} is bound a second time (SSA)")
         if value.name in names:
             raise _fail(
                 method, node, f"{what} is named %{value.name}, a name already bound by {names[value.name]}"
             )
-        defined.add(id(value))
+        defined.add(value)
         names[value.name] = what if node is None else node.where()
 
     for i, value in enumerate(graph.inputs):
         bind(value, None, f"input {i}")
-    all_bound = {id(v) for n in graph.nodes for v in n.outputs}
+    all_bound = {v for n in graph.nodes for v in n.outputs}
     for node in graph.nodes:
         if not has_schema(node.op):
             raise _fail(method, node, f"unknown op {node.op!r}")
         for i, value in enumerate(node.inputs):
-            if id(value) not in defined:
-                why = "before it is defined (nodes must be in topological order)" if id(
-                    value
-                ) in all_bound else "which no input or node of this graph binds"
+            if not isinstance(value, Value) or value not in defined:  # non-Values may not hash
+                why = "before it is defined (nodes must be in topological order)" if isinstance(
+                    value, Value
+                ) and value in all_bound else "which no input or node of this graph binds"
                 raise _fail(method, node, f"input {i} reads %{getattr(value, 'name', value)} {why}")
         for k, value in enumerate(node.outputs):
             bind(value, node, f"output {k}")
@@ -241,7 +241,7 @@ def verify_graph(
         elif node.op == "call" and module is not None:
             _check_call(method, node, module)
     for k, value in enumerate(graph.outputs):
-        if id(value) not in defined:
+        if not isinstance(value, Value) or value not in defined:
             raise _fail(
                 method, None,
                 f"graph output {k} %{getattr(value, 'name', value)} is not bound by any input or node",

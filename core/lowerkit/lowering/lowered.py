@@ -6,15 +6,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import copy
 import threading
 import warnings
 import weakref
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -28,31 +25,12 @@ from ..errors import (
     PluginError,
 )
 from ..ir.module import CallableModule, Method, Module, Signature, format_outputs
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..backend.registry import Backend
+from ..backend.manager import Backend
+from ..backend.registry import get_backend
 
 __all__ = ["DelegateRecord", "Lowered", "LoweredMethod", "LoweredModule"]
 
 FALLBACKS = (None, "reference")
-
-# Set while inspecting files: from_record then builds without looking for the backend.
-_DEFER = contextvars.ContextVar("lowerkit_defer_compile", default=False)
-
-
-@contextlib.contextmanager
-def deferred_compile() -> Iterator[None]:
-    """Within the block, ``from_record`` neither looks up nor compiles the backend.
-
-    For tools that only look at files (``lowerkit inspect``): the modules come back
-    uncompiled and compile at their first call, where the backend is available.
-    """
-    token = _DEFER.set(True)
-    try:
-        yield
-    finally:
-        _DEFER.reset(token)
-
 
 @dataclass(frozen=True, slots=True)
 class DelegateRecord:
@@ -186,7 +164,7 @@ class LoweredModule(Lowered):
 
     # -- making ---------------------------------------------------------------------------
     @classmethod
-    def _created(cls, record: DelegateRecord, backend: Backend) -> LoweredModule:
+    def _created(cls, record: DelegateRecord, backend: Backend, stacklevel: int = 2) -> LoweredModule:
         """A freshly lowered module: compile if available here, else warn (creation)."""
         lowered = cls(record)
         lowered._backend = backend
@@ -200,7 +178,7 @@ class LoweredModule(Lowered):
                 f"module was preprocessed but not compiled; it can be saved and run after "
                 f"loading where the backend is available",
                 BackendUnavailableWarning,
-                stacklevel=3,
+                stacklevel=stacklevel + 1,
             )
         return lowered
 
@@ -216,8 +194,6 @@ class LoweredModule(Lowered):
         if fallback not in FALLBACKS:
             raise InputError(f"fallback must be None or 'reference', got {fallback!r}")
         lowered = cls(record)
-        if _DEFER.get():
-            return lowered
         try:
             backend = lowered._resolve_backend()
             backend.require_available(f"loading {record.name}")
@@ -238,10 +214,17 @@ class LoweredModule(Lowered):
             lowered._fallback = record.original
         return lowered
 
+    @classmethod
+    def uncompiled(cls, record: DelegateRecord) -> LoweredModule:
+        """A lowered module that neither looks up nor compiles its backend until first called.
+
+        For tools that only look at files (``lowerkit inspect``): pass it as the ``rebuild``
+        of :func:`lowerkit.serialization.decode`.
+        """
+        return cls(record)
+
     def _resolve_backend(self) -> Backend:
         if self._backend is None:
-            from ..backend.registry import get_backend
-
             try:
                 self._backend = get_backend(self.backend)
             except BackendNotFoundError as err:

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from .lowered import Lowered, LoweredModule
+from .delegate import lower_to_one, normalize_compile_spec
+from ..backend.registry import get_backend
 from ..errors import BackendExecutionError, InputError, NodeExecutionError
 from ..backend.hookspecs import Unsupported
 from ..ir.interpreter import Interpreter
@@ -202,9 +204,6 @@ def lower_partitioned(
     ``UnsupportedOperatorError`` listing every node no backend claims, and ``InputError``
     for unknown submodule paths or compile-spec backends.
     """
-    from .to_backend import to_backend
-    from ..backend.registry import get_backend
-
     chosen = [get_backend(name) for name in backends]
     for method, per_backend in compile_spec.items():
         unknown = sorted(set(per_backend) - set(backends))
@@ -220,9 +219,8 @@ def lower_partitioned(
         warnings.simplefilter("always")
         for mp, region, name, sub in plan.regions():
             options = dict(compile_spec.get(mp.name, {}).get(region.backend, {}))
-            lowered_regions.append(
-                to_backend(sub, region.backend, {"forward": options}, keep_source=keep_source)
-            )
+            spec = normalize_compile_spec(sub, {"forward": options})
+            lowered_regions.append(lower_to_one(sub, region.backend, spec, keep_source=keep_source))
     for warning in _merge_warnings(caught):
         warnings.warn(warning.message, warning.category, stacklevel=3)
     outer = build_outer_module(plan, lowered_regions)

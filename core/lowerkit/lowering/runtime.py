@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendNotFoundError
+from ..backend.registry import get_backend
 from ..ir import calls
 
 REFERENCE = "reference"
@@ -27,8 +28,6 @@ def run_module_method(module: Any, method: str, inputs: list[np.ndarray]) -> lis
 
 
 def _compile_on_reference(module: Any) -> tuple[Any, dict[str, Any]]:
-    from ..backend.registry import get_backend
-
     try:
         backend = get_backend(REFERENCE)
     except BackendNotFoundError as err:

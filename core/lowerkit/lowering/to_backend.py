@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import copy
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .lowered import DelegateRecord, LoweredModule
 from ..errors import InputError
 from ..ir.module import Module, trace_hint
+from .delegate import lower_to_one, normalize_compile_spec
+from .lowered import Lowered, LoweredModule
+from .partitioned import lower_partitioned
 
-__all__ = ["normalize_compile_spec", "to_backend"]
+__all__ = ["to_backend"]
 
 
 def to_backend(
@@ -21,7 +21,7 @@ def to_backend(
     *,
     keep_source: bool = False,
     submodules: Sequence[str] | None = None,
-) -> LoweredModule:
+) -> Lowered:
     """Lower ``module`` to ``backend``; returns a :class:`LoweredModule`.
 
     ``compile_spec`` maps method names to option dicts (``None``: every method with
@@ -32,16 +32,14 @@ def to_backend(
 
     With a list of backends (priority order) or ``submodules=[paths]``, the module is
     partitioned (see ``docs/partitioning.md``): each node goes to the first backend that
-    supports it, and the result is a :class:`~lowerkit.partition.PartitionedModule`;
+    supports it, and the result is a :class:`~lowerkit.lowering.PartitionedModule`;
     ``compile_spec`` then maps each method to ``{backend: options}``.
 
     Raises ``BackendNotFoundError`` (not installed), ``PluginError`` (broken plugin),
     ``InputError`` (bad compile spec) and whatever the backend's preprocess raises
     (``UnsupportedOperatorError``).
     """
-    from ..backend.registry import get_backend
-
-    if isinstance(module, LoweredModule):
+    if isinstance(module, Lowered):
         raise InputError(f"{module.name} is already lowered to backend {module.backend!r}")
     if not isinstance(module, Module):
         raise InputError(
@@ -58,24 +56,10 @@ def to_backend(
         submodules = paths
     spec = normalize_compile_spec(module, compile_spec)
     if not isinstance(backend, str) or submodules is not None:
-        from .partitioned import lower_partitioned
-
         if len(set(names)) != len(names):
             raise InputError(f"backend list {names} names a backend twice")
         return lower_partitioned(module, names, spec, submodules=submodules, keep_source=keep_source)
-    chosen = get_backend(names[0])
-    payload = chosen.preprocess(module, copy.deepcopy(spec))
-    record = DelegateRecord(
-        backend=chosen.name,
-        distribution=chosen.distribution,
-        version=chosen.version,
-        compile_spec=spec,
-        payload=payload,
-        signatures={m: module.signature(m) for m in module.methods},
-        original=module if keep_source else None,
-        name=module.name,
-    )
-    return LoweredModule._created(record, chosen)
+    return lower_to_one(module, names[0], spec, keep_source=keep_source, stacklevel=3)
 
 
 def _as_list(items: object) -> list[Any] | None:
@@ -84,39 +68,3 @@ def _as_list(items: object) -> list[Any] | None:
         return list(items)  # type: ignore[call-overload]
     except TypeError:
         return None
-
-
-def normalize_compile_spec(
-    module: Module, compile_spec: Mapping[str, Mapping[str, Any]] | None
-) -> dict[str, dict[str, Any]]:
-    """Fill defaults (``{}`` per method) and check a compile spec; returns a fresh dict."""
-    methods = sorted(module.methods)
-    if compile_spec is None:
-        compile_spec = {}
-    if not isinstance(compile_spec, Mapping):
-        raise InputError(
-            f"compile_spec must map method names to option dicts, got {type(compile_spec).__name__}"
-        )
-    unknown = sorted(str(k) for k in compile_spec if k not in module.methods)
-    if unknown:
-        raise InputError(
-            f"compile_spec names method(s) {unknown} that {module.name} does not have; "
-            f"its methods are {methods}"
-        )
-    result: dict[str, dict[str, Any]] = {}
-    for method in module.methods:
-        options = compile_spec.get(method, {})
-        if not isinstance(options, Mapping):
-            raise InputError(
-                f"compile_spec[{method!r}] must be a dict of options, got {type(options).__name__}"
-            )
-        options = {str(k): v for k, v in options.items()}
-        try:
-            json.dumps(options, allow_nan=False)
-        except (TypeError, ValueError) as err:
-            raise InputError(
-                f"compile_spec[{method!r}] must hold JSON values (str, number, bool, None, "
-                f"lists, dicts) so it can be saved: {err}"
-            ) from None
-        result[method] = copy.deepcopy(options)
-    return result

@@ -32,7 +32,7 @@ class ExportContext:
         self.opset = opset
         self.nodes: list[Any] = []
         self.initializers: list[Any] = []
-        self._names: dict[int, str] = {}  # id(Value) -> ONNX name, within the current graph
+        self._names: dict[Value, str] = {}  # Value -> ONNX name, within the current graph
         self._used: set[str] = set()
         self._node_names: set[str] = set()
         self._params: dict[tuple[int, str], str] = {}  # (id(module), param) -> initializer
@@ -51,17 +51,17 @@ class ExportContext:
 
     def name(self, value: Value) -> str:
         """The ONNX name of a lowerkit value (defined earlier in the graph)."""
-        return self._names[id(value)]
+        return self._names[value]
 
     def bind(self, value: Value, name: str) -> None:
-        self._names[id(value)] = name
+        self._names[value] = name
 
     def output(self, i: int = 0) -> str:
         """The ONNX name for output ``i`` of the node being converted."""
         value = self.node.outputs[i]  # type: ignore[union-attr]
-        if id(value) not in self._names:
+        if value not in self._names:
             self.bind(value, self.fresh(self.prefix + value.name))
-        return self._names[id(value)]
+        return self._names[value]
 
     # -- emitting ---------------------------------------------------------------------------------
     def add_node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], **attrs: Any) -> None:

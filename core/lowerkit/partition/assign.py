@@ -36,8 +36,8 @@ class Decline:
 class Assignment:
     """Per compute node: the backend that took it (None: left un-lowered) and who declined."""
 
-    backend_of: dict[int, str | None] = field(default_factory=dict)  # id(node) -> backend
-    declines: dict[int, list[Decline]] = field(default_factory=dict)  # id(node) -> declines
+    backend_of: dict[Node, str | None] = field(default_factory=dict)  # node -> backend
+    declines: dict[Node, list[Decline]] = field(default_factory=dict)  # node -> declines
     unclaimed: list[Node] = field(default_factory=list)
 
 
@@ -64,21 +64,21 @@ def assign_backends(
     pending: list[Node] = []
     for node in compute:
         if node.op == "call" or not selected(node):
-            result.backend_of[id(node)] = None
+            result.backend_of[node] = None
         else:
             pending.append(node)
-            result.declines[id(node)] = []
+            result.declines[node] = []
     for candidate in candidates:
         if not pending:
             break
         if candidate.is_supported is None:
             if len(pending) == len(compute) and all(n.op != "call" for n in compute):
                 for node in pending:
-                    result.backend_of[id(node)] = candidate.name
+                    result.backend_of[node] = candidate.name
                 pending = []
             else:
                 for node in pending:
-                    result.declines[id(node)].append(
+                    result.declines[node].append(
                         Decline(candidate.name, "takes whole methods only")
                     )
             continue
@@ -86,9 +86,9 @@ def assign_backends(
         for node in pending:
             answer = candidate.is_supported(node)
             if answer:
-                result.backend_of[id(node)] = candidate.name
+                result.backend_of[node] = candidate.name
             else:
-                result.declines[id(node)].append(Decline(candidate.name, decline_reason(answer)))
+                result.declines[node].append(Decline(candidate.name, decline_reason(answer)))
                 still_pending.append(node)
         pending = still_pending
     result.unclaimed = pending

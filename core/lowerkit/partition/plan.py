@@ -113,7 +113,7 @@ def _claimed(node: Node, candidates: Sequence[Candidate]) -> bool:
 def _unsupported_message(unclaimed, backends: list[str]) -> str:
     lines = [f"{len(unclaimed)} node(s) are supported by none of the backends {backends}:"]
     for method, node, assignment in unclaimed:
-        reasons = "; ".join(f"{d.backend}: {d.reason}" for d in assignment.declines[id(node)])
+        reasons = "; ".join(f"{d.backend}: {d.reason}" for d in assignment.declines[node])
         lines.append(f"  method {method!r}: {node.where()} — {reasons or 'no backend asked'}")
     lines.append("Add 'reference' to the backend list to run what no other backend supports.")
     return "\n".join(lines)
@@ -150,7 +150,7 @@ def make_report(plan: PartitionPlan, payload_sizes: Sequence[int]) -> PartitionR
         region_of = {}
         for region, name in zip(mp.regions, mp.region_names):
             for node in region.nodes:
-                region_of[id(node)] = name
+                region_of[node] = name
             interface = region_interface(mp.graph, region)
             regions.append(
                 RegionSummary(
@@ -169,7 +169,7 @@ def make_report(plan: PartitionPlan, payload_sizes: Sequence[int]) -> PartitionR
                 continue
             sources = []
             for v in node.inputs:
-                p = producer.get(id(v))
+                p = producer.get(v)
                 if p is not None and p.op not in FREE_OPS:
                     sources.append(p.debug_handle)
             nodes.append(
@@ -179,9 +179,9 @@ def make_report(plan: PartitionPlan, payload_sizes: Sequence[int]) -> PartitionR
                     node.op,
                     node.scope,
                     str(node.source) if node.source else "",
-                    mp.assignment.backend_of.get(id(node)),
-                    region_of.get(id(node)),
-                    tuple(mp.assignment.declines.get(id(node), ())),
+                    mp.assignment.backend_of.get(node),
+                    region_of.get(node),
+                    tuple(mp.assignment.declines.get(node, ())),
                     tuple(sources),
                 )
             )

@@ -33,7 +33,7 @@ def form_regions(graph: Graph, assignment: Assignment) -> list[Region]:
     """
     producer = graph.producers()
     # Every compute node gets a group: a region id (lowered) or its own singleton (un-lowered).
-    group_of: dict[int, int] = {}
+    group_of: dict[Node, int] = {}
     backend_of_group: dict[int, str | None] = {}
     ancestors: dict[int, set[int]] = {}  # group -> groups it transitively depends on
     members: dict[int, list[Node]] = {}
@@ -49,12 +49,12 @@ def form_regions(graph: Graph, assignment: Assignment) -> list[Region]:
     for node in graph.nodes:
         if node.op in FREE_OPS:
             continue
-        backend = assignment.backend_of[id(node)]
+        backend = assignment.backend_of[node]
         input_groups = set()
         for value in node.inputs:
-            prod = producer.get(id(value))
+            prod = producer.get(value)
             if prod is not None and prod.op not in FREE_OPS:
-                input_groups.add(find(group_of[id(prod)]))
+                input_groups.add(find(group_of[prod]))
         # Candidates: same-backend producer groups that can absorb this node without a cycle.
         chosen: int | None = None
         if backend is not None:
@@ -76,7 +76,7 @@ def form_regions(graph: Graph, assignment: Assignment) -> list[Region]:
             backend_of_group[chosen] = backend
             ancestors[chosen] = set()
             members[chosen] = []
-        group_of[id(node)] = chosen
+        group_of[node] = chosen
         members[chosen].append(node)
         new_ancestors = set()
         for g in input_groups:
@@ -85,11 +85,11 @@ def form_regions(graph: Graph, assignment: Assignment) -> list[Region]:
                 new_ancestors |= {g} | ancestors[g]
         _add_ancestors(chosen, new_ancestors, ancestors)
 
-    position = {id(n): i for i, n in enumerate(graph.nodes)}
+    position = {n: i for i, n in enumerate(graph.nodes)}
     lowered = [g for g in members if members[g] and backend_of_group[g] is not None]
     for g in lowered:
-        members[g].sort(key=lambda n: position[id(n)])
-    lowered.sort(key=lambda g: position[id(members[g][0])])
+        members[g].sort(key=lambda n: position[n])
+    lowered.sort(key=lambda g: position[members[g][0]])
     return [Region(i, backend_of_group[g], members[g]) for i, g in enumerate(lowered)]
 
 

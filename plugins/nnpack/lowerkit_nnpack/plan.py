@@ -16,7 +16,7 @@ import numpy as np
 from lowerkit.errors import LowerkitError, NodeExecutionError, UnsupportedOperatorError
 from lowerkit.ir.graph import Graph
 from lowerkit.ir.interpreter import last_uses
-from lowerkit.ir.node import Node
+from lowerkit.ir.node import Node, Value
 
 from .conv import Conv2d, RunOptions
 from .geometry import GeometryError
@@ -35,20 +35,20 @@ class Step:
 
     node: Node
     kernel: StepKernel
-    inputs: tuple[int, ...]  # value ids read at run time
-    outputs: tuple[int, ...]
-    dying: tuple[int, ...]  # value ids no later step reads
+    inputs: tuple[Value, ...]  # values read at run time
+    outputs: tuple[Value, ...]
+    dying: tuple[Value, ...]  # values no later step reads
 
 
 class Plan:
-    """A compiled method: constants, steps, and the ids of the graph's inputs and outputs."""
+    """A compiled method: constants, steps, and the graph's input and output values."""
 
     def __init__(self, graph: Graph, parameters: dict[str, np.ndarray], options: dict[str, Any]) -> None:
         self.options = options
         self.run_options = RunOptions(int(options["threads"]), int(options["batch_threshold"]))
-        self.inputs = tuple(id(v) for v in graph.inputs)
-        self.outputs = tuple(id(v) for v in graph.outputs)
-        self.constants: dict[int, np.ndarray] = {}
+        self.inputs = tuple(v for v in graph.inputs)
+        self.outputs = tuple(v for v in graph.outputs)
+        self.constants: dict[Value, np.ndarray] = {}
         self.algorithms: dict[int, str] = {}  # debug handle -> chosen conv algorithm (docs, tests)
         self.steps: list[Step] = []
         # Nodes run one after another on a thread, so every kernel of every plan can share
@@ -60,44 +60,44 @@ class Plan:
     def _build(self, graph: Graph, parameters: dict[str, np.ndarray]) -> None:
         users = graph.users()
         graph_outputs = set(self.outputs)
-        fused: set[int] = set()  # ids of relu nodes folded into their convolution
+        fused: set[Node] = set()  # relu nodes folded into their convolution
         dead = last_uses(graph)
         for node, dying in zip(graph.nodes, dead):
             if node.op == "param":
-                self.constants[id(node.output)] = parameters[node.attrs["name"]]  # type: ignore[index]
+                self.constants[node.output] = parameters[node.attrs["name"]]  # type: ignore[index]
                 continue
             if node.op == "constant":
-                self.constants[id(node.output)] = np.asarray(node.attrs["value"])
+                self.constants[node.output] = np.asarray(node.attrs["value"])
                 continue
-            if id(node) in fused:
+            if node in fused:
                 continue
             reason = support_reason(node)
             if reason is not None:
                 raise UnsupportedOperatorError(f"nnpack cannot run {node.where()}: {reason}")
             relu_node = None
-            if node.op == "conv2d" and id(node.output) not in graph_outputs:
-                readers = users.get(id(node.output), [])
+            if node.op == "conv2d" and node.output not in graph_outputs:
+                readers = users.get(node.output, [])
                 if len(readers) == 1 and readers[0].op == "relu":
                     relu_node = readers[0]
-                    fused.add(id(relu_node))
+                    fused.add(relu_node)
             kernel, runtime_inputs = self._kernel(node, relu_node is not None)
-            outputs = tuple(id(v) for v in node.outputs)
+            outputs = tuple(v for v in node.outputs)
             if relu_node is not None:  # the convolution binds the relu's output directly
-                outputs = (id(relu_node.output),)
+                outputs = (relu_node.output,)
             self.steps.append(
                 Step(node, kernel, tuple(runtime_inputs), outputs,
-                     tuple(id(v) for v in dying))
+                     tuple(v for v in dying))
             )
 
     def _const(self, node: Node, index: int) -> np.ndarray | None:
         if index >= len(node.inputs):
             return None
-        return self.constants.get(id(node.inputs[index]))
+        return self.constants.get(node.inputs[index])
 
-    def _kernel(self, node: Node, fuse_relu: bool) -> tuple[StepKernel, list[int]]:
-        """The closure for ``node`` and the ids of the inputs it reads at run time."""
+    def _kernel(self, node: Node, fuse_relu: bool) -> tuple[StepKernel, list[Value]]:
+        """The closure for ``node`` and the inputs it reads at run time."""
         opts, run = self.options, self.run_options
-        ids = [id(v) for v in node.inputs]
+        ids = list(node.inputs)
         attrs = attrs_of(node)
         if node.op == "conv2d":
             weight, bias = self._const(node, 1), self._const(node, 2)
@@ -159,7 +159,7 @@ class Plan:
     # -- running --------------------------------------------------------------------
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run the method on ``inputs``; thread-safe (all per-call state is local or per-thread)."""
-        env: dict[int, np.ndarray] = dict(self.constants)
+        env: dict[Value, np.ndarray] = dict(self.constants)
         env.update(zip(self.inputs, inputs))
         keep = set(self.outputs)
         # No process-wide BLAS limit here: each kernel sets its own, for its own worker

@@ -18,13 +18,13 @@ from .program import Buffer, Instruction, Program
 _VIEW_OPS = ("reshape", "flatten")
 
 
-def _last_uses(graph: Graph) -> dict[int, int]:
-    last: dict[int, int] = {}
+def _last_uses(graph: Graph) -> dict[Value, int]:
+    last: dict[Value, int] = {}
     for i, node in enumerate(graph.nodes):
         for v in node.inputs:
-            last[id(v)] = i
+            last[v] = i
     for v in graph.outputs:
-        last[id(v)] = len(graph.nodes)
+        last[v] = len(graph.nodes)
     return last
 
 
@@ -33,7 +33,7 @@ def build_program(graph: Graph, method: str, options: dict, inplace: bool = True
     buffers: list[Buffer] = []
     constants: list[np.ndarray] = []
     constant_index: dict[int, int] = {}
-    of_value: dict[int, int] = {}
+    of_value: dict[Value, int] = {}
     aliases: dict[int, list[Value]] = {}  # root buffer id -> values stored there
     last = _last_uses(graph)
 
@@ -41,7 +41,7 @@ def build_program(graph: Graph, method: str, options: dict, inplace: bool = True
         bid = len(buffers)
         r = bid if root is None else root
         buffers.append(Buffer(bid, v.name, v.type.dtype, v.type.shape, kind, r, constant=const))
-        of_value[id(v)] = bid
+        of_value[v] = bid
         aliases.setdefault(r, []).append(v)
         return bid
 
@@ -59,7 +59,7 @@ def build_program(graph: Graph, method: str, options: dict, inplace: bool = True
         spec = KERNELS.get(node.op)
         if spec is None:
             raise UnsupportedOperatorError(f"glow_like has no kernel for {node.where()}")
-        ins = [of_value[id(v)] for v in node.inputs]
+        ins = [of_value[v] for v in node.inputs]
         if node.op in _VIEW_OPS and len(node.outputs) == 1:
             src = buffers[ins[0]]
             if src.kind == "constant":
@@ -74,7 +74,7 @@ def build_program(graph: Graph, method: str, options: dict, inplace: bool = True
         instructions.append(
             Instruction(node.op, ins, outs, _plain_attrs(node.attrs), node.scope, node.debug_handle)
         )
-    outputs = [of_value[id(v)] for v in graph.outputs]
+    outputs = [of_value[v] for v in graph.outputs]
     return Program(method, buffers, instructions, inputs, outputs, constants, options=dict(options))
 
 
@@ -84,7 +84,7 @@ def _inplace_target(node, out: Value, ins, buffers, aliases, last, i) -> int | N
         buf = buffers[bid]
         if not buf.in_arena or v.type != out.type:
             continue
-        if all(last.get(id(a), -1) <= i for a in aliases[buf.root]):
+        if all(last.get(a, -1) <= i for a in aliases[buf.root]):
             return buf.root
     return None
 

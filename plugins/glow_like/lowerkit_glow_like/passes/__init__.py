@@ -2,25 +2,30 @@
 run in a fixed order chosen by ``opt_level``.
 
 Level 0 is a straight translation (parameters become constants, nothing else). Level 1
-runs the cleanup passes; level 2 adds batch-norm folding, lowering and fusion.
+runs the cleanup passes; level 2 adds batch-norm folding, lowering and fusion. The general
+passes come from :mod:`lowerkit.passes`; glow_like's own are lowering, fusion and algorithm
+choice. Constant folding evaluates with glow_like's kernels.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from lowerkit.ir import Graph
+from lowerkit.passes import (
+    Pass,
+    constant_folder,
+    eliminate_common_subexpressions,
+    eliminate_dead_code,
+    eliminate_noop_reshapes,
+    fold_batch_norm,
+    run_passes,
+)
 
+from .._evaluator import GlowInterpreter
 from .algorithm import select_conv_algorithm
-from .constant_fold import fold_constants
-from .cse import eliminate_common_subexpressions
-from .dce import eliminate_dead_code
-from .fold_batch_norm import fold_batch_norm
 from .fuse import fuse_activations, fuse_bias
 from .lower import lower_high_level
-from .noop import eliminate_noop_reshapes
 
-Pass = Callable[[Graph], bool]
+fold_constants = constant_folder(GlowInterpreter().run_node)
 
 CLEANUP: tuple[Pass, ...] = (
     eliminate_dead_code,
@@ -50,11 +55,8 @@ PIPELINES: dict[int, tuple[Pass, ...]] = {0: (), 1: CLEANUP, 2: FULL}
 
 def optimize(graph: Graph, opt_level: int) -> list[str]:
     """Run the passes of ``opt_level`` in order on ``graph``; the names of those that changed it."""
-    fired = []
-    for p in PIPELINES[opt_level]:
-        if p(graph):
-            fired.append(p.__name__)
-    return fired
+    # Not verified: fused and lowered nodes carry attributes the core schemas do not know.
+    return run_passes(graph, PIPELINES[opt_level], verify=False)
 
 
 __all__ = [

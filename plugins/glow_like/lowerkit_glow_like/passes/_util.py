@@ -1,19 +1,11 @@
-"""Small queries passes share."""
+"""Small queries glow_like's fusion passes share (``single_user`` lives in the core)."""
 
 from __future__ import annotations
 
-from lowerkit.ir import Graph, Node, Value
+from lowerkit.ir import Node
+from lowerkit.passes import single_user
 
-
-def single_user(graph: Graph, value: Value, users: dict[int, list[Node]]) -> Node | None:
-    """The only node reading ``value``, if exactly one does and it is not a graph output."""
-    readers = users.get(id(value), [])
-    if len(readers) != 1 or any(v is value for v in graph.outputs):
-        return None
-    if sum(1 for v in readers[0].inputs if v is value) != 1:
-        return None
-    return readers[0]
-
+__all__ = ["ACTIVATIONS", "activation_attrs", "single_user"]
 
 ACTIVATIONS = ("relu", "relu6", "clip")
 

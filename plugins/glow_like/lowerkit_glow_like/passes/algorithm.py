@@ -16,8 +16,8 @@ batch 1: 0.38 vs 0.15 ms), and broke even around 60 MFLOP; narrow layers gain no
 from __future__ import annotations
 
 from lowerkit.ir import Graph
+from lowerkit.passes import const_value
 
-from .._graph import const_value
 from ..kernels.winograd import OUT, applicable
 
 MIN_CHANNELS = 32  # input and output channels
@@ -32,7 +32,7 @@ def select_conv_algorithm(graph: Graph) -> bool:
     for node in graph.nodes:
         if node.op not in ("conv2d", "glow.conv2d") or node.attrs.get("algo") == "winograd":
             continue
-        weight = const_value(producers.get(id(node.inputs[1])))
+        weight = const_value(producers.get(node.inputs[1]))
         if weight is None or node.output.type.dtype != "f32" or not applicable(weight.shape, node.attrs):
             continue
         oc, c = weight.shape[0], weight.shape[1]

@@ -10,8 +10,8 @@ on the freshly written output (residual blocks: add + relu).
 from __future__ import annotations
 
 from lowerkit.ir import Graph
+from lowerkit.passes import const_value, make_constant
 
-from .._graph import const_value, make_constant
 from ._util import ACTIVATIONS, activation_attrs, single_user
 
 
@@ -23,7 +23,7 @@ def fuse_bias(graph: Graph) -> bool:
             continue
         producers, users = graph.producers(), graph.users()
         if node.op == "matmul":
-            w = const_value(producers.get(id(node.inputs[1])))
+            w = const_value(producers.get(node.inputs[1]))
             if w is None or w.ndim != 2 or node.inputs[0].type.rank < 1:
                 continue
             node.op = "glow.fc"
@@ -32,7 +32,7 @@ def fuse_bias(graph: Graph) -> bool:
             if add is None or add.op != "add":
                 continue
             other = add.inputs[1] if add.inputs[0] is node.output else add.inputs[0]
-            bias = const_value(producers.get(id(other)))
+            bias = const_value(producers.get(other))
             if bias is not None and bias.shape in ((w.shape[1],), (1, w.shape[1])) and add.output.type == node.output.type:
                 _define_before(graph, producers[id(other)], node)
                 node.inputs = node.inputs + [other]
@@ -43,7 +43,7 @@ def fuse_bias(graph: Graph) -> bool:
             if add is None or add.op != "add":
                 continue
             other = add.inputs[1] if add.inputs[0] is node.output else add.inputs[0]
-            bias = const_value(producers.get(id(other)))
+            bias = const_value(producers.get(other))
             channels = node.output.type.shape[1]
             if bias is None or bias.size != channels or bias.shape not in ((1, channels, 1, 1), (channels, 1, 1)):
                 continue

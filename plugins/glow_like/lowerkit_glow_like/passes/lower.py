@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from lowerkit.ir import Graph, Node, TensorType
+from lowerkit.passes import const_value, make_constant
 
-from .._graph import const_value, make_constant
 
 
 def _replace(graph: Graph, node: Node, new_nodes: list[Node]) -> None:
@@ -28,7 +28,7 @@ def _new(graph: Graph, op, inputs, out_type, attrs, hint, like: Node) -> Node:
 def _lower_linear(graph: Graph, node: Node, producers) -> bool:
     x, w = node.inputs[0], node.inputs[1]
     out = node.output
-    weight = const_value(producers.get(id(w)))
+    weight = const_value(producers.get(w))
     at = graph.nodes.index(node)
     if weight is not None:
         wt = make_constant(graph, np.ascontiguousarray(weight.T), f"{w.name}_t", at, node)
@@ -48,7 +48,7 @@ def _lower_linear(graph: Graph, node: Node, producers) -> bool:
 
 
 def _lower_batch_norm(graph: Graph, node: Node, producers) -> bool:
-    stats = [const_value(producers.get(id(v))) for v in node.inputs[1:]]
+    stats = [const_value(producers.get(v)) for v in node.inputs[1:]]
     if any(s is None for s in stats):
         return False
     mean, var, gamma, beta = (np.asarray(s, dtype=np.float64) for s in stats)

@@ -11,7 +11,7 @@ from lowerkit.errors import InputError
 from lowerkit.ir import Module
 
 from .._compiler import optimized_graph
-from .._graph import evaluate
+from .._evaluator import evaluate
 from .profile import Profile, graph_fingerprint
 
 
@@ -43,10 +43,10 @@ def calibrate(
     total = len(batches) if hasattr(batches, "__len__") else None  # type: ignore[arg-type]
     show = progress and total != 1
 
-    constants = {id(n.output) for n in graph.nodes if n.op == "constant"}
+    constants = {n.output for n in graph.nodes if n.op == "constant"}
 
     def observe(value, array) -> None:
-        if id(value) not in constants and array.dtype.kind == "f" and array.size:
+        if value not in constants and array.dtype.kind == "f" and array.size:
             profile.observe(value.name, float(array.min()), float(array.max()))
 
     for i, batch in enumerate(batches):

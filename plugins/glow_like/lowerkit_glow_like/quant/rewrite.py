@@ -11,9 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from lowerkit.ir import Graph, Node, TensorType, Value
+from lowerkit.passes import const_value, eliminate_dead_code, make_constant
 
-from .._graph import const_value, make_constant
-from ..passes.dce import eliminate_dead_code
 from .profile import Profile
 
 QMIN, QMAX = 0, 255
@@ -58,9 +57,9 @@ class _Rewriter:
         self.graph = graph
         self.profile = profile
         self.producers = graph.producers()
-        self.qparams: dict[int, tuple[float, int]] = {}  # id(uint8 value) -> (scale, zp)
-        self.quantized: dict[int, Value] = {}  # id(float value) -> its uint8 twin
-        self.float_missing: set[int] = set()  # float values only their uint8 twin holds
+        self.qparams: dict[Value, tuple[float, int]] = {}  # uint8 value -> (scale, zp)
+        self.quantized: dict[Value, Value] = {}  # float value -> its uint8 twin
+        self.float_missing: set[Value] = set()  # float values only their uint8 twin holds
         self.out: list[Node] = []
 
     # -- conversions ----------------------------------------------------------------------
@@ -71,28 +70,28 @@ class _Rewriter:
         return value
 
     def as_uint8(self, v: Value, like: Node) -> Value:
-        if id(v) in self.quantized:
-            return self.quantized[id(v)]
+        if v in self.quantized:
+            return self.quantized[v]
         scale, zp = activation_qparams(*self.profile.range_of(v.name))
         q = self._emit("glow.quantize", [v], TensorType("u8", v.type.shape), {"scale": scale, "zp": zp},
                        f"{v.name}_q", like)
-        self.qparams[id(q)] = (scale, zp)
-        self.quantized[id(v)] = q
+        self.qparams[q] = (scale, zp)
+        self.quantized[v] = q
         return q
 
     def ensure_float(self, v: Value, like: Node) -> None:
-        if id(v) in self.float_missing:
-            q = self.quantized[id(v)]
-            scale, zp = self.qparams[id(q)]
+        if v in self.float_missing:
+            q = self.quantized[v]
+            scale, zp = self.qparams[q]
             self._emit("glow.dequantize", [q], v.type, {"scale": scale, "zp": zp}, v.name, like, value=v)
-            self.float_missing.discard(id(v))
+            self.float_missing.discard(v)
 
     def _new_output(self, node: Node, scale: float, zp: int) -> Value:
         v = node.output
         q = Value(self.graph.namespace.create(f"{v.name}_q"), TensorType("u8", v.type.shape))
-        self.qparams[id(q)] = (scale, zp)
-        self.quantized[id(v)] = q
-        self.float_missing.add(id(v))
+        self.qparams[q] = (scale, zp)
+        self.quantized[v] = q
+        self.float_missing.add(v)
         return q
 
     def _const(self, array: np.ndarray, hint: str, like: Node) -> Value:
@@ -107,24 +106,24 @@ class _Rewriter:
             return self._matmul_like(node)
         if node.op in _ADD and all(v.type == node.output.type for v in node.inputs):
             return self._add(node)
-        if node.op in _PASSTHROUGH and id(node.inputs[0]) in self.quantized:
-            q_in = self.quantized[id(node.inputs[0])]
-            scale, zp = self.qparams[id(q_in)]
+        if node.op in _PASSTHROUGH and node.inputs[0] in self.quantized:
+            q_in = self.quantized[node.inputs[0]]
+            scale, zp = self.qparams[q_in]
             q = self._new_output(node, scale, zp)
             self.out.append(Node(node.op, [q_in], [q], dict(node.attrs), node.debug_handle, node.scope, node.source))
             return True
         return False
 
     def _matmul_like(self, node: Node) -> bool:
-        weight = const_value(self.producers.get(id(node.inputs[1])))
-        bias = const_value(self.producers.get(id(node.inputs[2]))) if len(node.inputs) > 2 else None
+        weight = const_value(self.producers.get(node.inputs[1]))
+        bias = const_value(self.producers.get(node.inputs[2])) if len(node.inputs) > 2 else None
         if weight is None or (len(node.inputs) > 2 and bias is None) or weight.dtype != np.float32:
             return False
         is_conv = node.op in _CONV
         wq, w_scale = weight_qparams(weight, axis=0 if is_conv else 1)
         x = node.inputs[0]
         q_x = self.as_uint8(x, node)
-        x_scale, x_zp = self.qparams[id(q_x)]
+        x_scale, x_zp = self.qparams[q_x]
         out_scale, out_zp = activation_qparams(*self.profile.range_of(node.output.name))
         b = np.zeros(w_scale.shape) if bias is None else bias.astype(np.float64)
         bq = np.clip(np.rint(b / (x_scale * w_scale)), -(2**31), 2**31 - 1).astype(np.int32)
@@ -143,7 +142,7 @@ class _Rewriter:
 
     def _add(self, node: Node) -> bool:
         qa, qb = (self.as_uint8(v, node) for v in node.inputs)
-        (a_s, a_zp), (b_s, b_zp) = self.qparams[id(qa)], self.qparams[id(qb)]
+        (a_s, a_zp), (b_s, b_zp) = self.qparams[qa], self.qparams[qb]
         out_scale, out_zp = activation_qparams(*self.profile.range_of(node.output.name))
         qmin, qmax = _act_bounds(node.attrs, out_scale, out_zp)
         attrs = {"a_scale": a_s, "a_zp": a_zp, "b_scale": b_s, "b_zp": b_zp, "out_scale": out_scale,

@@ -3,16 +3,16 @@
 With s = gamma / sqrt(var + eps): w' = w * s (per output channel), b' = (b - mean) * s + beta.
 The same holds for ``linear`` followed by a batch norm over its features (rank-2 output), and
 for ``conv_transpose2d``, whose output channels are dim 1 of its ``[in, out / groups, kh, kw]`` weight.
+Weights, bias and statistics must be ``constant`` nodes (a backend that specialises to the
+module's weights turns ``param`` into ``constant`` first).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.ir import Graph
-
-from .._graph import const_value, make_constant
-from ._util import single_user
+from ..ir import Graph
+from .helpers import const_value, make_constant, single_user
 
 
 def fold_batch_norm(graph: Graph) -> bool:
@@ -30,9 +30,9 @@ def fold_batch_norm(graph: Graph) -> bool:
             continue
         if node.op == "linear" and node.output.type.rank != 2:
             continue
-        stats = [const_value(producers.get(id(v))) for v in bn.inputs[1:]]
-        weight = const_value(producers.get(id(node.inputs[1])))
-        bias = const_value(producers.get(id(node.inputs[2]))) if len(node.inputs) > 2 else None
+        stats = [const_value(producers.get(v)) for v in bn.inputs[1:]]
+        weight = const_value(producers.get(node.inputs[1]))
+        bias = const_value(producers.get(node.inputs[2])) if len(node.inputs) > 2 else None
         if weight is None or any(s is None for s in stats) or (len(node.inputs) > 2 and bias is None):
             continue
         mean, var, gamma, beta = (np.asarray(s, dtype=np.float64) for s in stats)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lowerkit.ir import Graph
+from ..ir import Graph
 
 _RESHAPES = ("reshape", "flatten")
 
@@ -24,7 +24,7 @@ def eliminate_noop_reshapes(graph: Graph) -> bool:
                 graph.replace_all_uses(y, x)
                 changed = True
                 continue
-            source = producers.get(id(x))
+            source = producers.get(x)
             if node.op in _RESHAPES and source is not None and source.op in _RESHAPES:
                 # reshape(reshape(z)) == reshape(z): read z, state the final shape.
                 node.op = "reshape"

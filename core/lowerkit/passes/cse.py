@@ -1,13 +1,14 @@
-"""Common-subexpression elimination: one node per (op, inputs, attributes).
+"""Common-subexpression elimination: one node per (op, inputs, attributes, output types).
 
 Constants compare by array identity, or by content when small (scalars from front ends).
+The ``param`` attribute (which parameter a constant came from) does not take part.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.ir import Graph
+from ..ir import Graph, Value
 
 _SMALL = 256  # bytes; larger constants are compared by identity only
 
@@ -16,19 +17,19 @@ def _attr_key(value):
     if isinstance(value, np.ndarray):
         if value.nbytes <= _SMALL:
             return ("tensor", value.dtype.str, value.shape, value.tobytes())
-        return ("array", id(value))
+        return ("array", id(value))  # arrays do not hash; the node holds it, so the id is live
     return value
 
 
 def eliminate_common_subexpressions(graph: Graph) -> bool:
     """Replace a node equal to an earlier one by that one's outputs; True if any did."""
-    seen: dict[tuple, list] = {}
+    seen: dict[tuple, list[Value]] = {}
     kept = []
     changed = False
     for node in graph.nodes:
         key = (
             node.op,
-            tuple(id(v) for v in node.inputs),
+            tuple(node.inputs),
             tuple(sorted((k, _attr_key(v)) for k, v in node.attrs.items() if k != "param")),
             tuple(v.type for v in node.outputs),
         )
