@@ -7,6 +7,8 @@ Export: every conformance case of a new op, at opsets 13, 17 and 21, run by ONNX
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -144,3 +146,110 @@ def test_export_runs_in_onnxruntime(case, opset):
     again = back(*inputs)
     for g, w in zip(again if isinstance(again, tuple) else (again,), want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+# -- blocks of the models people deploy, exported by PyTorch as model zoos do ---------------------------
+def _torch_blocks():
+    torch = pytest.importorskip("torch")
+    nn, F = torch.nn, torch.nn.functional
+
+    class MobileNetV3Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn = nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+            self.se1, self.se2 = nn.Conv2d(8, 4, 1), nn.Conv2d(4, 8, 1)
+
+        def forward(self, x):
+            y = F.hardswish(self.bn(self.conv(x)))
+            return y * F.hardsigmoid(self.se2(F.relu(self.se1(F.adaptive_avg_pool2d(y, 1)))))
+
+    class ShuffleBlock(nn.Module):
+        def forward(self, x):
+            a, b = x.chunk(2, dim=1)
+            x = torch.cat([a, F.silu(b)], 1)
+            n, c, h, w = x.shape
+            return x.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w).mean([2, 3])
+
+    class ConvNeXtBlock(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dw, self.norm = nn.Conv2d(8, 8, 7, padding=3, groups=8), nn.LayerNorm(8)
+            self.fc1, self.fc2 = nn.Linear(8, 32), nn.Linear(32, 8)
+            self.gamma = nn.Parameter(torch.full((8,), 0.5))
+
+        def forward(self, x):
+            y = self.fc2(F.gelu(self.fc1(self.norm(self.dw(x).permute(0, 2, 3, 1))))) * self.gamma
+            return x + y.permute(0, 3, 1, 2)
+
+    class ViTBlock(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.patch = nn.Conv2d(3, 16, 4, 4)
+            self.cls, self.pos = nn.Parameter(torch.randn(1, 1, 16)), nn.Parameter(torch.randn(1, 5, 16))
+            self.encoder = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True, norm_first=True,
+                                                      activation="gelu")
+            self.norm, self.head = nn.LayerNorm(16), nn.Linear(16, 10)
+
+        def forward(self, x):
+            x = self.patch(x).flatten(2).transpose(1, 2)
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + self.pos
+            return self.head(self.norm(self.encoder(x))[:, 0])
+
+    class SwinWindows(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = nn.Parameter(torch.randn(9, 2))
+            self.register_buffer("index", torch.randint(0, 9, (4, 4)))
+
+        def forward(self, x):
+            x = torch.roll(F.pad(x, (0, 0, 0, 1, 0, 1)), (-1, -1), (1, 2))
+            b, h, w, c = x.shape
+            x = x.view(b, h // 2, 2, w // 2, 2, c).permute(0, 1, 3, 2, 4, 5).reshape(-1, 4, c)
+            bias = self.table[self.index.view(-1)].view(4, 4, 2).permute(2, 0, 1)
+            q = x.reshape(-1, 4, 2, c // 2).transpose(1, 2)
+            return F.softmax(q @ q.transpose(-1, -2) + bias, -1) @ q
+
+    class UNetUp(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up, self.bn = nn.ConvTranspose2d(4, 4, 2, 2), nn.BatchNorm2d(4)
+            self.conv, self.gn = nn.Conv2d(8, 2, 3, padding=1), nn.GroupNorm(1, 2)
+
+        def forward(self, x):
+            y = F.relu(self.bn(self.up(F.max_pool2d(x, 2))))
+            z = F.interpolate(F.interpolate(x, scale_factor=2, mode="bilinear"), size=x.shape[2:], mode="nearest")
+            return self.gn(self.conv(F.pad(torch.cat([y, z], 1), (1, 1, 1, 1), mode="reflect")))
+
+    return {
+        "mobilenetv3": (MobileNetV3Block, (1, 3, 8, 8)), "shufflenet": (ShuffleBlock, (1, 4, 4, 4)),
+        "convnext": (ConvNeXtBlock, (1, 8, 6, 6)), "vit": (ViTBlock, (2, 3, 8, 8)),
+        "swin": (SwinWindows, (1, 3, 3, 4)), "unet": (UNetUp, (1, 4, 8, 8)),
+    }
+
+
+BLOCKS = ["mobilenetv3", "shufflenet", "convnext", "vit", "swin", "unet"]
+
+
+@pytest.mark.parametrize("name", BLOCKS)
+def test_torch_exported_blocks_match_onnxruntime(name, tmp_path):
+    torch = pytest.importorskip("torch")
+    make, shape = _torch_blocks()[name]
+    torch.manual_seed(0)
+    model = make().eval()
+    for m in model.modules():  # batch-norm statistics that matter
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+    x = torch.randn(*shape)
+    path = tmp_path / f"{name}.onnx"
+    with warnings.catch_warnings():  # the TorchScript exporter's deprecation notices
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=17)
+    feeds = {onnx.load(str(path)).graph.input[0].name: x.numpy()}
+    want = run_ort(onnx.load(str(path)), feeds)[0]
+    module = lowerkit.onnx.load(str(path))
+    for backend in ("reference", "glow_like", ["nnpack", "glow_like", "reference"]):
+        got = lowerkit.to_backend(module, backend)(x.numpy())
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=str(backend))
+    np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-4, atol=1e-5)
+

@@ -86,8 +86,6 @@ KNOWN_FAILURES: list[tuple[frozenset[str], str, str]] = [
      "exponent is converted; a graph input is not)"),
     (_ALL, r"^test_reduce_(max|min)_(bool_inputs|empty_set(_bool)?)$",
      "bool reductions and max/min over an empty dim (no identity value) are refused"),
-    (_ALL, r"^test_layer_normalization_", "the node tests also ask for LayerNormalization's Mean and InvStdDev "
-     "outputs, which are not imported (Y alone is)"),
     (_ALL, r"^test_convtranspose_3d$", "3-D ConvTranspose is not imported (1-D and 2-D are)"),
     (_ALL, r"^test_wrap_pad$", "Pad mode 'wrap' is not supported (constant, reflect and edge are)"),
     (_ALL, r"^test_resize_.*(cubic|antialias|tf_crop_and_resize|half_pixel_symmetric)",

@@ -305,3 +305,29 @@ def test_conv_transpose2d(rng, case, bias):
                   dilation=dilation, groups=groups)
     theirs = F.conv_transpose2d(t(x), t(w), t(b) if bias else None, stride, padding, out_pad, groups, dilation)
     close(ours, theirs, atol=1e-4)
+
+
+# -- property sweeps ------------------------------------------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_index = st.integers(-9, 9) | st.sampled_from([2**62, -(2**62)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(start=_index, end=_index, step=st.integers(-3, 3).filter(bool), axis=st.integers(-3, 2))
+def test_slice_is_python_slicing(start, end, step, axis):
+    x = np.arange(4 * 6 * 5, dtype=np.float32).reshape(4, 6, 5)
+    index = [slice(None)] * 3
+    index[axis] = slice(start, end, step)
+    ours = run_op("slice", [x], starts=(start,), ends=(end,), axes=(axis,), steps=(step,))
+    np.testing.assert_array_equal(ours, x[tuple(index)])
+
+
+@settings(max_examples=40, deadline=None)
+@given(pads=st.lists(st.integers(0, 3), min_size=4, max_size=4), mode=st.sampled_from(["constant", "reflect", "replicate"]))
+def test_pad_matches_torch(pads, mode):
+    x = np.random.default_rng(1).standard_normal((1, 2, 4, 5)).astype(np.float32)
+    top, left, bottom, right = pads
+    ours = run_op("pad", [x], pads=(0, 0, top, left, 0, 0, bottom, right), mode=mode)
+    close(ours, F.pad(t(x), (left, right, top, bottom), mode=mode))

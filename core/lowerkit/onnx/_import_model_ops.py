@@ -96,10 +96,18 @@ def import_reduce(ctx: ImportContext, node) -> list[Value | None]:
 
 
 # -- normalisation -----------------------------------------------------------------------------------
+def _layer_norm_statistics(ctx: ImportContext, x: Value, axis: int, eps: float) -> tuple[Value, Value]:
+    """LayerNormalization's optional Mean and InvStdDev outputs (kept dims), with basic ops."""
+    dims = tuple(range(axis, x.type.rank))
+    mean = ctx.emit("reduce_mean", [x], {"dims": dims, "keepdim": True}, hint="mean")
+    centered = ctx.emit("sub", [x, mean])
+    var = ctx.emit("reduce_mean", [ctx.emit("mul", [centered, centered])], {"dims": dims, "keepdim": True})
+    std = ctx.emit("sqrt", [ctx.emit("add", [var, ctx.emit_constant(np.array(eps, x.type.numpy_dtype))])])
+    return mean, ctx.emit("div", [ctx.emit_constant(np.array(1, x.type.numpy_dtype)), std], hint="inv_std_dev")
+
+
 @importer("LayerNormalization")
 def import_layer_norm(ctx: ImportContext, node) -> list[Value]:
-    if ctx.output_requested(1) or ctx.output_requested(2):
-        raise ctx.unsupported("the Mean and InvStdDev outputs of LayerNormalization are not supported")
     attrs = ctx.attrs()
     x = ctx.input(0)
     axis = _axis(ctx, int(attrs.get("axis", -1)), x.type.rank)
@@ -111,7 +119,11 @@ def import_layer_norm(ctx: ImportContext, node) -> list[Value]:
             v = ctx.emit("expand", [v], {"shape": normalized})
         if v is not None:
             affine.append(v)
-    return [ctx.emit("layer_norm", [x] + affine, {"axis": axis, "eps": float(attrs.get("epsilon", 1e-5))})]
+    eps = float(attrs.get("epsilon", 1e-5))
+    y = ctx.emit("layer_norm", [x] + affine, {"axis": axis, "eps": eps})
+    if ctx.output_requested(1) or ctx.output_requested(2):
+        return [y, *_layer_norm_statistics(ctx, x, axis, eps)]
+    return [y]
 
 
 @importer("GroupNormalization")

@@ -93,26 +93,8 @@ def decompose_unclaimed(graph: Graph, claimed: Callable[[Node], bool]) -> Graph:
     """
     if not any(n.op in DECOMPOSITIONS and not claimed(n) for n in graph.nodes):
         return graph
-    graph = copy_graph(graph)
+    graph = graph.copy()
     for node in [n for n in graph.nodes if n.op in DECOMPOSITIONS and not claimed(n)]:
         decompose_node(graph, node)
     return graph
 
-
-def copy_graph(graph: Graph) -> Graph:
-    """A copy with fresh values and nodes (attribute arrays are shared: they are read-only)."""
-    new = Graph()
-    mapping: dict[Value, Value] = {}
-
-    def fresh(v: Value) -> Value:
-        new.namespace.reserve(v.name)
-        mapping[v] = Value(v.name, v.type)
-        return mapping[v]
-
-    new.inputs = [fresh(v) for v in graph.inputs]
-    for node in graph.nodes:
-        outputs = [fresh(v) for v in node.outputs]
-        new.nodes.append(Node(node.op, [mapping[v] for v in node.inputs], outputs, dict(node.attrs),
-                              node.debug_handle, node.scope, node.source))
-    new.outputs = [mapping[v] for v in graph.outputs]
-    return new

@@ -26,10 +26,9 @@ __all__ = [
     "mul", "neg", "permute", "relu", "relu6", "reshape", "sigmoid", "softmax", "sqrt", "sub",
     "tanh", "transpose",
 ]
-# The ops of mobile CNNs and transformers live in their own module (absolute import: this
-# file moves into lowerkit/tracing/).
-from lowerkit.tracing.model_ops import *  # noqa: E402,F401,F403
-from lowerkit.tracing.model_ops import __all__ as _model_ops_all  # noqa: E402
+# The ops of mobile CNNs and transformers live in their own module.
+from .model_ops import *  # noqa: E402,F401,F403
+from .model_ops import __all__ as _model_ops_all  # noqa: E402
 
 __all__ += _model_ops_all
 from lowerkit.tracing.train_ops import *  # noqa: E402,F401,F403  (dropout with a seed, one_hot)

@@ -34,7 +34,7 @@ def fuse_bias(graph: Graph) -> bool:
             other = add.inputs[1] if add.inputs[0] is node.output else add.inputs[0]
             bias = const_value(producers.get(other))
             if bias is not None and bias.shape in ((w.shape[1],), (1, w.shape[1])) and add.output.type == node.output.type:
-                _define_before(graph, producers[id(other)], node)
+                _define_before(graph, producers[other], node)
                 node.inputs = node.inputs + [other]
                 node.outputs = list(add.outputs)
                 graph.nodes.remove(add)
