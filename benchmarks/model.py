@@ -70,8 +70,10 @@ def torch_twin(name: str, model, kwargs: dict):
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "models"))
-    from zoo_twins import build_twin, load_weights
+    root = str(Path(__file__).resolve().parent.parent)  # the twins live in the test suite
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from tests.models.zoo_twins import build_twin, load_weights
 
     twin = build_twin(name, kwargs)
     load_weights(twin, model)

@@ -23,7 +23,7 @@ from lowerkit import models
 torch = pytest.importorskip("torch")
 pytest.importorskip("lowerkit_reference")
 
-from zoo_twins import build_twin, load_weights  # noqa: E402
+from tests.models.zoo_twins import build_twin, load_weights  # noqa: E402
 
 PLANS = ("reference", "glow_like", ("nnpack", "glow_like", "reference"))
 BATCH = 2

@@ -115,8 +115,9 @@ def run_demo(
     for row in rows:
         say("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
     say(f"\nsaved files (each loaded back before running) in {out}:")
+    width = max((len(r.path.name) for r in results), default=0)
     for r in results:
-        say(f"  {r.path.name:<32} {r.path.stat().st_size:>12,} bytes")
+        say(f"  {r.path.name:<{width}} {r.path.stat().st_size:>12,} bytes")
     if failed:
         say(f"plans that could not run: {', '.join(failed)}")
     say("all plans match reference" if ok else "some plans differ from reference or could not run!")

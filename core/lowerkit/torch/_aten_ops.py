@@ -318,21 +318,15 @@ def adaptive_avg_pool2d(ctx: ImportContext, x: Any, output_size: Sequence[int]) 
     raise ctx.unsupported(f"adaptive average pooling to {list(size)}; lowerkit pools to 1x1 (global)")
 
 
-def _global_mean(x: Any, dims: list[int], keepdim: bool) -> Any:
-    y = ops.global_avg_pool2d(x)
-    return y if keepdim else ops.reshape(y, _shape(y)[:2])
-
-
 @aten("aten.mean.dim", "aten.mean.default")
 def mean(ctx: ImportContext, x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Any:
     rank = len(_shape(x))
     dims = _dims(dim, rank)
-    if rank == 4 and dims == [2, 3] and not hasattr(ops, "mean"):
-        return _global_mean(x, dims, keepdim)
+    if rank == 4 and dims == [2, 3]:  # spatial mean: the global pooling every CNN backend has
+        y = ops.global_avg_pool2d(x)
+        return y if keepdim else ops.reshape(y, _shape(y)[:2])
     if not hasattr(ops, "mean"):
         raise ctx.unsupported(f"mean over dims {dims} needs lowerkit.ops.mean")
-    if rank == 4 and dims == [2, 3] and keepdim:
-        return ops.global_avg_pool2d(x)
     return ops.mean(x, dim=tuple(dims), keepdim=keepdim)
 
 
