@@ -13,8 +13,8 @@ ratio to PyTorch (> 1: lowerkit slower); threads are limited to --threads for ev
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -34,11 +34,13 @@ CONFIGS = {  # name -> (builder kwargs, image size)
 
 
 def _twins():
-    path = Path(__file__).resolve().parents[1] / "tests" / "models" / "zoo_twins.py"
-    spec = importlib.util.spec_from_file_location("zoo_twins", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """tests/models/zoo_twins.py: the zoo's PyTorch twins (the repository root goes on sys.path)."""
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from tests.models import zoo_twins
+
+    return zoo_twins
 
 
 def _median_time(fn, repeats: int) -> float:
@@ -61,8 +63,9 @@ def bench(name: str, batch: int, repeats: int) -> list[tuple[str, float]]:
     y = rng.integers(0, 10, batch)
     traced = lk.trace(model, x)
     rows = []
-    twin = _twins().build_twin(name, kwargs)
-    _twins().load_weights(twin, model)
+    twins = _twins()
+    twin = twins.build_twin(name, kwargs)
+    twins.load_weights(twin, model)
     twin.train()
     opt = torch.optim.SGD(twin.parameters(), lr=0.01, momentum=0.9)
     tx, ty = torch.from_numpy(x), torch.from_numpy(y)

@@ -10,8 +10,8 @@ import lowerkit as lk
 from lowerkit.autograd import DERIVATIVES
 from lowerkit.opset import all_schemas
 
-from autograd_cases import CASES, Case, torch
-from autograd_helpers import float_inputs, rel_error, run_grad, single_op_module
+from tests.autograd.autograd_cases import CASES, Case, torch
+from tests.autograd.autograd_helpers import float_inputs, rel_error, run_grad, single_op_module
 
 pytest.importorskip("lowerkit_reference")
 

@@ -4,9 +4,7 @@ weights, on the reference backend and partitioned over ["nnpack", "glow_like", "
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +12,7 @@ import pytest
 import lowerkit as lk
 from lowerkit import models
 
-from autograd_helpers import rel_error
+from tests.autograd.autograd_helpers import rel_error
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("lowerkit_reference")
@@ -27,11 +25,9 @@ CONFIGS = {  # name -> (builder kwargs, input size)
 
 
 def _twins():
-    path = Path(__file__).resolve().parents[1] / "models" / "zoo_twins.py"
-    spec = importlib.util.spec_from_file_location("zoo_twins_for_autograd", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from tests.models import zoo_twins  # imports torch: only after the importorskip above
+
+    return zoo_twins
 
 
 @pytest.fixture(scope="module", params=sorted(CONFIGS))

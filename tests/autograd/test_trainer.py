@@ -12,7 +12,7 @@ import lowerkit as lk
 from lowerkit import nn
 from lowerkit.tracing import ops
 
-from autograd_helpers import rel_error
+from tests.autograd.autograd_helpers import rel_error
 
 torch = pytest.importorskip("torch")
 reference = pytest.importorskip("lowerkit_reference")

@@ -3,9 +3,9 @@
 - :data:`DERIVATIVES`: one entry per differentiable op, its vector-Jacobian product written
   as lowerkit ops (``rules_*.py``); :func:`derivative` adds one.
 - :func:`grad`: a module with ``f"{method}_grad"`` (inputs, cotangents -> outputs, gradients).
-- losses (:func:`cross_entropy`, :func:`mse`) and optimizers (:class:`SGD`, :class:`Adam`) as
-  graph code; :class:`Trainer` (defined in :mod:`lowerkit.training`, above lowering) runs one
-  lowered training step per call.
+- losses (:data:`cross_entropy`, :data:`mse`), optimizers (:class:`SGD`, :class:`Adam`) and
+  :func:`training_step` as graph code; ``Trainer`` runs one lowered training step per call. It
+  lives in :mod:`lowerkit.training` (it lowers, a floor above this one), which installs it here.
 """
 
 from __future__ import annotations
@@ -21,14 +21,21 @@ from .train_graph import TrainStep, training_step
 
 __all__ = [
     "DERIVATIVES", "Adam", "CrossEntropy", "Derivative", "MeanSquaredError", "SGD", "TrainStep", "Trainer",
-    "cross_entropy", "derivative", "grad", "missing_entries", "mse", "training_step",
+    "cross_entropy", "derivative", "grad", "install", "missing_entries", "mse", "training_step",
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # Trainer lowers to backends, a layer above this package: imported on first use only.
-    if name == "Trainer":
-        from ..training import Trainer
+_INSTALLED: dict[str, Any] = {}
 
-        return Trainer
+
+def install(**names: Any) -> None:
+    """Make names of the floors above available here: ``lowerkit.training`` installs ``Trainer``."""
+    _INSTALLED.update(names)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _INSTALLED:
+        return _INSTALLED[name]
+    if name == "Trainer":
+        raise AttributeError("lowerkit.autograd.Trainer is installed by lowerkit.training (import lowerkit)")
     raise AttributeError(f"module 'lowerkit.autograd' has no attribute {name!r}")

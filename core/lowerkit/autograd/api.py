@@ -10,7 +10,6 @@ from ..ir.module import GraphMethod, Module, graph_of
 from ..ir.node import Value
 from ..ir.types import TensorType
 from ..ir.verify import verify_module
-from ..opset.decompose import copy_graph
 from .reverse import append_backward, decompose_undifferentiable
 from .inline import inline_calls
 
@@ -33,7 +32,7 @@ def grad(module: Module, method: str = "forward", wrt: Sequence[str] | None = No
     if target in module.methods:
         raise InputError(f"{module.name} already has a method {target!r}; grad would replace it")
     names = _wrt_names(module, method, source, wrt)
-    graph = inline_calls(copy_graph(source), module, method)
+    graph = inline_calls(source.copy(), module, method)
     decompose_undifferentiable(graph)
     outputs = list(graph.outputs)
     sources = [_wrt_values(module, graph, name) for name in names]

@@ -23,7 +23,6 @@ from ..ir.node import Value
 from ..ir.types import TensorType
 from ..ir.verify import verify_module
 from ..opset import FLOAT_DTYPES
-from ..opset.decompose import copy_graph
 from .builder import Emitter, OpBuilder
 from .inline import inline_calls
 from .losses import get_loss
@@ -46,7 +45,7 @@ def training_step(module: Module, *, loss: object, optimizer: object, method: st
                   batch_norm_momentum: float = 0.1) -> TrainStep:
     """Build the training step of ``module.method`` (see the module docstring)."""
     loss_fn = get_loss(loss)
-    graph = inline_calls(copy_graph(graph_of(module, method)), module, method)
+    graph = inline_calls(graph_of(module, method).copy(), module, method)
     decompose_undifferentiable(graph)
     if not graph.outputs:
         raise InputError(f"method {method!r} returns nothing to compute a loss of")

@@ -1,7 +1,7 @@
-"""``lowerkit.autograd.Trainer``: run training steps lowered to backends.
+"""``Trainer``: run training steps lowered to backends.
 
-It lives here, above lowering, because it lowers the step it builds; ``lowerkit.autograd``
-re-exports it lazily. The step itself is graph code from :mod:`lowerkit.autograd.train_graph`.
+The step is graph code from :mod:`lowerkit.autograd.train_graph`; the Trainer lowers it, so it
+lives above lowering (and is installed into ``lowerkit.autograd`` as ``Trainer``).
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from .autograd.optim import SGD
-from .autograd.train_graph import TrainStep, training_step
-from .errors import InputError
-from .ir.module import Module
-from .lowering.to_backend import to_backend
+from ..autograd.optim import SGD
+from ..autograd.train_graph import TrainStep, training_step
+from ..errors import InputError
+from ..ir.module import Module
+from ..lowering.to_backend import to_backend
 
 __all__ = ["Trainer"]
 
