@@ -21,7 +21,7 @@ import lowerkit  # noqa: E402
 import lowerkit.onnx  # noqa: E402
 from lowerkit.testing.cases import OP_CASES, case_module  # noqa: E402
 
-from onnx_helpers import make_model, rand, run_ort  # noqa: E402
+from tests.onnx.onnx_helpers import make_model, rand, run_ort  # noqa: E402
 
 node = helper.make_node
 I64 = np.int64

@@ -138,9 +138,10 @@ def _input_grad(d: Vjp, node: Node, index: int) -> Value:
         raise LowerkitError(f"derivative entry of {node.op!r} has no rule for input {name!r} ({node.where()})")
     names, rule = found
     result = rule(d)
-    if get_schema(node.op).variadic and name == names[-1] and name == get_schema(node.op).inputs[-1]:
-        result = result[index - (len(get_schema(node.op).inputs) - 1)]
-    elif len(names) > 1:
+    schema = get_schema(node.op)
+    if schema.variadic and name == schema.inputs[-1]:  # one gradient per operand of the variadic input
+        result = result[index - (len(schema.inputs) - 1)]
+    elif len(names) > 1:  # a rule for several inputs returns their gradients in its key's order
         result = result[names.index(name)]
     if result.type != node.inputs[index].type:
         raise LowerkitError(
