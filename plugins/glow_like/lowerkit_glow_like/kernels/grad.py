@@ -31,6 +31,9 @@ def fill_columns(col: np.ndarray, image: np.ndarray, tap_list: list[Tap], out_hw
         dst[:, t.oh0 : t.oh1, t.ow0 : t.ow1] = image[:, t.rows, t.cols]
 
 
+WEIGHT_GRAD_COLUMNS = 1 << 23  # im2col elements per chunk of images (32 MB of float32)
+
+
 def _geometry(attrs):
     return (
         tuple(attrs.get("stride", (1, 1))),
@@ -50,15 +53,23 @@ def _weight_grad(inputs, outputs, attrs, scratch):
     ocg = oc // groups
     tap_list = taps((h, w), (oh, ow), (kh, kw), stride, padding, dilation)
 
+    k, p = cg * kh * kw, oh * ow
+    # Images share one GEMM per chunk: accumulating a full weight-sized product per image
+    # costs more than the GEMM itself when the output is small (deep layers, P ~ 1).
+    chunk = max(1, min(n, WEIGHT_GRAD_COLUMNS // max(1, k * p)))
+
     def run():
-        col = np.empty((cg, kh, kw, oh, ow), dtype=x.dtype)
-        acc = np.zeros((groups, ocg, cg * kh * kw), dtype=np.float64)
-        for i in range(n):
-            for g in range(groups):
-                fill_columns(col, x[i, g * cg : (g + 1) * cg], tap_list, (oh, ow))
-                dyg = dy[i, g * ocg : (g + 1) * ocg].reshape(ocg, oh * ow)
-                acc[g] += dyg @ col.reshape(-1, oh * ow).T
-        np.copyto(out, acc.reshape(out.shape), casting="unsafe")
+        for g in range(groups):
+            acc = None
+            for i0 in range(0, n, chunk):
+                images = range(i0, min(n, i0 + chunk))
+                cols = np.empty((len(images), cg, kh, kw, oh, ow), dtype=x.dtype)
+                for j, i in enumerate(images):
+                    fill_columns(cols[j], x[i, g * cg : (g + 1) * cg], tap_list, (oh, ow))
+                dyg = dy[i0 : i0 + len(images), g * ocg : (g + 1) * ocg].reshape(len(images), ocg, p)
+                part = np.tensordot(dyg, cols.reshape(len(images), k, p), axes=([0, 2], [0, 2]))  # [OCg, K]
+                acc = part if acc is None else acc + part
+            np.copyto(out[g * ocg : (g + 1) * ocg], acc.reshape(ocg, cg, kh, kw), casting="unsafe")
 
     return run
 
