@@ -16,7 +16,9 @@ import numpy as np
 from ..ir.graph import Graph
 from ..ir.node import Node, Value
 from ..ir.types import TensorType
-from ..opset import get_schema
+from ..errors import LowerkitError
+from ..opset import ShapeError, get_schema
+
 
 class Emitter:
     """Appends nodes to the backward graph with fresh debug handles and a forward node's scope."""
@@ -28,11 +30,15 @@ class Emitter:
     def emit(self, op: str, inputs: Sequence[Value], attrs: dict[str, Any], *, like: Node | None,
              hint: str) -> list[Value]:
         schema = get_schema(op)
-        normalized = schema.normalize_attrs(attrs)
-        if op == "constant":
-            types = [TensorType.of(normalized["value"])]
-        else:
-            types = schema.infer([v.type for v in inputs], normalized)
+        try:
+            normalized = schema.normalize_attrs(attrs)
+            if op == "constant":
+                types = [TensorType.of(normalized["value"])]
+            else:
+                types = schema.infer([v.type for v in inputs], normalized)
+        except (ShapeError, TypeError, ValueError) as err:  # a derivative rule built a bad node
+            where = f" for {like.where()}" if like is not None else ""
+            raise LowerkitError(f"backward op {op}{where} is ill-formed: {err}") from None
         node = self.graph.add_node(
             op, list(inputs), types, normalized, output_hints=[hint] * len(types),
             debug_handle=self.next_handle, scope=like.scope if like else "",
@@ -54,7 +60,7 @@ class OpBuilder:
     # -- emitting ---------------------------------------------------------------------
     def emit(self, op: str, *inputs: Value, **attrs: Any) -> Any:
         """Append ``op(inputs, **attrs)``; returns its output (a tuple for several)."""
-        key = (op, tuple(id(v) for v in inputs), _attr_key(attrs))
+        key = (op, tuple(inputs), _attr_key(attrs))  # values hash by identity
         outputs = self._memo.get(key)
         if outputs is None:
             outputs = self._emitter.emit(op, inputs, attrs, like=self._like, hint=self._hint)
