@@ -77,6 +77,7 @@ EXAMPLES.update({
     "erf": (*_UNARY, None),
     "pow": (*_BIN, None),
     "where": ([T("bool", 2, 1), T("f32", 2, 3), T("f32", 3)], {}, None),
+    "cast": ([T("f32", 2, 3)], {"dtype": "i64"}, None),
     "reduce_mean": ([T("f32", 2, 3, 4)], {"dims": (1, -1), "keepdim": True}, None),
     "reduce_sum": ([T("f32", 2, 3, 4)], {"dims": (0,)}, None),
     "reduce_max": ([T("f32", 2, 3, 4)], {}, None),

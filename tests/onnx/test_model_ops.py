@@ -34,6 +34,8 @@ IMPORTS = [
     ("erf", [node("Erf", ["x"], ["y"])], [("x", [2, 3, 4])], {}, 13),
     ("gelu-20", [node("Gelu", ["x"], ["y"], approximate="tanh")], [("x", [2, 3])], {}, 20),
     ("pow", [node("Pow", ["x", "e"], ["y"])], [("x", [2, 3])], {"e": np.array(2, I64)}, 17),
+    ("cast", [node("Cast", ["x"], ["c"], to=onnx.TensorProto.FLOAT16), node("Cast", ["c"], ["y"], to=1)],
+     [("x", [2, 3])], {}, 19),
     ("where", [node("Where", ["c", "x", "z"], ["y"])], [("x", [2, 3]), ("z", [3])],
      {"c": np.array([[True, False, True], [False, False, True]])}, 17),
     ("reducemean-attr", [node("ReduceMean", ["x"], ["y"], axes=[2, 3], keepdims=1)], [("x", [1, 3, 4, 5])], {}, 13),
@@ -124,7 +126,7 @@ def test_unsupported_configurations_are_named():
 NEW_OPS = {
     "hardsigmoid", "hardswish", "silu", "gelu", "erf", "pow", "where", "reduce_mean", "reduce_sum", "reduce_max",
     "reduce_min", "layer_norm", "group_norm", "slice", "split", "gather", "pad", "expand", "interpolate",
-    "scaled_dot_product_attention", "conv_transpose2d",
+    "scaled_dot_product_attention", "conv_transpose2d", "cast",
 }
 EXPORT_CASES = [c for c in OP_CASES if c.op in NEW_OPS]
 

@@ -81,7 +81,8 @@ KNOWN_FAILURES: list[tuple[frozenset[str], str, str]] = [
     (_ALL, r"^test_training_dropout(_default|_mask|_default_mask)$",
      "training-mode Dropout with a non-zero ratio is random; inference only"),
     # The ops of mobile CNNs and transformers (issue 13).
-    (_ALL, r"^test_cast_", "Cast to another dtype is not imported (only Cast to the same dtype, and folded shape casts)"),
+    (_ALL, r"^test_cast_", "onnx generates the Cast node tests at opset 28, beyond the importer's range (7-25); "
+     "Cast itself imports (tests/onnx/test_model_ops.py)"),
     (_ALL, r"^test_pow_types_", "Pow with operands of two dtypes: lowerkit's pow takes one float dtype (a constant "
      "exponent is converted; a graph input is not)"),
     (_ALL, r"^test_reduce_(max|min)_(bool_inputs|empty_set(_bool)?)$",

@@ -82,6 +82,21 @@ def test_pow_and_where(rng):
     close(run_op("where", [cond, x, y]), torch.where(t(cond), t(x), t(y)))
 
 
+@pytest.mark.parametrize("dtype", ["f16", "f64", "i64", "i32", "u8", "bool"])
+def test_cast(rng, dtype):
+    from lowerkit.ir import DTYPES
+
+    x = rand(rng, 3, 4) * 10
+    x.flat[:2] = [-0.0, 0.0]
+    torch_dtype = {"f16": torch.float16, "f64": torch.float64, "i64": torch.int64, "i32": torch.int32,
+                   "u8": torch.uint8, "bool": torch.bool}[dtype]
+    if dtype == "u8":
+        x = np.abs(x)  # negative floats to uint8 are undefined in both
+    ours = run_op("cast", [x], dtype=dtype)
+    assert ours.dtype == DTYPES[dtype]
+    np.testing.assert_array_equal(ours, t(x).to(torch_dtype).numpy())
+
+
 # -- reductions -----------------------------------------------------------------------------
 REDUCTIONS = {
     "reduce_mean": lambda x, d, k: torch.mean(x, dim=d, keepdim=k),

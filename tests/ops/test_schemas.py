@@ -41,7 +41,7 @@ EXPECTED_OPS = {
 EXPECTED_OPS |= {
     "hardsigmoid", "hardswish", "silu", "gelu", "erf", "pow", "where", "reduce_mean", "reduce_sum",
     "reduce_max", "reduce_min", "layer_norm", "group_norm", "slice", "split", "gather", "pad", "expand",
-    "interpolate", "scaled_dot_product_attention", "conv_transpose2d",
+    "interpolate", "scaled_dot_product_attention", "conv_transpose2d", "cast",
 }
 
 # The backward and training ops of lowerkit.autograd (issue 15).

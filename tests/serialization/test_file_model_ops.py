@@ -14,7 +14,7 @@ pytest.importorskip("lowerkit_reference")
 NEW_OPS = {
     "hardsigmoid", "hardswish", "silu", "gelu", "erf", "pow", "where", "reduce_mean", "reduce_sum", "reduce_max",
     "reduce_min", "layer_norm", "group_norm", "slice", "split", "gather", "pad", "expand", "interpolate",
-    "scaled_dot_product_attention", "conv_transpose2d",
+    "scaled_dot_product_attention", "conv_transpose2d", "cast",
 }
 CASES = [c for c in OP_CASES if c.op in NEW_OPS]
 _INSTALLED = {b.name for b in lk.backends(check=False) if b.error is None}

@@ -36,6 +36,13 @@ def export_simple(ctx: ExportContext, node: Node) -> None:
     ctx.add_node(_SIMPLE[node.op], [ctx.name(v) for v in node.inputs], [ctx.output()])
 
 
+@exporter("cast")
+def export_cast(ctx: ExportContext, node: Node) -> None:
+    from ._types import DTYPE_TO_ONNX
+
+    ctx.add_node("Cast", [ctx.name(node.inputs[0])], [ctx.output()], to=int(DTYPE_TO_ONNX[node.attrs["dtype"]]))
+
+
 # -- activations ------------------------------------------------------------------------------------
 @exporter("hardsigmoid")
 def export_hardsigmoid(ctx: ExportContext, node: Node) -> None:

@@ -68,13 +68,16 @@ def import_where(ctx: ImportContext, node) -> list[Value]:
 
 @importer("Cast")
 def import_cast(ctx: ImportContext, node) -> list[Value | None]:
-    from ._types import ONNX_TO_DTYPE
+    from ._types import ONNX_TO_DTYPE, onnx_type_name
 
     x = ctx.input(0)
-    target = ONNX_TO_DTYPE.get(int(ctx.attrs()["to"]))
-    if target != x.type.dtype:
-        raise ctx.unsupported(f"Cast of a computed {x.type} to another dtype ({target}) is not supported")
-    return _alias(ctx, node)
+    to = int(ctx.attrs()["to"])
+    target = ONNX_TO_DTYPE.get(to)
+    if target is None:
+        raise ctx.unsupported(f"Cast to {onnx_type_name(to)}, a dtype lowerkit lacks")
+    if target == x.type.dtype:
+        return _alias(ctx, node)
+    return [ctx.emit("cast", [x], {"dtype": target})]
 
 
 # -- reductions ------------------------------------------------------------------------------------

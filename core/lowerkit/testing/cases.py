@@ -139,6 +139,8 @@ OP_CASES += (
     _case("conv_transpose2d", "conv_transpose2d", [_i((1, 4, 5, 5)), _p((4, 3, 3, 3)), _p((3,))], basic=True),
     _case("conv_transpose2d-stride2-groups", "conv_transpose2d", [_i((1, 4, 4, 5)), _p((4, 2, 3, 3))],
           {"stride": [2, 2], "padding": [1, 0, 1, 1], "output_padding": [1, 0], "groups": 2}),
+    _case("cast", "cast", [_i(_X)], {"dtype": "f32"}, basic=True),  # float32-only backends claim this one
+    _case("cast-f16", "cast", [_i(_X)], {"dtype": "f16"}),
     _case("matmul-batched", "matmul", [_i((2, 1, 4, 5)), _i((3, 5, 2))]),
     _case("softmax-dim1", "softmax", [_i(_IMG)], {"dim": 1}),
 )

@@ -20,7 +20,7 @@ from .state import current_builder
 from .tensor import TracedTensor
 
 __all__ = [
-    "amax", "amin", "broadcast_to", "channel_shuffle", "chunk", "conv_transpose2d", "erf", "expand",
+    "amax", "amin", "broadcast_to", "cast", "channel_shuffle", "chunk", "conv_transpose2d", "erf", "expand",
     "gelu", "group_norm", "hardsigmoid", "hardswish", "index_select", "interpolate", "layer_norm",
     "max", "mean", "min", "narrow", "pad", "pow", "scaled_dot_product_attention", "select", "silu",
     "slice", "split", "squeeze", "sum", "unsqueeze", "where",
@@ -112,6 +112,19 @@ def where(condition: Tensor, input: Tensor | float, other: Tensor | float) -> Tr
         other_value = builder.value_of(other, input_value.type, what="where other")
     cond = builder.value_of(condition, what="where condition")
     return builder.wrap(builder.emit("where", [cond, input_value, other_value], {}).outputs[0])
+
+
+def cast(input: Tensor, dtype: Any) -> TracedTensor:
+    """``input`` converted to ``dtype`` (a numpy dtype or lowerkit's short name: "f16", "i64", ...),
+    as ``Tensor.to(dtype)``."""
+    from ..ir.types import DTYPES, dtype_name
+
+    try:
+        name = dtype if isinstance(dtype, str) and dtype in DTYPES else dtype_name(np.dtype(dtype))
+    except (TypeError, ValueError):
+        raise InputError(f"lowerkit.ops.cast: dtype must be one of {sorted(DTYPES)} or a numpy dtype, "
+                         f"got {dtype!r}") from None
+    return _apply("cast", "cast", [input], {"dtype": name})
 
 
 # -- reductions ---------------------------------------------------------------------------------

@@ -123,3 +123,14 @@ def _pow(inputs, outputs, attrs, scratch):
 def _where(inputs, outputs, attrs, scratch):
     (cond, a, b), (out,) = inputs, outputs
     return lambda: np.copyto(out, np.where(cond, a, b))
+
+
+@kernel("cast")
+def _cast(inputs, outputs, attrs, scratch):
+    (x,), (out,) = inputs, outputs
+
+    def run():
+        with np.errstate(invalid="ignore", over="ignore"):
+            np.copyto(out, x, casting="unsafe")
+
+    return run

@@ -52,7 +52,15 @@ def where(args, attrs):
     return np.where(args[0], args[1], args[2])
 
 
+def cast(args, attrs):
+    from lowerkit.ir import DTYPES
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        return args[0].astype(DTYPES[attrs["dtype"]])
+
+
 KERNELS = {
+    "cast": cast,
     "hardsigmoid": hardsigmoid, "hardswish": hardswish, "silu": silu, "gelu": gelu, "erf": erf,
     "pow": pow_, "where": where,
 }
