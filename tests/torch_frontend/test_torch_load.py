@@ -157,7 +157,8 @@ class Mixed(nn.Module):
         mask = torch.arange(x.shape[-1]) % 2 == 0
         y = torch.where(mask, x, x * 2) ** torch.full_like(x, 2.0) + 2 ** x + torch.zeros_like(x)
         y = y.unsqueeze(1).squeeze(1).transpose(0, 1).contiguous().t()
-        return y.sum(-1, keepdim=True) - y.amax(0) + torch.rsqrt(y + 1).mean()
+        y = y.sum(-1, keepdim=True) - y.amax(0) + torch.rsqrt(y + 1).mean()
+        return (y.to(torch.float64) * 2).to(torch.float32) + x.long().float()
 
 
 def test_shape_constants_folding_and_small_ops():
@@ -166,7 +167,7 @@ def test_shape_constants_folding_and_small_ops():
     with torch.no_grad():
         np.testing.assert_allclose(m(x.numpy()), Mixed()(x).numpy(), rtol=1e-5, atol=1e-6)
     ops = {n.op for n in lk.graph_of(m).nodes}
-    assert {"where", "pow", "reduce_sum", "reduce_max"} <= ops
+    assert {"where", "pow", "reduce_sum", "reduce_max", "cast"} <= ops
     assert "arange" not in str(m)  # evaluated at import time, a constant mask
 
 

@@ -79,11 +79,14 @@ def dropout(ctx: ImportContext, x: Any, p: float = 0.5, train: bool = False) -> 
     return x
 
 
-@aten("aten._to_copy.default")
-def to_copy(ctx: ImportContext, x: Any, dtype: Any = None, **kwargs: Any) -> Any:
-    if dtype is not None and str(dtype) != f"torch.{np.dtype(x.dtype).name}":
-        raise ctx.unsupported(f"a dtype conversion to {dtype}; lowerkit has no cast op")
-    return x
+@aten("aten._to_copy.default", "aten.to.dtype")
+def to_copy(ctx: ImportContext, x: Any, dtype: Any = None, *args: Any, **kwargs: Any) -> Any:
+    if dtype is None or str(dtype) == f"torch.{np.dtype(x.dtype).name}":
+        return x  # a copy (device, layout): nothing at inference
+    target = getattr(np, str(dtype).removeprefix("torch."), None)
+    if target is None or not hasattr(ops, "cast"):
+        raise ctx.unsupported(f"a dtype conversion to {dtype}")
+    return ops.cast(x, np.dtype(target))
 
 
 # -- element-wise ----------------------------------------------------------------------------------
