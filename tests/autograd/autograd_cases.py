@@ -231,3 +231,4 @@ for i, (hw, kwargs, attrs) in enumerate([
      {"size": (7, 9), "scales": (7 / 4, 9 / 5), "mode": "linear", "coordinate_transformation_mode": "align_corners"}),
 ]):
     case(str(i), "interpolate", [r(2, 3, *hw)], attrs, lambda x, kw=kwargs: F.interpolate(x, **kw))
+case("f64", "cast", [r(2, 3)], {"dtype": "f64"}, lambda x: x.to(torch.float64))

@@ -64,3 +64,4 @@ derivative("hardsigmoid",
 derivative("hardswish", x=lambda d: d.emit("hardswish_grad", d.x, d.grad), doc="hardswish_grad")
 derivative("gelu", x=lambda d: d.emit("gelu_grad", d.x, d.grad, approximate=d.attrs["approximate"]),
            doc="gelu_grad")
+derivative("cast", x=lambda d: d.emit("cast", d.grad, dtype=d.x.type.dtype), doc="g cast back to x's dtype")
