@@ -130,3 +130,14 @@ def test_trainer_is_installed_from_the_training_floor():
     from lowerkit.training import Trainer
 
     assert lk.autograd.Trainer is Trainer
+
+
+def test_entries_name_the_ops_inputs():
+    from lowerkit.autograd import DERIVATIVES, derivative
+
+    with pytest.raises(ValueError, match=r"derivative entry of 'hardswish_grad' names inputs \['y'\] "
+                       r"\(unknown: \['y'\]\); the op's inputs are \['x', 'grad'\]"):
+        derivative("hardswish_grad", y=lambda d: d.grad)
+    with pytest.raises(ValueError, match=r"op 'relu' has two derivative entries"):
+        derivative("relu", x=lambda d: d.grad)
+    assert "hardswish_grad" not in DERIVATIVES

@@ -13,8 +13,10 @@ Entries live in the ``rules_*`` modules of this package, one per op family.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from ..opset import get_schema
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..ir.node import Value
@@ -31,7 +33,7 @@ class Derivative:
     rules: Mapping[tuple[str, ...], Rule]
     nondifferentiable: tuple[str, ...] = ()
     doc: str = ""
-    inputs: tuple[str, ...] = field(default=())
+    inputs: tuple[str, ...] = ()  # every input some rule covers, in rule order
 
     def rule_for(self, name: str) -> tuple[tuple[str, ...], Rule] | None:
         for names, rule in self.rules.items():
@@ -53,6 +55,11 @@ def derivative(op: str, rules: Mapping[str | tuple[str, ...], Rule] | None = Non
     for key, rule in {**(rules or {}), **by_input}.items():
         table[(key,) if isinstance(key, str) else tuple(key)] = rule
     names = tuple(n for key in table for n in key)
+    known = get_schema(op).inputs  # KeyError for an op that is not registered
+    unknown = [n for n in names + tuple(nondifferentiable) if n not in known]
+    if unknown or len(set(names)) != len(names):
+        raise ValueError(f"derivative entry of {op!r} names inputs {list(names)} (unknown: {unknown}); "
+                         f"the op's inputs are {list(known)}, each in one rule")
     entry = Derivative(op, table, tuple(nondifferentiable), doc, names)
     DERIVATIVES[op] = entry
     return entry
