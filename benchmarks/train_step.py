@@ -90,11 +90,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small CNN and ResNet-18 at batch 8")
     parser.add_argument("--threads", type=int, default=1, help="BLAS/torch threads for every engine")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--model", choices=sorted(CONFIGS), action="append", help="only these models (repeatable)")
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
-    names = ["small_cnn", "resnet18"] if args.quick else list(CONFIGS)
+    names = args.model or (["small_cnn", "resnet18"] if args.quick else list(CONFIGS))
     batches = [8] if args.quick else [8, 32]
     with threadpool_limits(args.threads):
         blas = ", ".join(f"{i['internal_api']} {i.get('version')}" for i in threadpool_info())

@@ -24,3 +24,22 @@ def test_weight_grad_chunks_match_reference(columns, monkeypatch):
     want = module.run("forward", x, dy)
     got = lk.to_backend(module, "glow_like").run("forward", x, dy)
     assert rel_error(got, want) < 1e-5
+
+
+@pytest.mark.parametrize("groups, cg, ocg", [(4, 1, 1), (2, 2, 3), (3, 1, 2)])  # depthwise, grouped, multiplier
+@pytest.mark.parametrize("op", ["conv2d_input_grad", "conv2d_weight_grad"])
+def test_grouped_gradients_match_reference(op, groups, cg, ocg):
+    rng = np.random.default_rng(1)
+    xs, ws = (2, groups * cg, 9, 8), (groups * ocg, cg, 3, 2)
+    geometry = {"stride": (2, 1), "padding": (1, 0, 2, 1), "dilation": (1, 2), "groups": groups}
+    oh = (9 + 3 - 1 * 2 - 1) // 2 + 1
+    ow = (8 + 1 - 2 * 1 - 1) // 1 + 1
+    dy = rng.standard_normal((2, groups * ocg, oh, ow)).astype(np.float32)
+    if op == "conv2d_input_grad":
+        arrays, attrs = [rng.standard_normal(ws).astype(np.float32), dy], {"input_size": xs, **geometry}
+    else:
+        arrays, attrs = [rng.standard_normal(xs).astype(np.float32), dy], {"weight_size": ws, **geometry}
+    module = single_op_module(op, arrays, attrs)
+    want = module.run("forward", *arrays)
+    got = lk.to_backend(module, "glow_like").run("forward", *arrays)
+    assert rel_error(got, want) < 1e-5
