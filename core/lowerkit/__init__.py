@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from . import nn
+from . import autograd, nn, training  # training installs lowerkit.autograd.Trainer
 from .backend import hookspecs
 from .backend.hookspecs import Unsupported, hookimpl
 from .backend.profile import profile
@@ -52,6 +52,7 @@ __all__ = [
     "PartitionedModule",
     "PluginError",
     "UnsupportedOperatorError",
+    "autograd",
     "Unsupported",
     "backends",
     "bench",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from . import conv, elementwise, linear, norm, pool, shape, softmax, structural  # noqa: F401  (register ops)
 from . import activation, arith, attention, conv_transpose, indexing, normalization, reduce, resize  # noqa: F401
+from . import grad, training  # noqa: F401  (backward and training ops, for lowerkit.autograd)
 from ._checks import FLOAT_DTYPES, MAX_WINDOW, conv_output_size, pool_output_size
 from .check import check_op_types
 from .registry import REQUIRED, AttrSpec, OpSchema, ShapeError, all_schemas, get_schema, has_schema, register

@@ -44,7 +44,7 @@ class Executable:
 
     def __init__(self, program: Program) -> None:
         self.program = program
-        self.constants = [np.ascontiguousarray(c) for c in program.constants]
+        self.constants = [np.asarray(c, order="C") for c in program.constants]  # keeps 0-d arrays 0-d
         for c in self.constants:
             c.flags.writeable = False
         # Derived constants (widened or transformed weights), computed once, shared by threads.
