@@ -8,6 +8,11 @@ stride-1 gradient kernels against PyTorch's CPU backward.
     python benchmarks/conv.py --quick      # a minute: batch 1, four layers
     python benchmarks/conv.py              # full table (a few minutes on 2 cores)
     python benchmarks/conv.py --markdown   # the same, as the tables in docs/nnpack.md
+    python benchmarks/conv.py --quick --no-dense --no-gradients   # the depthwise table only
+
+Every table has ONNX Runtime and OpenVINO columns (the same one-node ONNX model; see peers.py).
+The depthwise table (MobileNet/EfficientNet layers) compares nnpack's depthwise extension and
+glow_like (a lowered one-conv module, call overhead included) with the peers.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from lowerkit_nnpack.conv import Conv2d, RunOptions
 from lowerkit_nnpack.geometry import ConvGeometry, GeometryError
 from lowerkit_nnpack.grad import Conv2dInputGrad, Conv2dWeightGrad
 from lowerkit_nnpack.selection import nnpack_rules
+from conv_depthwise import depthwise_table
+from peers import conv_model, onnxruntime_runner, openvino_runner, openvino_version
 
 ALGORITHMS = ("wt8x8", "wt6x6", "wt4x4", "ft8x8", "ft16x16", "implicit_gemm", "direct")
 
@@ -96,23 +103,18 @@ def im2col_baseline(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.n
 def onnxruntime_conv(x: np.ndarray, w: np.ndarray, stride: int, pad: int, threads: int):
     """A one-node ONNX model (Conv, weight as initializer) in an ONNX Runtime session, or None."""
     try:
-        import onnxruntime as ort
-        from onnx import TensorProto, helper, numpy_helper
+        run = onnxruntime_runner(conv_model(x.shape, w, stride, pad), {"x": x}, threads)
     except ImportError:
         return None
-    oc, c, kh, kw = w.shape
-    node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[kh, kw], strides=[stride] * 2, pads=[pad] * 4)
-    graph = helper.make_graph(
-        [node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [numpy_helper.from_array(w, "w")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = min(model.ir_version, 9)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return lambda: session.run(None, {"x": x})[0]
+    return run
+
+
+def openvino_conv(x: np.ndarray, w: np.ndarray, stride: int, pad: int, threads: int):
+    """The same one-node ONNX model compiled by OpenVINO's CPU plugin, or None."""
+    try:
+        return openvino_runner(conv_model(x.shape, w, stride, pad), {"x": x}, threads)
+    except ImportError:
+        return None
 
 
 def torch_module():
@@ -169,6 +171,9 @@ def forward_table(layers: list[Layer], batches: list[int], args) -> list[dict]:
             ort = onnxruntime_conv(x, w, layer.stride, layer.pad, cores)
             if ort is not None:
                 engines.append(("onnxruntime", ort, None))
+            ov = openvino_conv(x, w, layer.stride, layer.pad, cores)
+            if ov is not None:
+                engines.append(("openvino", ov, None))
             if torch is not None:
                 xt, wt = torch.from_numpy(x), torch.from_numpy(w)
 
@@ -190,6 +195,7 @@ def forward_table(layers: list[Layer], batches: list[int], args) -> list[dict]:
                             value = gf(timeit(fn, args.budget, args.reps))
                     row[key] = max(row.get(key, 0.0), value)
             row.setdefault("onnxruntime", float("nan"))
+            row.setdefault("openvino", float("nan"))
             row.setdefault("torch", float("nan"))
             row["nnpack_rules_is"] = nnpack_rules(geom)
             row["nnpack_rules"] = row[row["nnpack_rules_is"]]
@@ -198,33 +204,34 @@ def forward_table(layers: list[Layer], batches: list[int], args) -> list[dict]:
     return rows
 
 
-COLUMNS = ["wt8x8", "wt6x6", "wt4x4", "ft8x8", "ft16x16", "implicit_gemm", "direct", "auto", "im2col", "onnxruntime", "torch"]
+COLUMNS = ["wt8x8", "wt6x6", "wt4x4", "ft8x8", "ft16x16", "implicit_gemm", "direct", "auto", "im2col", "onnxruntime",
+           "openvino", "torch"]
 
 
 def print_header(markdown: bool) -> None:
-    cols = ["layer", "N", "auto is"] + COLUMNS + ["auto/im2col", "auto/ORT", "auto/torch"]
+    cols = ["layer", "N", "auto is"] + COLUMNS + ["auto/im2col", "auto/ORT", "auto/OV", "auto/torch"]
     if markdown:
         print("| " + " | ".join(cols) + " |")
         print("|" + "---|" * len(cols))
     else:
-        print(f"{'layer':<44} {'N':>2} {'auto is':>13} " + " ".join(f"{c[:9]:>9}" for c in COLUMNS[:-3])
-              + f" {'im2col':>7} {'ORT':>7} {'torch':>7} {'a/im2col':>8} {'a/ORT':>6} {'a/torch':>7}")
+        print(f"{'layer':<44} {'N':>2} {'auto is':>13} " + " ".join(f"{c[:9]:>9}" for c in COLUMNS[:-4])
+              + f" {'im2col':>7} {'ORT':>7} {'OV':>7} {'torch':>7} {'a/im2col':>8} {'a/ORT':>6} {'a/OV':>6} {'a/torch':>7}")
 
 
 def print_row(row: dict, markdown: bool) -> None:
     def fmt(v) -> str:
         return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1f}"
 
-    ratios = [row["auto"] / row["im2col"], row["auto"] / row["onnxruntime"], row["auto"] / row["torch"]]
+    ratios = [row["auto"] / row[k] for k in ("im2col", "onnxruntime", "openvino", "torch")]
     name = f"{row['layer']} ({row['shape']})"
     if markdown:
         cells = [name, str(row["batch"]), row["auto_is"]] + [fmt(row.get(c)) for c in COLUMNS] + [f"{r:.2f}" for r in ratios]
         print("| " + " | ".join(cells) + " |")
     else:
         print(f"{name[:44]:<44} {row['batch']:>2} {row['auto_is']:>13} "
-              + " ".join(f"{fmt(row.get(c)):>9}" for c in COLUMNS[:-3])
-              + f" {fmt(row['im2col']):>7} {fmt(row['onnxruntime']):>7} {fmt(row['torch']):>7}"
-              + f" {ratios[0]:>8.2f} {ratios[1]:>6.2f} {ratios[2]:>7.2f}", flush=True)
+              + " ".join(f"{fmt(row.get(c)):>9}" for c in COLUMNS[:-4])
+              + f" {fmt(row['im2col']):>7} {fmt(row['onnxruntime']):>7} {fmt(row['openvino']):>7} {fmt(row['torch']):>7}"
+              + f" {ratios[0]:>8.2f} {ratios[1]:>6.2f} {ratios[2]:>6.2f} {ratios[3]:>7.2f}", flush=True)
 
 
 def gradient_table(layers: list[Layer], batch: int, args) -> None:
@@ -269,6 +276,8 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=0.5, help="seconds per measurement (after 3 calls)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per row; each engine keeps its best")
     parser.add_argument("--no-gradients", action="store_true")
+    parser.add_argument("--no-dense", action="store_true", help="skip the dense-convolution table")
+    parser.add_argument("--no-depthwise", action="store_true", help="skip the depthwise table")
     args = parser.parse_args()
     if args.quick:
         args.reps, args.budget, args.rounds = min(args.reps, 5), min(args.budget, 0.3), min(args.rounds, 2)
@@ -280,12 +289,17 @@ def main() -> None:
               f"threads={info.get('num_threads')} ({info.get('filepath')})")
     print("effective GFLOP/s = 2*N*OC*OH*OW*IC*KH*KW / best time over interleaved rounds; "
           "im2col = best of BLAS 1 and all-core threads")
+    print(f"OpenVINO {openvino_version()} (CPU plugin, fp32, latency hint)")
     print()
+    if not args.no_depthwise:
+        depthwise_table([1] if args.quick else [1, 8], args)
+    if args.no_dense:
+        return
     print_header(args.markdown)
     rows = forward_table(layers, batches, args)
     three = [r for r in rows if "3x3" in r["layer"] and "/2" not in r["layer"]]
     print()
-    for label, key in (("im2col", "im2col"), ("ONNX Runtime", "onnxruntime"), ("torch", "torch")):
+    for label, key in (("im2col", "im2col"), ("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino"), ("torch", "torch")):
         print(f"geomean auto/{label} over the stride-1 3x3 rows: {geomean([r['auto'] / r[key] for r in three]):.2f}")
     print(f"geomean auto/ONNX Runtime over all rows: {geomean([r['auto'] / r['onnxruntime'] for r in rows]):.2f}")
     print(f"geomean auto (measured policy) / NNPACK's published rules over all rows: "

@@ -14,6 +14,10 @@ lacks) is listed as skipped with the reason.
     python benchmarks/model.py --model all --small    # the whole zoo, small configurations (a smoke run)
     python benchmarks/model.py --int8-accuracy        # int8 vs fp32 accuracy on random inputs (ResNet-18)
     python benchmarks/model.py --instructions         # glow_like opt 2, per instruction, 2 workers vs 1
+    python benchmarks/model.py --yardstick --chart docs/performance.png   # docs/performance.md's tables
+    python benchmarks/model.py --yardstick --model resnet18 --batch 1      # one model, one batch size
+    python benchmarks/model.py --zoo             # ResNet-18/50, MobileNetV2, EfficientNet-B0 vs ORT and
+                                                 # OpenVINO (benchmarks/zoo.py; its options after --zoo)
 """
 
 from __future__ import annotations
@@ -113,6 +117,7 @@ def bench_batch(name: str, batch: int, repeat: int, *, full: bool, with_int8: bo
         sess1 = onnx_session(module, threads=1)
         rows.append(Row("onnxruntime, 1 thread", median_ms(lambda: sess1.run(None, feed), repeat),
                         "intra_op_num_threads=1"))
+        del sess, sess1  # ORT's intra-op threads spin after a run: let them go before the next engine
     except Exception as err:  # not installed, or an op lowerkit cannot export: say so and go on
         rows.append(Row("onnxruntime", None, f"skipped: {type(err).__name__}: {str(err).splitlines()[0][:120]}"))
 
@@ -297,7 +302,36 @@ def main() -> None:
     parser.add_argument("--int8-accuracy", action="store_true", help="only measure int8 accuracy against fp32")
     parser.add_argument("--instructions", action="store_true",
                         help="only time each glow_like instruction (opt 2), default workers and 1 thread")
-    args = parser.parse_args()
+    parser.add_argument("--yardstick", action="store_true",
+                        help="the yardstick (docs/performance.md): models beside ONNX Runtime and OpenVINO, "
+                             "interleaved rounds, ratios to the best peer; --model takes a comma list "
+                             "(default resnet18,resnet50,mobilenet_v2,efficientnet_b0)")
+    parser.add_argument("--rounds", type=int, default=3, help="--yardstick: interleaved rounds")
+    parser.add_argument("--threads", type=int, default=0, help="--yardstick: peer threads (0: all cores)")
+    parser.add_argument("--chart", metavar="PNG", help="--yardstick: draw the ratios into this PNG (matplotlib)")
+    parser.add_argument("--zoo", action="store_true", help="run benchmarks/zoo.py (zoo models vs ORT and OpenVINO)")
+    args, rest = parser.parse_known_args()
+    if args.zoo:
+        import sys
+
+        import zoo
+
+        sys.argv = [sys.argv[0], *rest]
+        zoo.main()
+        return
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.yardstick:
+        from lowerkit.backend.cpu import cpu_count
+        from yardstick import DEFAULT_MODELS, run
+
+        names = args.model.split(",") if "--model" in " ".join(__import__("sys").argv) else list(DEFAULT_MODELS)
+        unknown = [n for n in names if n not in models.names()]
+        if unknown:
+            parser.error(f"--model: unknown model(s) {unknown}; choose from {', '.join(models.names())}")
+        run(names, args.batch or [1, 8], rounds=args.rounds, repeat=min(args.repeat, 5),
+            threads=args.threads or cpu_count(), chart=args.chart)
+        return
     if args.model != "all" and args.model not in models.names():
         parser.error(f"--model: unknown model {args.model!r}; choose 'all' or one of {', '.join(models.names())}")
     if args.int8_accuracy:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from lowerkit.autograd.coverage import grad_column
 from lowerkit.ir.printer import format_attr
 from lowerkit.opset import REQUIRED, OpSchema, all_schemas
 
@@ -44,11 +45,13 @@ def _cell(text: str) -> str:
 
 
 def op_table() -> str:
-    """The op table as Markdown, one row per registered op, sorted by name."""
-    rows = ["| op | inputs | attributes | meaning |", "| --- | --- | --- | --- |"]
+    """The op table as Markdown, one row per registered op, sorted by name; ``grad`` says whether
+    lowerkit.autograd differentiates it (see docs/autograd.md)."""
+    rows = ["| op | inputs | attributes | grad | meaning |", "| --- | --- | --- | --- | --- |"]
     for schema in all_schemas():
         rows.append(
-            f"| `{schema.name}` | {_inputs(schema)} | {_attrs(schema)} | {_cell(schema.doc)} |"
+            f"| `{schema.name}` | {_inputs(schema)} | {_attrs(schema)} | {grad_column(schema.name)} "
+            f"| {_cell(schema.doc)} |"
         )
     return "\n".join(rows)
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import sys
 
-from . import nn
+from . import autograd, nn, training  # training installs lowerkit.autograd.Trainer
 from .backend import hookspecs
 from .backend.hookspecs import Unsupported, hookimpl
 from .backend.profile import profile
 from .backend.registry import backends, register_backend, unregister_backend
 from .lowering.lowered import LoweredModule
+from .lowering.partitioned import PartitionedModule
 from .lowering.to_backend import to_backend
 from .tracing import ops
 from .tracing.api import trace
@@ -49,16 +50,20 @@ __all__ = [
     "LoweredModule",
     "LowerkitError",
     "Module",
+    "PartitionedModule",
     "PluginError",
     "UnsupportedOperatorError",
+    "autograd",
     "Unsupported",
     "backends",
     "check",
+    "bench",
     "dumps",
     "graph_of",
     "hookimpl",
     "load",
     "loads",
+    "models",
     "nn",
     "ops",
     "profile",
@@ -68,3 +73,18 @@ __all__ = [
     "trace",
     "unregister_backend",
 ]
+
+
+_LAZY = {"models": ("models", None), "bench": ("cli.bench", "bench")}
+
+
+def __getattr__(name: str) -> object:
+    # Imported on first use, not by `import lowerkit`: the model zoo and the benchmark sit
+    # in the top layers, and packages below them import lowerkit.
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    return module if attr is None else getattr(module, attr)

@@ -18,7 +18,7 @@ ROOT = Path(lowerkit.__file__).parent
 # Lowest first. Packages on one floor may import each other: the IR's verifier and parser
 # consult op schemas, and schemas are written in IR types.
 LAYERS: list[set[str]] = [
-    {"errors"},
+    {"errors", "progress"},
     {"ir", "opset"},
     {"passes"},
     {"autograd"},

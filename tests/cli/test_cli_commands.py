@@ -225,6 +225,6 @@ def test_lower_an_onnx_model(cli, tmp_path):
     out = cli("run", "relu.lkm", "--input", "x=x.npy", "-o", "y.npz")
     assert out.returncode == 0, out.stderr
     with np.load(tmp_path / "y.npz", allow_pickle=False) as saved:
-        np.testing.assert_array_equal(saved["output0"], [[0, 0, 2], [3, 0, 5]])
+        np.testing.assert_array_equal(saved["y"], [[0, 0, 2], [3, 0, 5]])
     out = cli("lower", "relu.onnx", "-b", "reference", "-o", "relu.lkm", "--input-shape", "x")
     assert out.returncode == 1 and "--input-shape expects NAME=D,D,..." in out.stderr

@@ -28,17 +28,20 @@ def test_lower_report_json_and_dot(cli, cnn_file, tmp_path):
     out = cli("lower", str(path), "-b", "nnpack,glow_like,reference", "--report", "-o", "out.lkm")
     assert out.returncode == 0, out.stderr
     assert "forward_region1        glow_like" in out.stdout
-    assert "nnpack: op 'batch_norm' is not in NNPACK's layer set" in out.stdout
+    # The batch norm was folded into the convolution before partitioning.
+    assert "passes before partitioning: fold_batch_norm" in out.stdout
+    assert "nnpack: op 'flatten' is not in NNPACK's layer set" in out.stdout
 
     out = cli("lower", str(path), "-b", "nnpack,glow_like,reference", "--json", "-o", "out.lkm")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["backends"] == ["nnpack", "glow_like", "reference"]
-    assert [r["backend"] for r in report["regions"]] == ["nnpack", "glow_like", "nnpack", "glow_like", "nnpack"]
+    assert [r["backend"] for r in report["regions"]] == ["nnpack", "glow_like", "nnpack"]
 
     out = cli("inspect", "out.lkm", "--dot")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("digraph partition {") and out.stdout.count("subgraph \"cluster_") == 5
+    assert out.stdout.startswith('digraph "SmallCNN" {') and out.stdout.count("subgraph \"cluster_") == 3
+    assert '"forward:in:x"' in out.stdout and '"forward:out:output0"' in out.stdout
 
     out = cli("run", "out.lkm", "--input", f"x={tmp_path / 'x.npy'}", "-o", "y.npz")
     assert out.returncode == 0, out.stderr
@@ -55,11 +58,22 @@ def test_selective_lowering_from_the_command_line(cli, cnn_file):
                      "flatten": None, "linear": "nnpack"}
 
 
-def test_dot_of_an_unpartitioned_file_is_a_user_error(cli, cnn_file):
+def test_dot_draws_plain_and_single_backend_files_too(cli, cnn_file, tmp_path):
     path, _ = cnn_file
-    out = cli("inspect", str(path), "--dot")
-    assert out.returncode == 1
-    assert "draws partitions only" in out.stderr
+    module = lk.load(path)
+    lk.save(lk.to_backend(module, "glow_like"), tmp_path / "g.lkm")
+    lk.save(lk.to_backend(module, "glow_like", keep_source=True), tmp_path / "gk.lkm")
+    ops = [n.op for n in lk.graph_of(module).nodes]
+    plain = cli("inspect", str(path), "--dot")
+    assert plain.returncode == 0, plain.stderr
+    assert '"forward:in:x"' in plain.stdout and '"forward:out:output0"' in plain.stdout
+    assert all(f'label="{op}' in plain.stdout for op in ops) and "cluster_" not in plain.stdout
+    kept = cli("inspect", "gk.lkm", "--dot")
+    assert kept.returncode == 0, kept.stderr
+    assert kept.stdout.count('subgraph "cluster_') == 1 and all(f'label="{op}' in kept.stdout for op in ops)
+    whole = cli("inspect", "g.lkm", "--dot")
+    assert whole.returncode == 0, whole.stderr
+    assert 'label="glow_like\\nforward' in whole.stdout and '"forward:in:x" -> "forward:glow_like"' in whole.stdout
 
 
 def test_inspect_shows_what_the_backend_says_about_its_payload(cli, cnn_file, tmp_path):

@@ -151,9 +151,12 @@ def test_not_installed_names_the_distribution_to_install(toy, xh, monkeypatch):
     lowered = lk.to_backend(accum_module(), "toy", keep_source=True)
     record = lowered.record
     monkeypatch.setenv("LOWERKIT_DISABLE_PLUGINS", "toy")
-    with pytest.raises(BackendNotFoundError, match=r"install lowerkit-test-toy \(the file was made with version 1.0.0\)"):
+    # Disabled is not missing: the message says how to switch it back on, not "install".
+    with pytest.raises(BackendNotFoundError, match=r"remove 'toy' from LOWERKIT_DISABLE_PLUGINS to run it"):
         lk.LoweredModule.from_record(record)
     gone = dataclasses.replace(record, backend="toy_gone")
+    with pytest.raises(BackendNotFoundError, match=r"install lowerkit-test-toy \(the file was made with version 1.0.0\)"):
+        lk.LoweredModule.from_record(gone)
     with pytest.raises(BackendNotFoundError, match="no backend named 'toy_gone' is installed.*install lowerkit-test-toy"):
         lk.LoweredModule.from_record(gone)
     with pytest.warns(BackendUnavailableWarning):

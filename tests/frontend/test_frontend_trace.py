@@ -345,8 +345,10 @@ def test_bad_example_inputs():
 
 
 def test_untraceable_return_values():
-    with pytest.raises(lk.InputError, match="its result is a dict; expected a traced tensor"):
-        lk.trace(lambda x: {"y": x}, X)
+    with pytest.raises(lk.InputError, match="its result is a set; expected a traced tensor"):
+        lk.trace(lambda x: {x}, X)
+    with pytest.raises(lk.InputError, match="keys name the outputs and must be non-empty strings"):
+        lk.trace(lambda x: {1: x}, X)
     with pytest.raises(lk.InputError, match="output 1 is a NoneType"):
         lk.trace(lambda x: (x, None), X)
 

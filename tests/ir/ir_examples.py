@@ -106,6 +106,47 @@ EXAMPLES.update({
     ),
 })
 
+# The backward and training ops of lowerkit.autograd (issue 15).
+_PW = ([T("f32", 2, 3), T("f32", 2, 3)], {})
+EXAMPLES.update({
+    "sum_to_shape": ([T("f32", 2, 3, 4)], {"shape": (3, 1)}, None),
+    "relu_grad": (*_PW, None),
+    "clip_grad": ([T("f32", 2, 3), T("f32", 2, 3)], {"min": 0.0, "max": 6.0}, None),
+    "leaky_relu_grad": ([T("f32", 2, 3), T("f32", 2, 3)], {"negative_slope": 0.2}, None),
+    "hardsigmoid_grad": (*_PW, None),
+    "hardswish_grad": (*_PW, None),
+    "gelu_grad": ([T("f32", 2, 3), T("f32", 2, 3)], {"approximate": "tanh"}, None),
+    "softmax_grad": ([T("f32", 2, 3), T("f32", 2, 3)], {"dim": 0}, None),
+    "log_softmax_grad": (*_PW, None),
+    "max_pool2d_grad": ([T("f32", 1, 2, 5, 5), T("f32", 1, 2, 2, 2)], {"kernel_size": (2, 2), "stride": (2, 2)}, None),
+    "avg_pool2d_grad": (
+        [T("f32", 1, 2, 3, 3)],
+        {"input_size": (1, 2, 5, 5), "kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1, 1, 1)},
+        None,
+    ),
+    "slice_grad": ([T("f32", 3, 5)], {"input_size": (6, 5), "starts": (-1,), "ends": (-(2**63),), "axes": (0,),
+                                      "steps": (-2,)}, None),
+    "pad_grad": ([T("f32", 1, 2, 5, 6)], {"input_size": (1, 2, 3, 3), "pads": (0, 0, 1, 1, 0, 0, 1, 2),
+                                          "mode": "reflect"}, None),
+    "gather_grad": ([T("f32", 6, 1, 2)], {"input_size": (6, 5), "dim": 1, "indices": np.array([[0, -1]], np.int64)},
+                    None),
+    "reduce_extreme_grad": ([T("f32", 2, 3, 4), T("f32", 2, 4), T("f32", 2, 4)], {"dims": (1,)}, None),
+    "batch_norm_train": ([T("f32", 2, 3, 4, 4), T("f32", 3), T("f32", 3)], {"eps": 1e-3}, None),
+    "batch_norm_train_grad": (
+        [T("f32", 2, 3, 4, 4), T("f32", 3), T("f32", 3), T("f32", 3), T("f32", 2, 3, 4, 4)], {}, None,
+    ),
+    "layer_norm_grad": ([T("f32", 2, 3, 4), T("f32", 2, 3, 4), T("f32", 4)], {"eps": 1e-6}, None),
+    "group_norm_grad": ([T("f32", 2, 4, 3, 3), T("f32", 2, 4, 3, 3)], {"num_groups": 2}, None),
+    "one_hot": ([T("i64", 4)], {"num_classes": 10}, None),
+    "interpolate_grad": (
+        [T("f32", 1, 2, 6, 5)],
+        {"input_size": (1, 2, 3, 3), "size": (6, 5), "scales": (2.0, 5 / 3), "mode": "linear",
+         "coordinate_transformation_mode": "half_pixel"},
+        None,
+    ),
+    "dropout": ([T("f32", 2, 3), T("i64")], {"p": 0.25, "salt": 3}, None),
+})
+
 
 def example_graph(op: str) -> Graph:
     """A free graph holding one example ``op`` node with metadata; its outputs are the node's."""

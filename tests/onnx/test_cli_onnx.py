@@ -51,7 +51,7 @@ def test_lower_then_run_an_onnx_model(onnx_file, tmp_path, backends) -> None:
     done = _cli("run", str(lkm), "--input", f"x={tmp_path / 'x.npy'}", "-o", str(out))
     assert done.returncode == 0, done.stderr
     with np.load(out, allow_pickle=False) as saved:
-        y = saved["output0"]
+        y = saved["y"]  # keyed by the ONNX output name
     np.testing.assert_allclose(y, run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-6)
 
 

@@ -44,6 +44,13 @@ EXPECTED_OPS |= {
     "interpolate", "scaled_dot_product_attention", "conv_transpose2d", "cast",
 }
 
+# The backward and training ops of lowerkit.autograd (issue 15).
+EXPECTED_OPS |= {
+    "sum_to_shape", "relu_grad", "clip_grad", "leaky_relu_grad", "hardsigmoid_grad", "hardswish_grad",
+    "gelu_grad", "softmax_grad", "log_softmax_grad", "max_pool2d_grad", "avg_pool2d_grad", "slice_grad",
+    "pad_grad", "gather_grad", "reduce_extreme_grad", "batch_norm_train", "batch_norm_train_grad",
+    "layer_norm_grad", "group_norm_grad", "one_hot", "dropout", "interpolate_grad",
+}
 
 def test_registry_holds_exactly_the_op_set():
     assert {s.name for s in all_schemas()} == EXPECTED_OPS
@@ -90,7 +97,8 @@ def test_only_trailing_operands_are_optional():
     optional = {s.name: s.num_optional for s in all_schemas() if s.num_optional}
     # ... and the affine weight and bias of the normalisations, and attention's mask.
     assert optional == {"conv2d": 1, "linear": 1, "conv_transpose2d": 1, "layer_norm": 2, "group_norm": 2,
-                        "scaled_dot_product_attention": 1}
+                        "scaled_dot_product_attention": 1,
+                        "layer_norm_grad": 1, "group_norm_grad": 1}  # backward ops: the optional weight
 
 
 # -- element-wise -----------------------------------------------------------------------

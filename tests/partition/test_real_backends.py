@@ -29,9 +29,12 @@ def test_resnet18_matches_reference_before_and_after_save_load(resnet, backends,
     loaded = lk.load(tmp_path / "r.lkm")
     np.testing.assert_array_equal(loaded(x), lowered(x))
     report = loaded.partition_report()
-    # nnpack has no batch_norm, add or global pooling: each went to the next backend, with a reason.
-    bn = next(n for n in report.nodes if n.op == "batch_norm")
-    assert bn.backend == backends[1]
-    assert bn.declines[0].backend == "nnpack" and "batch_norm" in bn.declines[0].reason
+    # Batch norms were folded into the convolutions before partitioning; nnpack has no
+    # residual add or global pooling: each went to the next backend, with a reason.
+    assert "fold_batch_norm" in report.passes
+    assert not any(n.op == "batch_norm" for n in report.nodes)
+    pool = next(n for n in report.nodes if n.op == "global_avg_pool2d")
+    assert pool.backend == backends[1]
+    assert pool.declines[0].backend == "nnpack" and pool.declines[0].reason
     convs = [n for n in report.nodes if n.op == "conv2d"]
     assert len(convs) == 20 and all(n.backend == "nnpack" for n in convs)

@@ -125,7 +125,7 @@ def test_bad_arguments_are_input_errors(net):
 
 
 def test_trace_of_a_torch_module_points_to_lowerkit_torch_load(net):
-    with pytest.raises(lk.InputError, match=r"got a PyTorch Net; import PyTorch models with lowerkit.torch.load"):
+    with pytest.raises(lk.InputError, match=r"got the PyTorch (module )?Net: import it with lowerkit.torch.load"):
         lk.trace(net, np.zeros((1, 3, 8, 8), np.float32))
 
 

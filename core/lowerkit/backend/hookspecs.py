@@ -156,6 +156,28 @@ def lowerkit_payload_versions() -> list[str] | None:
     """
 
 
+@hookspec(firstresult=True)
+def lowerkit_options() -> list[dict[str, Any]]:
+    """Describe the backend's compile-spec options, for listings and error messages.
+
+    Optional. Returns one dict per option: ``{"name": "threads", "type": "int",
+    "default": 0, "doc": "worker threads; 0: one per core"}`` (``type`` is free text such
+    as ``"int"``, ``"str: auto|gemm"``; ``default`` must be JSON data). Must be cheap and
+    must not import heavy dependencies: ``lowerkit backends --json`` calls it.
+    """
+
+
+@hookspec(firstresult=True)
+def lowerkit_supported_ops() -> list[str]:
+    """Name the IR ops :func:`lowerkit_is_supported` may accept (before looking at attributes
+    and dtypes), for listings.
+
+    Optional; a backend without it is listed as claiming ops "not declared" (or "whole
+    modules only" when it has no ``lowerkit_is_supported``). ``is_supported`` keeps the final
+    word per node: this is what a user reads to plan a partition.
+    """
+
+
 HOOK_NAMES = (
     "lowerkit_preprocess",
     "lowerkit_compile",
@@ -165,5 +187,7 @@ HOOK_NAMES = (
     "lowerkit_destroy",
     "lowerkit_describe",
     "lowerkit_payload_versions",
+    "lowerkit_options",
+    "lowerkit_supported_ops",
 )
 REQUIRED_HOOKS = ("lowerkit_preprocess", "lowerkit_compile", "lowerkit_execute")

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pluggy
 
 from . import hookspecs
@@ -31,6 +32,12 @@ from ..errors import (
 __all__ = ["DISABLE_ENV", "Backend", "disabled_names", "disabled_reason"]
 
 DISABLE_ENV = "LOWERKIT_DISABLE_PLUGINS"
+
+# What a plugin may raise that still is the plugin's failure: SystemExit from a stray
+# sys.exit() included. KeyboardInterrupt is the user's Ctrl-C during a call and passes
+# through; only at import (_LOAD_FAILURES) is it the plugin's.
+_HOOK_FAILURES = (Exception, SystemExit)
+_LOAD_FAILURES = (Exception, SystemExit, KeyboardInterrupt)
 
 
 def disabled_names() -> frozenset[str]:
@@ -79,6 +86,7 @@ class Backend:
         self._error: PluginError | None = None
         self._wrapper_table = wrappers
         self._wrappers: dict[int, object] = {}
+        self._direct: dict[str, tuple[Any, Any, Callable[..., Any]] | None] = {}
 
     # -- loading and validation ---------------------------------------------------------
     @property
@@ -109,7 +117,7 @@ class Backend:
             except PluginError as err:
                 self._error = err
                 raise
-            except Exception as err:  # an import error or a failing constructor
+            except _LOAD_FAILURES as err:  # an import error, a failing constructor, sys.exit()
                 self._error = PluginError(
                     f"backend {self.name!r} ({self.origin}) failed to load: "
                     f"{type(err).__name__}: {err}"
@@ -132,24 +140,69 @@ class Backend:
         if wrapper is not None and self._pm is not None:
             self._pm.unregister(wrapper)
 
+    def _direct_call(self, hook: str) -> Callable[..., Any] | None:
+        """The plugin's own implementation of ``hook``, as a plain function, when it is the
+        hook's only implementation (no wrapper installed); else None (call through pluggy).
+
+        Every hook is ``firstresult`` with one implementation per manager, so calling that
+        implementation directly is what pluggy would do, minus its dispatch. The answer is
+        cached with the implementation it saw, and checked against the hook's current
+        implementations on every call: a wrapper registered by any means (the profiler, or
+        ``backend.pm.register``) switches the call back to pluggy at once.
+        """
+        cached = self._direct.get(hook)
+        if cached is not None:
+            impl, impls, function = cached
+            if len(impls) == 1 and impls[0] is impl:  # the hook's live list: nothing added since
+                return function
+        caller = getattr(self.pm.hook, hook, None)
+        if caller is None:
+            return None
+        impls = caller.get_hookimpls()
+        if len(impls) != 1 or impls[0].hookwrapper or impls[0].wrapper:
+            return None
+        impl = impls[0]
+        live = getattr(caller, "_hookimpls", None)  # pluggy's own list, edited in place on (un)register
+        if not isinstance(live, list):
+            return None  # a pluggy without it: stay on the checked path
+        self._direct[hook] = (impl, live, _positional(impl.function, tuple(impl.argnames)))
+        return self._direct[hook][2]
+
     def has_hook(self, hook: str) -> bool:
         """Whether the plugin itself implements ``hook`` (wrappers do not count)."""
         return _has_impl(self.pm, hook)
 
     # -- availability -------------------------------------------------------------------
-    def availability(self) -> tuple[bool, str]:
-        """``(available, reason)``; raises ``PluginError`` if the plugin is broken."""
-        disabled = disabled_reason(self.name)
-        if disabled:
-            return False, disabled
-        pm = self.pm
-        if not _has_impl(pm, "lowerkit_is_available"):
+    def availability(self, *, environment: bool = True) -> tuple[bool, str]:
+        """``(available, reason)``; raises ``PluginError`` if the plugin is broken.
+
+        ``environment=False`` skips reading ``LOWERKIT_DISABLE_PLUGINS`` (a microsecond or
+        more per read): the per-call check of a compiled module asks only the plugin, the
+        setting being read at lookup, lowering and loading.
+        """
+        if environment:
+            disabled = disabled_reason(self.name)
+            if disabled:
+                return False, disabled
+        direct = self._direct_call("lowerkit_is_available")
+        if direct is None and not _has_impl(self.pm, "lowerkit_is_available"):
             return True, ""
         try:
-            answer = pm.hook.lowerkit_is_available()
-        except Exception as err:
+            answer = direct() if direct is not None else self.pm.hook.lowerkit_is_available()
+        except _HOOK_FAILURES as err:
             raise self._hook_error("lowerkit_is_available", err) from err
-        return bool(answer), ("" if answer else getattr(answer, "reason", ""))
+        return self._answer("lowerkit_is_available", answer)
+
+    def _answer(self, hook: str, answer: Any) -> tuple[bool, str]:
+        """``(yes, reason)`` from a bool-or-Unsupported answer; ``PluginError`` for anything else."""
+        if isinstance(answer, (bool, np.bool_)):
+            return bool(answer), ""
+        if isinstance(answer, hookspecs.Unsupported):
+            return False, answer.reason
+        raise PluginError(
+            f"backend {self.name!r} ({self.origin}): {hook} must return a bool or "
+            f"lowerkit.hookspecs.Unsupported, got {type(answer).__name__}"
+        )
 
     def require_available(self, doing: str = "") -> None:
         """Raise ``BackendNotAvailableError`` (with the backend's reason) unless available."""
@@ -171,7 +224,7 @@ class Backend:
             payload = self.pm.hook.lowerkit_preprocess(module=module, compile_spec=compile_spec)
         except LowerkitError:
             raise
-        except Exception as err:
+        except _HOOK_FAILURES as err:
             raise self._execution_error("lowerkit_preprocess", err) from err
         if isinstance(payload, (bytearray, memoryview)):
             payload = bytes(payload)
@@ -188,7 +241,7 @@ class Backend:
         """Compile a payload; ``made_by`` is the backend version that preprocessed it."""
         try:
             handles = self.pm.hook.lowerkit_compile(processed=processed, compile_spec=compile_spec)
-        except Exception as err:
+        except _HOOK_FAILURES as err:
             rejected = isinstance(err, FormatError) or (
                 isinstance(err, ValueError) and not isinstance(err, LowerkitError)
             )
@@ -216,20 +269,42 @@ class Backend:
 
     def execute(self, handle: Any, inputs: list[Any], method: str) -> list[Any]:
         try:
-            outputs = self.pm.hook.lowerkit_execute(handle=handle, inputs=inputs, method=method)
+            direct = self._direct_call("lowerkit_execute")
+            if direct is not None:  # the hot path: no pluggy dispatch when nothing wraps it
+                outputs = direct(handle=handle, inputs=inputs, method=method)
+            else:
+                outputs = self.pm.hook.lowerkit_execute(handle=handle, inputs=inputs, method=method)
         except NodeExecutionError as err:
             raise NodeExecutionError(
                 err.debug_handle, f"backend {self.name!r}, method {method!r}: {err}"
             ) from err
         except LowerkitError:
             raise
-        except Exception as err:
+        except _HOOK_FAILURES as err:
             raise self._execution_error("lowerkit_execute", err, method) from err
-        if outputs is None or isinstance(outputs, (str, bytes)):
-            raise PluginError(
-                f"backend {self.name!r}: lowerkit_execute for method {method!r} must return "
-                f"a list of arrays, got {type(outputs).__name__}"
-            )
+        return self._checked_outputs(outputs, method)
+
+    def _checked_outputs(self, outputs: Any, method: str) -> list[Any]:
+        """The outputs as a list of arrays, O(outputs) and without copies; any other answer
+        (``5``, a string, a generator that raises) is ``BackendExecutionError``."""
+        if not isinstance(outputs, (list, tuple)):
+            if outputs is None or isinstance(outputs, (str, bytes, np.ndarray)) or not hasattr(outputs, "__iter__"):
+                raise BackendExecutionError(
+                    f"backend {self.name!r}, method {method!r}: lowerkit_execute must return a list "
+                    f"of arrays, got {type(outputs).__name__}"
+                )
+            try:  # an iterable such as a generator: its failures are the plugin's too
+                outputs = list(outputs)
+            except LowerkitError:
+                raise
+            except _HOOK_FAILURES as err:
+                raise self._execution_error("lowerkit_execute", err, method) from err
+        for position, array in enumerate(outputs):
+            if not isinstance(array, (np.ndarray, np.generic)):
+                raise BackendExecutionError(
+                    f"backend {self.name!r}, method {method!r}: lowerkit_execute returned "
+                    f"{type(array).__name__} as output {position}, expected a numpy array"
+                )
         return list(outputs)
 
     def supports(self, node: Any) -> tuple[bool, str]:
@@ -238,9 +313,9 @@ class Backend:
             return False, f"backend {self.name} lowers whole modules only (no lowerkit_is_supported)"
         try:
             answer = self.pm.hook.lowerkit_is_supported(node=node)
-        except Exception as err:
+        except _HOOK_FAILURES as err:
             raise self._hook_error("lowerkit_is_supported", err) from err
-        return bool(answer), ("" if answer else getattr(answer, "reason", ""))
+        return self._answer("lowerkit_is_supported", answer)
 
     def describe(self, payload: bytes) -> str | None:
         """The backend's own description of a payload (``lowerkit_describe``), if it has one.
@@ -251,7 +326,7 @@ class Backend:
             return None
         try:
             text = self.pm.hook.lowerkit_describe(processed=payload)
-        except Exception as err:
+        except _HOOK_FAILURES as err:
             raise self._hook_error("lowerkit_describe", err) from err
         return None if text is None else str(text)
 
@@ -279,15 +354,15 @@ class Backend:
         try:
             if _has_impl(self.pm, "lowerkit_destroy"):
                 self.pm.hook.lowerkit_destroy(handles=handles)
-        except Exception:  # destroy runs from finalizers, where raising helps nobody
+        except _HOOK_FAILURES:  # destroy runs from finalizers, where raising helps nobody
             pass
 
-    def _hook_error(self, hook: str, err: Exception) -> PluginError:
+    def _hook_error(self, hook: str, err: BaseException) -> PluginError:
         return PluginError(
             f"backend {self.name!r} ({self.origin}): {hook} raised {type(err).__name__}: {err}"
         )
 
-    def _execution_error(self, hook: str, err: Exception, method: str = "") -> LowerkitError:
+    def _execution_error(self, hook: str, err: BaseException, method: str = "") -> LowerkitError:
         where = f", method {method!r}" if method else ""
         return BackendExecutionError(
             f"backend {self.name!r}{where}: {hook} raised {type(err).__name__}: {err}"
@@ -295,6 +370,20 @@ class Backend:
 
     def __repr__(self) -> str:
         return f"<lowerkit Backend {self.name!r} from {self.origin}>"
+
+
+def _positional(function: Callable[..., Any], argnames: tuple[str, ...]) -> Callable[..., Any]:
+    """``function`` called with keyword hook arguments, passing only those it declares, by
+    position (as pluggy does for an implementation taking a subset of the spec's arguments)."""
+    if not argnames:
+        return lambda **_: function()
+    if len(argnames) == 1:
+        (a,) = argnames
+        return lambda **kw: function(kw[a])
+    if len(argnames) == 2:
+        a, b = argnames
+        return lambda **kw: function(kw[a], kw[b])
+    return lambda **kw: function(*[kw[n] for n in argnames])
 
 
 def _has_impl(pm: pluggy.PluginManager, hook: str) -> bool:

@@ -9,25 +9,34 @@ the others. ``LOWERKIT_DISABLE_PLUGINS=a,b`` blocks backends before they are imp
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..errors import BackendNotFoundError, LowerkitError, PluginError
+from .hookspecs import HOOK_NAMES
 from .manager import DISABLE_ENV, Backend, disabled_names, disabled_reason
 from .profile import start_env_profile
 from .wrappers import WRAPPERS, WrapperFactory
 
-if sys.version_info >= (3, 12):  # pragma: no cover - depends on the interpreter
-    import importlib.metadata as _metadata
-else:  # the stdlib API differs before 3.12; the backport is a core dependency there
-    try:
-        import importlib_metadata as _metadata
-    except ImportError:  # pragma: no cover
-        import importlib.metadata as _metadata  # type: ignore[no-redef]
+
+
+def _metadata() -> Any:
+    """``importlib.metadata`` (or its backport before 3.12), imported at the first lookup of
+    the installed backends, not at ``import lowerkit`` (it costs milliseconds to import)."""
+    if sys.version_info >= (3, 12):  # pragma: no cover - depends on the interpreter
+        import importlib.metadata as metadata
+    else:  # the stdlib API differs before 3.12; the backport is a core dependency there
+        try:
+            import importlib_metadata as metadata
+        except ImportError:  # pragma: no cover
+            import importlib.metadata as metadata  # type: ignore[no-redef]
+    return metadata
 
 __all__ = [
     "DISABLE_ENV",
@@ -45,6 +54,8 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "lowerkit.backends"
+PROBE_TIMEOUT_ENV = "LOWERKIT_PROBE_TIMEOUT"
+DEFAULT_PROBE_TIMEOUT = 5.0
 
 # Where to get the backends the core itself relies on, for "not installed" messages.
 _KNOWN_DISTRIBUTIONS = {"reference": "lowerkit-reference"}
@@ -65,8 +76,17 @@ class BackendInfo:
     available: bool | None
     note: str = ""
     error: str | None = None
-    # The payload versions it reads, the written one first (lowerkit_payload_versions);
-    # None when not asked (check=False), broken, or the backend does not say.
+    #: The entry point's target (``package.module:object``), or the in-process origin.
+    module: str = ""
+    #: The hooks the plugin implements (``None`` when not loaded).
+    hooks: tuple[str, ...] | None = None
+    #: ``lowerkit_options()``: dicts with name, type, default, doc (``None``: not declared).
+    options: tuple[dict[str, Any], ...] | None = None
+    #: ``lowerkit_supported_ops()`` (``None``: not declared; ``()`` with no
+    #: ``lowerkit_is_supported``: whole modules only).
+    ops: tuple[str, ...] | None = None
+    #: The payload versions it reads, the written one first (lowerkit_payload_versions);
+    #: ``None`` when not asked (check=False), broken, or the backend does not say.
     payload_versions: tuple[str, ...] | None = None
 
     @property
@@ -75,8 +95,10 @@ class BackendInfo:
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        if self.payload_versions is not None:
-            data["payload_versions"] = list(self.payload_versions)
+        data["broken"] = self.broken
+        for key in ("hooks", "options", "ops", "payload_versions"):
+            if data[key] is not None:
+                data[key] = list(data[key])
         return data
 
 
@@ -141,7 +163,7 @@ class _Registry:
     @staticmethod
     def _read_claims() -> dict[str, list[_Claim]]:
         result: dict[str, list[_Claim]] = {}
-        for ep in _metadata.entry_points(group=ENTRY_POINT_GROUP):
+        for ep in _metadata().entry_points(group=ENTRY_POINT_GROUP):
             dist = getattr(ep, "dist", None)
             dist_name = dist.metadata["Name"] if dist is not None else ""
             version = dist.version if dist is not None else ""
@@ -200,39 +222,128 @@ class _Registry:
                 self._from_entry_points[key] = backend
             return backend
 
-    def infos(self, check: bool) -> list[BackendInfo]:
+    def infos(self, check: bool, timeout: float | None = None) -> list[BackendInfo]:
         with self._lock:
             claims = self.claims()
             in_process = dict(self._in_process)
-        result = []
+        result: list[BackendInfo | None] = []
+        probes: list[tuple[int, _Probe]] = []
         for name in sorted(set(claims) | set(in_process)):
             if name in in_process:
                 b = in_process[name]
-                dist, version = b.distribution, b.version
+                dist, version, module = b.distribution, b.version, b.origin
             else:
                 found = claims[name]
                 dist = ", ".join(c.distribution for c in found)
                 version = ", ".join(c.version for c in found)
+                module = ", ".join(c.value for c in found)
+            base = BackendInfo(name, dist, version, None, module=module)
             disabled = disabled_reason(name)
             if disabled:
-                result.append(BackendInfo(name, dist, version, False, disabled))
-                continue
-            if name not in in_process and len(claims[name]) > 1:
-                error = _duplicate_message(name, claims[name])
-                result.append(BackendInfo(name, dist, version, False, "", error))
-                continue
-            if not check:
-                result.append(BackendInfo(name, dist, version, None))
-                continue
-            try:
-                backend = self.get(name)
-                available, reason = backend.availability()
-                versions = backend.payload_versions() or None
-            except LowerkitError as err:
-                result.append(BackendInfo(name, dist, version, False, "", str(err)))
-                continue
-            result.append(BackendInfo(name, dist, version, available, reason, None, versions))
-        return result
+                result.append(replace(base, available=False, note=disabled))
+            elif name not in in_process and len(claims[name]) > 1:
+                result.append(replace(base, available=False, error=_duplicate_message(name, claims[name])))
+            elif not check:
+                result.append(base)
+            else:
+                probes.append((len(result), _Probe(self, base)))
+                result.append(None)
+        # Probes run side by side, each in a daemon thread, so that one hanging plugin costs
+        # at most the timeout and never blocks the listing.
+        limit = probe_timeout(timeout)
+        for _, probe in probes:
+            probe.start()
+        deadline = time.monotonic() + limit
+        for index, probe in probes:
+            result[index] = probe.finish(max(0.0, deadline - time.monotonic()), limit)
+        return [info for info in result if info is not None]
+
+
+def probe_timeout(timeout: float | None = None) -> float:
+    """Seconds a listing waits for a backend's probe: ``timeout``, else ``$LOWERKIT_PROBE_TIMEOUT``, else 5."""
+    if timeout is None:
+        raw = os.environ.get(PROBE_TIMEOUT_ENV, "").strip()
+        try:
+            timeout = float(raw) if raw else DEFAULT_PROBE_TIMEOUT
+        except ValueError:
+            timeout = DEFAULT_PROBE_TIMEOUT
+    if not timeout > 0:  # also NaN
+        timeout = DEFAULT_PROBE_TIMEOUT
+    return float(timeout)
+
+
+class _Probe:
+    """Load one backend and ask its availability, options and ops, in a daemon thread."""
+
+    def __init__(self, registry: _Registry, base: BackendInfo) -> None:
+        self._registry = registry
+        self._base = base
+        self._info: BackendInfo | None = None
+        self._thread = threading.Thread(target=self._run, name=f"lowerkit-probe-{base.name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def finish(self, wait: float, limit: float) -> BackendInfo:
+        self._thread.join(wait)
+        if self._info is not None:
+            return self._info
+        return replace(
+            self._base,
+            available=False,
+            note=f"did not answer within {limit:g} s (its plugin hangs while loading or in "
+            f"lowerkit_is_available; set {PROBE_TIMEOUT_ENV} to wait longer)",
+        )
+
+    def _run(self) -> None:
+        base = self._base
+        try:
+            backend = self._registry.get(base.name)
+            backend._ensure_loaded()
+            available, reason = backend.availability()
+            info = replace(base, available=bool(available), note=str(reason or ""))
+            hooks = tuple(h for h in HOOK_NAMES if backend.has_hook(h))
+            info = replace(info, hooks=hooks, options=_declared_options(backend), ops=_declared_ops(backend, hooks))
+            info = replace(info, payload_versions=backend.payload_versions() or None)
+        except LowerkitError as err:
+            info = replace(base, available=False, error=str(err))
+        except BaseException as err:  # noqa: BLE001 - SystemExit at import, a bad answer: listed, never raised
+            info = replace(
+                base, available=False,
+                error=f"backend {base.name!r} ({base.module}) failed while being listed: {type(err).__name__}: {err}",
+            )
+        self._info = info
+
+
+def _declared_options(backend: Backend) -> tuple[dict[str, Any], ...] | None:
+    if not backend.has_hook("lowerkit_options"):
+        return None
+    answer = backend.pm.hook.lowerkit_options()
+    if not isinstance(answer, (list, tuple)) or not all(isinstance(o, dict) and "name" in o for o in answer):
+        raise PluginError(
+            f"backend {backend.name!r}: lowerkit_options must return a list of dicts with at least "
+            f"a 'name', got {type(answer).__name__}"
+        )
+    keys = ("name", "type", "default", "doc")
+    return tuple({k: _jsonable(o.get(k, "")) for k in keys} for o in answer)
+
+
+def _declared_ops(backend: Backend, hooks: tuple[str, ...]) -> tuple[str, ...] | None:
+    if "lowerkit_supported_ops" in hooks:
+        answer = backend.pm.hook.lowerkit_supported_ops()
+        if not isinstance(answer, (list, tuple, set, frozenset)) or not all(isinstance(o, str) for o in answer):
+            raise PluginError(
+                f"backend {backend.name!r}: lowerkit_supported_ops must return a list of op names, "
+                f"got {type(answer).__name__}"
+            )
+        return tuple(sorted(set(answer)))
+    return () if "lowerkit_is_supported" not in hooks else None
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
 
 
 def not_found_message(name: str, installed: list[str]) -> str:
@@ -240,7 +351,13 @@ def not_found_message(name: str, installed: list[str]) -> str:
     hint = f"; install it with `pip install {dist}`" if dist else ""
     if name == "reference":
         hint += " (or `pip install plugins/reference` from a lowerkit checkout)"
-    return f"no backend named {name!r} is installed{hint}; installed backends: {installed or 'none'}"
+    close = difflib.get_close_matches(name, installed, n=1, cutoff=0.6)
+    if not close:  # glowlike -> glow_like, NNPACK -> nnpack
+        squash = {n.replace("_", "").replace("-", "").lower(): n for n in installed}
+        key = name.replace("_", "").replace("-", "").lower()
+        close = [squash[key]] if key in squash else []
+    mean = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"no backend named {name!r} is installed{mean}{hint}; installed backends: {installed or 'none'}"
 
 
 def _duplicate_message(name: str, claims: list[_Claim]) -> str:
@@ -252,14 +369,18 @@ _REGISTRY = _Registry()
 WRAPPERS.listen(_wrappers_changed)
 
 
-def backends(*, check: bool = True) -> list[BackendInfo]:
+def backends(*, check: bool = True, timeout: float | None = None) -> list[BackendInfo]:
     """Every installed backend, sorted by name, with distribution, version and availability.
 
-    With ``check=False`` nothing is imported and ``available`` is ``None``. A broken plugin
-    is listed with its ``error``; it never prevents the others from being listed.
+    With ``check=False`` nothing is imported and ``available`` is ``None``. Otherwise each
+    backend is loaded and asked (availability, hooks, options, ops) for at most ``timeout``
+    seconds (default ``$LOWERKIT_PROBE_TIMEOUT`` or 5); one that does not answer in time is
+    listed as unavailable with that reason. A broken plugin is listed with its ``error``
+    (whatever it raised, ``SystemExit`` included); it never prevents the others from being
+    listed, and listing never raises because of a plugin.
     """
     start_env_profile()
-    return _REGISTRY.infos(check)
+    return _REGISTRY.infos(check, timeout)
 
 
 def backend_names() -> list[str]:

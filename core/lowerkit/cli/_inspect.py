@@ -7,9 +7,9 @@ from typing import Any
 
 from ..lowering.lowered import LoweredModule
 from ..backend.registry import backends
-from ..errors import FormatError, InputError
+from ..errors import FormatError
 
-__all__ = ["describe_file", "partition_dot"]
+__all__ = ["describe_file", "read_uncompiled"]
 
 
 def _read(path: str) -> tuple[tuple[int, int], int, Any]:
@@ -25,12 +25,9 @@ def _read(path: str) -> tuple[tuple[int, int], int, Any]:
     return decoded.version, len(data), decoded.obj
 
 
-def partition_dot(path: str) -> str:
-    """The Graphviz drawing of a partitioned module's report."""
-    _, _, obj = _read(path)
-    if _partition_outer(obj) is None:
-        raise InputError(f"{path} holds no partitioned module: --dot draws partitions only")
-    return obj.partition_report().to_dot()
+def read_uncompiled(path: str) -> Any:
+    """The module a file holds, nothing compiled (for drawing)."""
+    return _read(path)[2]
 
 
 def describe_file(path: str) -> str:
@@ -103,6 +100,8 @@ def _describe_lowered(lowered: LoweredModule, indent: str, installed: dict[str, 
     here = installed.get(record.backend)
     if here is None:
         state = f"not installed here (install {record.distribution or 'its package'})"
+    elif here.note and here.available is False:
+        state = f"installed here but {here.note}"
     else:
         state = f"installed here: {here.distribution or 'in-process'} {here.version or ''}".rstrip()
     lines = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,16 +22,54 @@ from .types import TensorType, dtype_name
 
 @dataclass(frozen=True, slots=True)
 class Signature:
-    """What a method takes and returns."""
+    """What a method takes and returns.
+
+    ``output_names`` names each output (ONNX output names, the keys of a traced dict);
+    empty means the default names ``output0``, ``output1``, ... (see :attr:`names_out`).
+    """
 
     inputs: tuple[tuple[str, TensorType], ...]
     outputs: tuple[TensorType, ...]
     returns_tuple: bool = False
+    output_names: tuple[str, ...] = ()
+    # (numpy dtype, shape) per input and per output, for the checks on every call.
+    _input_checks: tuple[tuple[np.dtype, tuple[int, ...]], ...] = field(
+        init=False, repr=False, compare=False, hash=False
+    )
+    _output_checks: tuple[tuple[np.dtype, tuple[int, ...]], ...] = field(
+        init=False, repr=False, compare=False, hash=False
+    )
+
+    def __post_init__(self) -> None:
+        if self.output_names and len(self.output_names) != len(self.outputs):
+            raise InputError(
+                f"a signature with {len(self.outputs)} outputs needs as many output names, "
+                f"got {list(self.output_names)}"
+            )
+        object.__setattr__(self, "_input_checks", tuple((t.numpy_dtype, t.shape) for _, t in self.inputs))
+        object.__setattr__(self, "_output_checks", tuple((t.numpy_dtype, t.shape) for t in self.outputs))
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.inputs)
+
+    @property
+    def names_out(self) -> tuple[str, ...]:
+        """The output names, defaults filled in."""
+        return self.output_names or default_output_names(len(self.outputs))
 
     def __str__(self) -> str:
         ins = ", ".join(f"{n}: {t}" for n, t in self.inputs)
-        outs = ", ".join(str(t) for t in self.outputs)
+        if self.output_names:
+            outs = ", ".join(f"{n}: {t}" for n, t in zip(self.output_names, self.outputs))
+        else:
+            outs = ", ".join(str(t) for t in self.outputs)
         return f"({ins}) -> ({outs})" if self.returns_tuple else f"({ins}) -> {outs}"
+
+
+def default_output_names(count: int) -> tuple[str, ...]:
+    """``output0``, ``output1``, ...: the names of outputs nobody named."""
+    return tuple(f"output{i}" for i in range(count))
 
 
 class Method:
@@ -43,16 +81,21 @@ class Method:
 class GraphMethod(Method):
     """A method defined by an IR graph (un-lowered)."""
 
-    def __init__(self, graph: Graph, returns_tuple: bool = False) -> None:
+    def __init__(
+        self, graph: Graph, returns_tuple: bool = False, output_names: Sequence[str] = ()
+    ) -> None:
         self.graph = graph
         self.returns_tuple = returns_tuple or len(graph.outputs) != 1
+        self.output_names = tuple(output_names)
 
     @property
     def signature(self) -> Signature:  # type: ignore[override]
+        names = self.output_names if len(self.output_names) == len(self.graph.outputs) else ()
         return Signature(
             tuple((v.name, v.type) for v in self.graph.inputs),
             tuple(v.type for v in self.graph.outputs),
             self.returns_tuple,
+            names,
         )
 
 
@@ -60,7 +103,9 @@ class CallableModule:
     """What every module a user calls shares: named methods with signatures, run three ways.
 
     ``module(x)`` runs ``forward``, ``module.name(x)`` runs method ``name`` and
-    ``module.run("name", x)`` any method. :class:`Module` (un-lowered) and the lowered
+    ``module.run("name", x)`` any method. Inputs go by position, by keyword
+    (``module(x=x)``, ``module.forward(x=x)``) or, as in ONNX Runtime, as one feed dict
+    (``module.run("forward", {"x": x})``). :class:`Module` (un-lowered) and the lowered
     modules of :mod:`lowerkit.lowering` implement :meth:`signature` and :meth:`_execute`;
     inside ``lowerkit.trace`` a call on traced tensors is recorded instead of run.
     """
@@ -75,16 +120,25 @@ class CallableModule:
         """Run ``method`` on checked inputs; returns what :meth:`run` returns."""
         raise NotImplementedError
 
-    def run(self, method: str, *inputs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        """Run ``method`` on ``inputs``; returns one array or a tuple, as the method does."""
-        traced = calls.intercept(self, method, inputs)  # inside lowerkit.trace: record a call node
-        if traced is not NotImplemented:
-            return traced
+    def run(self, method: str, *inputs: Any, **named: Any) -> np.ndarray | tuple[np.ndarray, ...]:
+        """Run ``method``; returns one array or a tuple, as the method does.
+
+        Inputs are given by position (``run("forward", x)``), by name
+        (``run("forward", x=x)``) or as one dict of them (``run("forward", {"x": x})``).
+        """
+        if named or (len(inputs) == 1 and isinstance(inputs[0], dict)):
+            inputs = order_inputs(self, method, inputs, named)
+        for value in inputs:  # plain arrays are never traced: skip the interceptors
+            if type(value) is not np.ndarray:
+                traced = calls.intercept(self, method, inputs)  # inside lowerkit.trace: record a call
+                if traced is not NotImplemented:
+                    return traced
+                break
         sig = self.signature(method)
         return self._execute(method, sig, check_inputs(method, sig, inputs))
 
-    def __call__(self, *inputs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        return self.run("forward", *inputs)
+    def __call__(self, *inputs: Any, **named: Any) -> np.ndarray | tuple[np.ndarray, ...]:
+        return self.run("forward", *inputs, **named)
 
     def __getattr__(self, name: str) -> Any:
         return method_attribute(self, name)
@@ -154,7 +208,7 @@ def method_attribute(obj: Any, name: str) -> Any:
     """
     methods = obj.__dict__.get("methods")
     if methods is not None and name in methods:
-        return lambda *inputs: obj.run(name, *inputs)
+        return lambda *inputs, **named: obj.run(name, *inputs, **named)
     listed = f"; its methods are {sorted(methods)}" if methods else ""
     raise AttributeError(f"{type(obj).__name__} has no attribute or method {name!r}{listed}")
 
@@ -187,8 +241,62 @@ def trace_hint(obj: object) -> str:
     return calls.misuse_hint(obj)
 
 
+def order_inputs(
+    module: CallableModule, method: str, inputs: Sequence[Any], named: Mapping[str, Any]
+) -> tuple[Any, ...]:
+    """Positional inputs from keywords or a feed dict (``{"x": x}``), in signature order."""
+    sig = module.signature(method)
+    expected = sig.input_names
+    if not named:  # one feed dict
+        feed = inputs[0]
+        if not all(isinstance(k, str) for k in feed):
+            raise InputError(
+                f"method {method!r}: a feed dict maps input names {list(expected)} to arrays, "
+                f"got keys {list(feed)}"
+            )
+        given, how = dict(feed), "the feed dict"
+    elif len(inputs) > len(expected):
+        raise InputError(
+            f"method {method!r} takes {len(expected)} inputs ({', '.join(expected)}), "
+            f"got {len(inputs)} positional and {len(named)} by name"
+        )
+    else:
+        given, how = dict(named), "keywords"
+        for name, value in zip(expected, inputs):
+            if name in given:
+                raise InputError(f"method {method!r}: input {name!r} is given by position and by name")
+            given[name] = value
+    unknown = [k for k in given if k not in expected]
+    if unknown:
+        raise InputError(
+            f"method {method!r} has no input(s) {unknown} (given in {how}); "
+            f"its inputs are {list(expected)}{_did_you_mean(unknown[0], expected)}"
+        )
+    missing = [n for n in expected if n not in given]
+    if missing:
+        raise InputError(
+            f"method {method!r}: missing input(s) {missing} (given in {how}: {list(given)}); "
+            f"its inputs are {list(expected)}"
+        )
+    return tuple(given[n] for n in expected)
+
+
+def _did_you_mean(name: str, choices: Sequence[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def check_inputs(method: str, sig: Signature, inputs: Sequence[Any]) -> list[np.ndarray]:
     """Check call inputs against a signature; return them as numpy arrays."""
+    checks = sig._input_checks
+    if len(inputs) == len(checks):  # the common case: arrays of the right type, no copies
+        for value, (dtype, shape) in zip(inputs, checks):
+            if type(value) is not np.ndarray or value.dtype != dtype or value.shape != shape:
+                break
+        else:
+            return list(inputs)
     if len(inputs) != len(sig.inputs):
         names = ", ".join(n for n, _ in sig.inputs)
         raise InputError(
@@ -224,6 +332,13 @@ def format_outputs(
     method: str, sig: Signature, outputs: Sequence[np.ndarray]
 ) -> np.ndarray | tuple[np.ndarray, ...]:
     """Check outputs against the signature and shape them as the method returns them."""
+    checks = sig._output_checks
+    if len(outputs) == len(checks):
+        for out, (dtype, shape) in zip(outputs, checks):
+            if out.dtype != dtype or out.shape != shape:
+                break
+        else:
+            return tuple(outputs) if sig.returns_tuple else outputs[0]
     if len(outputs) != len(sig.outputs):
         raise InputError(
             f"method {method!r} should return {len(sig.outputs)} outputs, got {len(outputs)}"

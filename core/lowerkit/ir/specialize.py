@@ -45,7 +45,7 @@ def bind_module(module: Module, sizes: Mapping[str, int]) -> Module:
         for node in graph.nodes:
             for v in node.outputs:
                 v.type = v.type.bind(sizes)
-        methods[name] = GraphMethod(graph, method.returns_tuple)
+        methods[name] = GraphMethod(graph, method.returns_tuple, method.output_names)
     bound = Module(module.parameters, methods, module.submodules, name=module.name)
     return bound
 

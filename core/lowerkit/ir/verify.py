@@ -14,7 +14,7 @@ node (``node.where()``: op, debug handle, scope and source line).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,10 +55,7 @@ def _canonical(value: object, kind: str) -> bool:
     return False
 
 
-def _check_attrs(method: str, node: Node) -> dict[str, AttrValue]:
-    from ..opset import get_schema
-
-    schema = get_schema(node.op)
+def _check_attrs(method: str, node: Node, schema: Any) -> dict[str, AttrValue]:
     try:
         normalized = schema.normalize_attrs(node.attrs)
     except TypeError as err:
@@ -76,10 +73,7 @@ def _check_attrs(method: str, node: Node) -> dict[str, AttrValue]:
     return normalized
 
 
-def _check_arity(method: str, node: Node) -> None:
-    from ..opset import get_schema
-
-    schema = get_schema(node.op)
+def _check_arity(method: str, node: Node, schema: Any) -> None:
     n = len(node.inputs)
     low, high = schema.min_inputs, schema.max_inputs
     if n < low or (high is not None and n > high):
@@ -94,10 +88,9 @@ def _check_arity(method: str, node: Node) -> None:
         )
 
 
-def _check_inference(method: str, node: Node, attrs: dict[str, AttrValue]) -> None:
-    from ..opset import ShapeError, get_schema
+def _check_inference(method: str, node: Node, attrs: dict[str, AttrValue], schema: Any) -> None:
+    from ..opset import ShapeError
 
-    schema = get_schema(node.op)
     try:
         inferred = list(schema.infer([v.type for v in node.inputs], attrs))
     except ShapeError as err:
@@ -185,11 +178,11 @@ def verify_graph(
 
     Raises :class:`~lowerkit.errors.VerificationError` at the first broken invariant.
     """
-    from ..opset import has_schema
+    from ..opset import get_schema, has_schema
     from ..opset.structural import STRUCTURAL_OPS
 
     defined: set[Value] = set()
-    names: dict[str, str] = {}
+    names: dict[str, str | Node] = {}  # who bound each name; texts made only for errors
     handles = {} if _handles is None else _handles
 
     def bind(value: Value, node: Node | None, what: str) -> None:
@@ -198,28 +191,32 @@ def verify_graph(
         if value in defined:
             raise _fail(method, node, f"{what} %{value.name} is bound a second time (SSA)")
         if value.name in names:
+            by = names[value.name]
             raise _fail(
-                method, node, f"{what} is named %{value.name}, a name already bound by {names[value.name]}"
+                method, node,
+                f"{what} is named %{value.name}, a name already bound by "
+                f"{by if isinstance(by, str) else by.where()}",
             )
         defined.add(value)
-        names[value.name] = what if node is None else node.where()
+        names[value.name] = what if node is None else node
 
     for i, value in enumerate(graph.inputs):
         bind(value, None, f"input {i}")
-    all_bound = {v for n in graph.nodes for v in n.outputs}
     for node in graph.nodes:
         if not has_schema(node.op):
             raise _fail(method, node, f"unknown op {node.op!r}")
         for i, value in enumerate(node.inputs):
             if not isinstance(value, Value) or value not in defined:  # non-Values may not hash
+                all_bound = {v for n in graph.nodes for v in n.outputs}
                 why = "before it is defined (nodes must be in topological order)" if isinstance(
                     value, Value
                 ) and value in all_bound else "which no input or node of this graph binds"
                 raise _fail(method, node, f"input {i} reads %{getattr(value, 'name', value)} {why}")
         for k, value in enumerate(node.outputs):
             bind(value, node, f"output {k}")
-        _check_arity(method, node)
-        attrs = _check_attrs(method, node)
+        schema = get_schema(node.op)
+        _check_arity(method, node, schema)
+        attrs = _check_attrs(method, node, schema)
         if type(node.debug_handle) is not int or node.debug_handle < -1:
             raise _fail(method, node, f"debug handle must be an int >= 0 (or -1 unset), got {node.debug_handle!r}")
         if node.debug_handle == -1:
@@ -234,7 +231,7 @@ def verify_graph(
         else:
             handles[node.debug_handle] = (method, node)
         if node.op not in STRUCTURAL_OPS or node.op == "constant":
-            _check_inference(method, node, attrs)
+            _check_inference(method, node, attrs, schema)
         elif node.op == "param":
             if module is not None:
                 _check_param(method, node, module)

@@ -22,11 +22,12 @@ from ..errors import (
     BackendUnavailableWarning,
     FormatError,
     InputError,
+    LowerkitError,
     PluginError,
 )
 from ..ir.module import CallableModule, Method, Module, Signature, format_outputs
 from ..backend.manager import Backend
-from ..backend.registry import get_backend
+from ..backend.registry import DISABLE_ENV, disabled_reason, get_backend
 
 __all__ = ["DelegateRecord", "Lowered", "LoweredMethod", "LoweredModule"]
 
@@ -198,7 +199,7 @@ class LoweredModule(Lowered):
         try:
             backend = lowered._resolve_backend()
             backend.require_available(f"loading {record.name}")
-            lowered._compile(backend)
+            lowered._compile_loaded(backend)
         except (BackendNotFoundError, BackendNotAvailableError, PluginError, FormatError) as err:
             if fallback is None:
                 raise
@@ -230,6 +231,11 @@ class LoweredModule(Lowered):
                 self._backend = get_backend(self.backend)
             except BackendNotFoundError as err:
                 record = self._record
+                if disabled_reason(record.backend):  # installed, switched off: not "install"
+                    raise BackendNotFoundError(
+                        f"{err}; {record.name} was lowered to it: remove {record.backend!r} from "
+                        f"{DISABLE_ENV} to run it"
+                    ) from err
                 dist = record.distribution or f"the package providing backend {record.backend!r}"
                 made = f" (the file was made with version {record.version})" if record.version else ""
                 raise BackendNotFoundError(
@@ -237,6 +243,24 @@ class LoweredModule(Lowered):
                     f"install {dist}{made}"
                 ) from err
         return self._backend
+
+    def _compile_loaded(self, backend: Backend) -> None:
+        """Compile a file's payload: whatever the plugin's compile refuses is the file's fault,
+        so every lowerkit error but unavailability becomes ``FormatError`` naming the backend."""
+        record = self._record
+        where = f"{record.name}: backend {record.backend!r} ({record.distribution} {record.version})"
+        try:
+            handles = self._compile(backend)
+        except (BackendNotAvailableError, FormatError):
+            raise
+        except LowerkitError as err:  # InputError, PluginError, UnsupportedOperatorError, ...
+            raise FormatError(f"{where} cannot load the file's payload: {type(err).__name__}: {err}") from err
+        missing = sorted(set(record.signatures) - set(handles))
+        if missing:
+            raise FormatError(
+                f"{where}: the file's method(s) {missing} have no compiled handle in its payload, "
+                f"which holds {sorted(handles)}"
+            )
 
     def _compile(self, backend: Backend) -> dict[str, Any]:
         with self._lock:
@@ -250,12 +274,23 @@ class LoweredModule(Lowered):
 
     # -- calling --------------------------------------------------------------------------
     def _execute(self, method: str, sig: Signature, arrays: list[np.ndarray]) -> Any:
-        if self._fallback is not None:
-            return self._fallback.run(method, *arrays)
-        backend = self._resolve_backend()
-        backend.require_available(f"calling {self.name}.{method}")
-        handles = self._compile(backend)
-        outputs = [np.asarray(o) for o in backend.execute(handles[method], arrays, method)]
+        backend, handles = self._backend, self._handles
+        if handles is None or backend is None:  # first call, a copy, or a fallback
+            if self._fallback is not None:
+                return self._fallback.run(method, *arrays)
+            backend = self._resolve_backend()
+            backend.require_available(f"calling {self.name}.{method}")
+            handles = self._compile(backend)
+        else:  # compiled and called before: ask the plugin only (see Backend.availability)
+            available, reason = backend.availability(environment=False)
+            if not available:
+                raise BackendNotAvailableError(
+                    backend.unavailable_message(reason, f"calling {self.name}.{method}")
+                )
+        outputs = backend.execute(handles[method], arrays, method)
+        for i, out in enumerate(outputs):
+            if type(out) is not np.ndarray:
+                outputs[i] = np.asarray(out)
         try:
             return format_outputs(method, sig, outputs)
         except InputError as err:

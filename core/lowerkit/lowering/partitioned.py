@@ -9,6 +9,7 @@ decided per region, when each region compiles.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -126,7 +127,7 @@ class PartitionedModule(Lowered):
 
     def __repr__(self) -> str:
         return (
-            f"<lowerkit.lowering.PartitionedModule {self.name} backends={list(self._backends)} "
+            f"<lowerkit.PartitionedModule {self.name} backends={list(self._backends)} "
             f"regions={len(self._report.regions)}>"
         )
 
@@ -195,15 +196,25 @@ def lower_partitioned(
     *,
     submodules: Sequence[str] | None = None,
     keep_source: bool = False,
+    plan: str = "priority",
+    example_inputs: Mapping[str, Sequence[np.ndarray]] | None = None,
+    optimize: bool = True,
 ) -> PartitionedModule:
     """Partition ``module`` over ``backends`` (priority order) and lower every region.
 
-    ``compile_spec`` maps each method to ``{backend name: options}``. With
-    ``keep_source=True`` every region keeps its original nodes, so that loading with
-    ``fallback="reference"`` can run the regions whose backend is missing. Raises
-    ``UnsupportedOperatorError`` listing every node no backend claims, and ``InputError``
-    for unknown submodule paths or compile-spec backends.
+    With ``optimize`` (and no ``submodules``: selective lowering keeps the graph as it is)
+    the core graph passes (:mod:`lowerkit.partition.prepare`: batch-norm and constant
+    folding, dead code) run first, on a copy. ``plan="priority"`` gives each
+    node to the first backend that supports it; ``plan="measure"`` times candidate plans on
+    ``example_inputs`` (method -> checked inputs) and keeps the fastest (see
+    :mod:`lowerkit.lowering.measure`). ``compile_spec`` maps each method to
+    ``{backend name: options}``. With ``keep_source=True`` every region keeps its original
+    nodes, so that loading with ``fallback="reference"`` can run the regions whose backend is
+    missing. Raises ``UnsupportedOperatorError`` listing every node no backend claims, and
+    ``InputError`` for unknown submodule paths or compile-spec backends.
     """
+    from ..partition.prepare import prepare_module
+
     chosen = [get_backend(name) for name in backends]
     for method, per_backend in compile_spec.items():
         unknown = sorted(set(per_backend) - set(backends))
@@ -213,6 +224,32 @@ def lower_partitioned(
                 f"{list(backends)}; for several backends give {{method: {{backend: options}}}}"
             )
     candidates = [Candidate(b.name, _support_query(b)) for b in chosen]
+    prepared, fired = prepare_module(module) if optimize and submodules is None else (module, [])
+    if plan == "measure":
+        from .measure import measured_partition
+
+        return measured_partition(
+            prepared, backends, candidates, compile_spec, example_inputs or {},
+            keep_source=keep_source, passes=fired,
+        )
+    return lower_plan(
+        prepared, backends, candidates, compile_spec,
+        submodules=submodules, keep_source=keep_source, passes=fired,
+    )
+
+
+def lower_plan(
+    module: Module,
+    backends: Sequence[str],
+    candidates: Sequence[Candidate],
+    compile_spec: Mapping[str, Mapping[str, Any]],
+    *,
+    submodules: Sequence[str] | None = None,
+    keep_source: bool = False,
+    passes: Sequence[str] = (),
+) -> PartitionedModule:
+    """Plan with ``candidates`` (in order, first yes wins) and lower every region."""
+
     plan = plan_partition(module, candidates, submodules)
     lowered_regions = []
     with warnings.catch_warnings(record=True) as caught:
@@ -222,9 +259,10 @@ def lower_partitioned(
             spec = normalize_compile_spec(sub, {"forward": options})
             lowered_regions.append(lower_to_one(sub, region.backend, spec, keep_source=keep_source))
     for warning in _merge_warnings(caught):
-        warnings.warn(warning.message, warning.category, stacklevel=3)
+        warnings.warn(warning.message, warning.category, stacklevel=4)
     outer = build_outer_module(plan, lowered_regions)
     report = make_report(plan, [len(r.record.payload) for r in lowered_regions])
+    report = dataclasses.replace(report, passes=tuple(passes))
     return PartitionedModule(outer, backends, compile_spec, report)
 
 

@@ -445,7 +445,11 @@ def import_model(
     _check_outputs(proto, outputs)
     module = Module(
         parameters=ctx.parameters,
-        methods={"forward": GraphMethod(ctx.graph, returns_tuple=len(outputs) != 1)},
+        methods={"forward": GraphMethod(
+            ctx.graph,
+            returns_tuple=len(outputs) != 1,
+            output_names=_output_names(graph),
+        )},
         name=name or graph.name or "OnnxModel",
     )
     verify_module(module)  # an importer bug must not reach a backend
@@ -495,3 +499,9 @@ def _free_batch(module: Module, free: dict[str, str]) -> Module:
         ) from None
     verify_module(freed)
     return freed
+
+
+def _output_names(graph: Any) -> tuple[str, ...]:
+    """The ONNX graph's output names, when every output has a distinct one."""
+    names = tuple(vi.name for vi in graph.output)
+    return names if all(names) and len(set(names)) == len(names) else ()

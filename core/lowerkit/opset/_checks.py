@@ -14,6 +14,11 @@ from .registry import ShapeError
 
 FLOAT_DTYPES = frozenset({"f16", "f32", "f64"})
 
+# Largest stride, dilation, padding or window size a convolution or pooling accepts. Far
+# above any real network; refuses legal-but-absurd values from hostile files (a stride of
+# 1e9) before they reach a kernel.
+MAX_WINDOW = 1 << 16
+
 
 def require_float(op: str, what: str, t: TensorType) -> None:
     """``t`` must have a floating-point dtype."""
@@ -37,13 +42,17 @@ def require_rank(op: str, what: str, t: TensorType, rank: int) -> None:
         raise ShapeError(f"{op}: {what} must have rank {rank}, got {t}")
 
 
-def int_list(op: str, attrs: dict, name: str, length: int, *, minimum: int) -> tuple[int, ...]:
-    """Attribute ``name`` is a list of ``length`` ints, each >= ``minimum``."""
+def int_list(
+    op: str, attrs: dict, name: str, length: int, *, minimum: int, maximum: int | None = None
+) -> tuple[int, ...]:
+    """Attribute ``name`` is a list of ``length`` ints, each >= ``minimum`` (and <= ``maximum``)."""
     value = tuple(attrs[name])
     if len(value) != length:
         raise ShapeError(f"{op}: {name} must have {length} values, got {list(value)}")
     if any(v < minimum for v in value):
         raise ShapeError(f"{op}: {name} values must be >= {minimum}, got {list(value)}")
+    if maximum is not None and any(v > maximum for v in value):
+        raise ShapeError(f"{op}: {name} values must be <= {maximum}, got {list(value)}")
     return value
 
 

@@ -8,7 +8,7 @@ holds four values in ONNX order ``[top, left, bottom, right]``; each spatial out
 from __future__ import annotations
 
 from ..ir.types import TensorType
-from ._checks import conv_output_size, int_list, require_float, require_rank, require_same_dtype
+from ._checks import MAX_WINDOW, conv_output_size, int_list, require_float, require_rank, require_same_dtype
 from .registry import AttrSpec, OpSchema, ShapeError, register
 
 _GEOMETRY_ATTRS = (
@@ -23,9 +23,9 @@ def _conv_output_shape(
     op: str, x_shape: tuple[int, ...], w_shape: tuple[int, ...], attrs: dict
 ) -> tuple[int, int, int, int]:
     """Check a convolution's geometry; return its output shape ``[N, OC, OH, OW]``."""
-    stride = int_list(op, attrs, "stride", 2, minimum=1)
-    padding = int_list(op, attrs, "padding", 4, minimum=0)
-    dilation = int_list(op, attrs, "dilation", 2, minimum=1)
+    stride = int_list(op, attrs, "stride", 2, minimum=1, maximum=MAX_WINDOW)
+    padding = int_list(op, attrs, "padding", 4, minimum=0, maximum=MAX_WINDOW)
+    dilation = int_list(op, attrs, "dilation", 2, minimum=1, maximum=MAX_WINDOW)
     groups = attrs["groups"]
     if groups < 1:
         raise ShapeError(f"{op}: groups must be >= 1, got {groups}")

@@ -9,17 +9,17 @@ ceil mode a last window that would start past the input and the begin padding is
 from __future__ import annotations
 
 from ..ir.types import TensorType
-from ._checks import int_list, pool_output_size, require_float, require_rank
+from ._checks import MAX_WINDOW, int_list, pool_output_size, require_float, require_rank
 from .registry import AttrSpec, OpSchema, ShapeError, register
 
 
 def _pool_output_shape(op: str, x: TensorType, attrs: dict) -> tuple[int, int, int, int]:
     require_float(op, "x", x)
     require_rank(op, "x", x, 4)
-    kernel = int_list(op, attrs, "kernel_size", 2, minimum=1)
-    stride = int_list(op, attrs, "stride", 2, minimum=1)
-    padding = int_list(op, attrs, "padding", 4, minimum=0)
-    dilation = int_list(op, attrs, "dilation", 2, minimum=1) if "dilation" in attrs else (1, 1)
+    kernel = int_list(op, attrs, "kernel_size", 2, minimum=1, maximum=MAX_WINDOW)
+    stride = int_list(op, attrs, "stride", 2, minimum=1, maximum=MAX_WINDOW)
+    padding = int_list(op, attrs, "padding", 4, minimum=0, maximum=MAX_WINDOW)
+    dilation = int_list(op, attrs, "dilation", 2, minimum=1, maximum=MAX_WINDOW) if "dilation" in attrs else (1, 1)
     extent = [dilation[0] * (kernel[0] - 1) + 1, dilation[1] * (kernel[1] - 1) + 1]
     # A window lying wholly in padding would have no input element (max of nothing).
     for i, side in enumerate(("top", "left", "bottom", "right")):

@@ -7,6 +7,6 @@ describe the result (:class:`PartitionReport`). The partitioned module that runs
 
 from __future__ import annotations
 
-from .report import NodeDecision, PartitionReport, RegionSummary
+from .report import Measurement, NodeDecision, PartitionReport, RegionSummary
 
-__all__ = ["NodeDecision", "PartitionReport", "RegionSummary"]
+__all__ = ["Measurement", "NodeDecision", "PartitionReport", "RegionSummary"]

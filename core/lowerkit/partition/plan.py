@@ -133,8 +133,8 @@ def build_outer_module(plan: PartitionPlan, lowered_regions: Sequence[object]) -
             submodules[name] = next(region_iter)
         graph = outer_graph(mp.graph, mp.regions, mp.region_names, next_handle)
         next_handle += len(mp.regions)
-        returns_tuple = module.methods[mp.name].signature.returns_tuple
-        methods[mp.name] = GraphMethod(graph, returns_tuple=returns_tuple)
+        sig = module.methods[mp.name].signature
+        methods[mp.name] = GraphMethod(graph, sig.returns_tuple, sig.output_names)
     used = {
         n.attrs["name"] for m in methods.values() for n in m.graph.nodes if n.op == "param"
     }

@@ -38,6 +38,23 @@ class RegionSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class Measurement:
+    """One timing taken by ``plan="measure"``: a region on one backend, or a whole plan.
+
+    ``kind`` is ``"region"`` (``name`` a region of the priority plan, ``backend`` the
+    backend it was lowered to alone) or ``"plan"`` (``name`` a candidate plan, ``backend``
+    how many nodes each backend took). ``ms`` is the best time of one call, in milliseconds;
+    ``chosen`` marks the region option or plan that won.
+    """
+
+    kind: str
+    name: str
+    backend: str
+    ms: float
+    chosen: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionReport:
     """The full story of one partitioning, kept in the saved file."""
 
@@ -45,12 +62,18 @@ class PartitionReport:
     nodes: tuple[NodeDecision, ...] = ()
     regions: tuple[RegionSummary, ...] = ()
     submodules: tuple[str, ...] = field(default=())  # selective lowering paths, if any
+    passes: tuple[str, ...] = ()  # core passes that changed the graph before partitioning
+    plan: str = "priority"  # how nodes were assigned: "priority" or "measure"
+    measurements: tuple[Measurement, ...] = ()  # plan="measure": what was timed, and the winner
 
     # -- text ---------------------------------------------------------------------
     def __str__(self) -> str:
         lines = [f"partition over backends {', '.join(self.backends)}"]
         if self.submodules:
             lines.append(f"selective lowering of: {', '.join(self.submodules)}")
+        if self.passes:
+            lines.append(f"passes before partitioning: {', '.join(self.passes)}")
+        lines.append(f"plan: {self.plan}")
         lines.append("")
         lines.append(f"{'REGION':<22} {'BACKEND':<12} {'NODES':>5} {'PAYLOAD':>10}  OPS")
         for r in self.regions:
@@ -62,6 +85,12 @@ class PartitionReport:
             taken = n.backend if n.backend is not None else "(un-lowered)"
             declined = "; ".join(f"{d.backend}: {d.reason}" for d in n.declines)
             lines.append(f"#{n.debug_handle:<5} {n.op:<20} {n.scope or '-':<24} {taken:<12} {declined}")
+        if self.measurements:
+            lines.append("")
+            lines.append(f"{'MEASURED':<8} {'NAME':<34} {'BACKEND':<34} {'BEST ms':>9}")
+            for m in self.measurements:
+                mark = " <- chosen" if m.chosen else ""
+                lines.append(f"{m.kind:<8} {m.name:<34} {m.backend:<34} {m.ms:9.3f}{mark}")
         return "\n".join(lines)
 
     # -- JSON ---------------------------------------------------------------------
@@ -84,7 +113,11 @@ class PartitionReport:
             )
             for r in data["regions"]
         )
-        return cls(tuple(data["backends"]), nodes, regions, tuple(data.get("submodules", ())))
+        measurements = tuple(Measurement(**m) for m in data.get("measurements", ()))
+        return cls(
+            tuple(data["backends"]), nodes, regions, tuple(data.get("submodules", ())),
+            tuple(data.get("passes", ())), str(data.get("plan", "priority")), measurements,
+        )
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True)

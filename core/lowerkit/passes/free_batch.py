@@ -52,7 +52,7 @@ def free_batch(
                     )
                 v.type = TensorType(t.dtype, (symbol,) + t.shape[1:])
         _reinfer(module, name, graph, batch, symbol, signatures)
-        methods[name] = GraphMethod(graph, method.returns_tuple)
+        methods[name] = GraphMethod(graph, method.returns_tuple, method.output_names)
         signatures[name] = tuple(v.type for v in graph.outputs)
     return Module(module.parameters, methods, module.submodules, name=module.name)
 

@@ -34,7 +34,7 @@ def make_constant(graph: Graph, array: np.ndarray, hint: str, index: int, like: 
     ``like`` lends the new node its scope and source line. Debug handles are unique in a
     graph, so the constant gets a fresh one (one past the largest) when ``like`` has one.
     """
-    array = np.ascontiguousarray(array)
+    array = np.asarray(array, order="C")  # ascontiguousarray would make 0-d arrays 1-d
     array.flags.writeable = False
     node = graph.add_node(
         "constant",

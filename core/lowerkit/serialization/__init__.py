@@ -9,12 +9,15 @@ from the file: any corrupt, truncated, foreign or too-new input raises
 
 from __future__ import annotations
 
+import gc
 import os
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FormatError, InputError, LowerkitError
-from .container import FORMAT_VERSION, frame, read_file, unframe, write_atomic
+from .container import BASE_FORMAT_VERSION, FIELDS_1_1, FORMAT_VERSION, OUTPUT_NAMES_VERSION, frame, read_file, unframe, write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..lowering.lowered import LoweredModule
@@ -32,6 +35,13 @@ __all__ = [
     "read_file",
     "save",
 ]
+
+
+# How deep files may nest inside backend payloads (a reference or nnpack payload is itself a
+# file): each level re-reads the bytes below it, so an unbounded depth would make load time
+# quadratic in the file size.
+MAX_NESTING = 8
+_nesting = threading.local()
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +69,21 @@ def dumps(obj: Module | LoweredModule) -> bytes:
         payload = msg.SerializeToString(deterministic=True)
     except (EncodeError, ValueError, OverflowError) as err:  # above protobuf's 2 GiB limit
         raise FormatError(f"the module cannot be encoded in a lowerkit file: {err}") from err
-    return frame(payload)
+    # The lowest version that expresses the content (docs/file-format.md, Versioning).
+    return frame(payload, FORMAT_VERSION if _uses_1_1(msg) else BASE_FORMAT_VERSION)
+
+
+def _uses_1_1(msg: Any) -> bool:
+    """Whether any message in the file (at any depth) sets a field added in format 1.1."""
+    for field, value in msg.ListFields():
+        if field.name in FIELDS_1_1 and value:
+            return True
+        if field.message_type is None:
+            continue
+        items = value if isinstance(value, Iterable) else [value]
+        if any(_uses_1_1(item) for item in items if hasattr(item, "ListFields")):
+            return True
+    return False
 
 
 def loads(data: bytes, *, fallback: str | None = None) -> Module | LoweredModule:
@@ -95,17 +119,34 @@ def decode(
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise InputError(f"loads expects the bytes lowerkit.dumps made, got {type(data).__name__}")
     version, payload = unframe(data)
+    depth = getattr(_nesting, "depth", 0)
+    if depth >= MAX_NESTING:  # a backend's payload holding a file holding a payload ...
+        raise FormatError(
+            f"lowerkit files nest more than {MAX_NESTING} deep (payloads holding files); refused"
+        )
     msg = pb.File()
     try:
         msg.ParseFromString(payload)
     except (DecodeError, RecursionError, ValueError, RuntimeError) as err:
         raise FormatError(f"lowerkit file payload does not decode: {err}") from None
+    # Decoding makes millions of small acyclic objects for a big graph; the cyclic collector
+    # would traverse the growing heap again and again (a third of the load time), so it
+    # pauses while the file is decoded.
+    collecting = gc.isenabled()
+    gc.disable()
+    _nesting.depth = depth + 1
     try:
         obj = file_from_proto(msg, rebuild=rebuild or default_rebuild(fallback))
     except LowerkitError:
         raise
+    except RecursionError:
+        raise FormatError("lowerkit file nests modules too deeply to load") from None
     except Exception as err:  # a rebuild step refused what the file says
         raise FormatError(f"lowerkit file content is invalid: {type(err).__name__}: {err}") from err
+    finally:
+        _nesting.depth = depth
+        if collecting:
+            gc.enable()
     return Decoded(version, len(payload), obj)
 
 

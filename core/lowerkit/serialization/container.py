@@ -25,7 +25,10 @@ from pathlib import Path
 from ..errors import FormatError
 
 __all__ = [
+    "BASE_FORMAT_VERSION",
+    "FIELDS_1_1",
     "FORMAT_VERSION",
+    "OUTPUT_NAMES_VERSION",
     "HEADER_SIZE",
     "MAGIC",
     "MAX_PAYLOAD",
@@ -37,7 +40,14 @@ __all__ = [
 
 MAGIC = b"\x89LKM\r\n\x1a\n"
 # (major, minor): a reader reads every minor of the majors it knows; see docs/file-format.md.
-FORMAT_VERSION = (1, 1)  # 1.1: symbolic dims, payload versions
+# The newest version this writer knows. dumps stamps the lowest version that expresses the
+# content: 1.1 when a file uses a 1.1 field (Method.output_names, TensorType.symbols,
+# LoweredModule.payload_version), else 1.0, so plain files stay readable by 1.0 readers.
+FORMAT_VERSION = (1, 1)
+BASE_FORMAT_VERSION = (1, 0)
+OUTPUT_NAMES_VERSION = (1, 1)  # kept for callers of the name; same as FORMAT_VERSION
+# Proto fields added in 1.1: a file setting any of them is stamped 1.1.
+FIELDS_1_1 = frozenset({"output_names", "symbols", "payload_version"})
 SUPPORTED_MAJORS = frozenset({1})
 # protobuf cannot encode a message of 2 GiB or more.
 MAX_PAYLOAD = 2**31 - 1
@@ -56,24 +66,30 @@ def frame(payload: bytes, version: tuple[int, int] = FORMAT_VERSION) -> bytes:
     return prefix + hashlib.sha256(prefix + payload).digest() + payload
 
 
-def unframe(data: bytes | bytearray | memoryview) -> tuple[tuple[int, int], bytes]:
-    """Check the header and checksum of ``data``; return ``(version, payload)``."""
-    data = bytes(data)
-    if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
-        raise FormatError(_foreign_message(data))
+def unframe(data: bytes | bytearray | memoryview) -> tuple[tuple[int, int], memoryview]:
+    """Check the header and checksum of ``data``; return ``(version, payload)``.
+
+    The payload is a read-only view into ``data``, not a copy (loading holds the file once).
+    """
+    view = memoryview(data).cast("B")
+    if len(view) < len(MAGIC) or view[: len(MAGIC)] != MAGIC:
+        raise FormatError(_foreign_message(bytes(view[:64])))
+    data = view.toreadonly()
     if len(data) < HEADER_SIZE:
         raise FormatError(
             f"truncated lowerkit file: {len(data)} bytes, shorter than the {HEADER_SIZE}-byte header"
         )
     _, major, minor, length = _PREFIX.unpack_from(data)
-    digest = data[_PREFIX.size : HEADER_SIZE]
+    digest = bytes(data[_PREFIX.size : HEADER_SIZE])
     payload = data[HEADER_SIZE:]
     if length != len(payload):
         state = "truncated" if length > len(payload) else "has trailing bytes"
         raise FormatError(
             f"lowerkit file {state}: header says {length} payload bytes, found {len(payload)}"
         )
-    if hashlib.sha256(data[: _PREFIX.size] + payload).digest() != digest:
+    hasher = hashlib.sha256(data[: _PREFIX.size])
+    hasher.update(payload)
+    if hasher.digest() != digest:
         raise FormatError("lowerkit file is corrupt: its SHA-256 checksum does not match")
     if major not in SUPPORTED_MAJORS:
         newest = max(SUPPORTED_MAJORS)

@@ -101,7 +101,8 @@ def module_from_proto(
         if m.WhichOneof("body") != "graph":
             raise FormatError(f"{where}, method {m.name!r}: a module method must be a graph")
         graph = _graph_from_proto(m.graph, f"{where}, method {m.name!r}")
-        methods[m.name] = GraphMethod(graph, m.returns_tuple)
+        names = _output_names(m, len(graph.outputs), f"{where}, method {m.name!r}")
+        methods[m.name] = GraphMethod(graph, m.returns_tuple, names)
         if methods[m.name].returns_tuple != m.returns_tuple:
             raise FormatError(
                 f"{where}, method {m.name!r}: returns {len(graph.outputs)} outputs "
@@ -163,7 +164,8 @@ def record_from_proto(
             raise FormatError(
                 f"{sig_where}: returns {len(outputs)} outputs but is not marked as a tuple"
             )
-        signatures[m.name] = Signature(tuple(inputs.items()), outputs, m.returns_tuple)
+        names = _output_names(m, len(outputs), sig_where)
+        signatures[m.name] = Signature(tuple(inputs.items()), outputs, m.returns_tuple, names)
     original = None
     if msg.HasField("original"):
         original = module_from_proto(msg.original, f"{where}, original module", rebuild=rebuild)
@@ -176,7 +178,7 @@ def record_from_proto(
         signatures=signatures,
         original=original,
         name=msg.name,
-        extra=dict(sorted(msg.extra.items())),
+        extra=dict(msg.extra),  # order is irrelevant: the encoder writes map entries sorted
         payload_version=msg.payload_version,
     )
 
@@ -302,40 +304,63 @@ def _attr_from_proto(msg: pb.Attr, where: str) -> AttrValue | None:
 
 
 def _graph_from_proto(msg: pb.Graph, where: str) -> Graph:
+    # Linear in the message: one dict lookup per value read, types interned (a chain of a
+    # million nodes of one type makes one TensorType), error texts built only on failure.
     from ..opset import has_schema
 
     graph = Graph()
     values: dict[str, Value] = {}
+    types: dict[tuple[str, tuple[int, ...]], TensorType] = {}
+    reserve = graph.namespace.reserve
 
-    def bind(v: pb.ValueDef, what: str) -> Value:
-        _check_new(v.name, values, f"{where}: {what} value")
-        value = values[v.name] = Value(v.name, _type_from_proto(v.type, f"{where}, value {v.name!r}"))
-        graph.namespace.reserve(v.name)
+    def type_of(t: pb.TensorType, name: str) -> TensorType:
+        key = (t.dtype, tuple(t.shape))
+        found = types.get(key)
+        if found is None:
+            found = types[key] = TensorType(*_shape_from_proto(key[0], key[1], f"{where}, value {name!r}"))
+        return found
+
+    def bind(v: pb.ValueDef, what: Callable[[], str]) -> Value:
+        name = v.name
+        if not name or name in values:
+            _check_new(name, values, f"{where}: {what()} value")
+        value = values[name] = Value(name, type_of(v.type, name))
+        reserve(name)
         return value
 
-    def read(name: str, what: str) -> Value:
-        try:
-            return values[name]
-        except KeyError:
-            raise FormatError(
-                f"{where}: {what} reads %{name}, which no earlier input or node defines"
-            ) from None
+    def node_where(index: int, n: pb.Node) -> str:
+        return f"node {index} ({n.op!r}, debug handle {n.debug_handle})"
 
-    graph.inputs = [bind(v, "input") for v in msg.inputs]
+    graph.inputs = [bind(v, lambda: "input") for v in msg.inputs]
+    append = graph.nodes.append
     for index, n in enumerate(msg.nodes):
-        node_where = f"node {index} ({n.op!r}, debug handle {n.debug_handle})"
-        if not has_schema(n.op):
-            raise FormatError(f"{where}, {node_where}: unknown op {n.op!r}")
-        inputs = [read(name, node_where) for name in n.inputs]
-        outputs = [bind(v, node_where + " output") for v in n.outputs]
+        op = n.op
+        if not has_schema(op):
+            raise FormatError(f"{where}, {node_where(index, n)}: unknown op {op!r}")
+        inputs = []
+        for name in n.inputs:
+            value = values.get(name)
+            if value is None:
+                raise FormatError(
+                    f"{where}: {node_where(index, n)} reads %{name}, which no earlier input or node defines"
+                )
+            inputs.append(value)
+        outputs = [bind(v, lambda: node_where(index, n) + " output") for v in n.outputs]
         attrs: dict[str, AttrValue] = {}
         for a in n.attrs:
-            _check_new(a.name, attrs, f"{where}, {node_where}: attribute")
-            attr_where = f"{where}, {node_where}, attribute {a.name!r}"
+            if not a.name or a.name in attrs:
+                _check_new(a.name, attrs, f"{where}, {node_where(index, n)}: attribute")
+            attr_where = f"{where}, {node_where(index, n)}, attribute {a.name!r}"
             attrs[a.name] = _attr_from_proto(a.value, attr_where)  # type: ignore[assignment]
         source = SourceLocation(n.source.file, n.source.line) if n.HasField("source") else None
-        graph.nodes.append(Node(n.op, inputs, outputs, attrs, n.debug_handle, n.scope, source))
-    graph.outputs = [read(name, "graph output") for name in msg.outputs]
+        append(Node(op, inputs, outputs, attrs, n.debug_handle, n.scope, source))
+    outputs = []
+    for name in msg.outputs:
+        value = values.get(name)
+        if value is None:
+            raise FormatError(f"{where}: graph output reads %{name}, which no earlier input or node defines")
+        outputs.append(value)
+    graph.outputs = outputs
     return graph
 
 
@@ -344,3 +369,16 @@ def _verify(module: Module, where: str) -> None:
         verify_module(module)
     except VerificationError as err:
         raise FormatError(f"{where} does not verify: {err}") from err
+
+
+def _output_names(m: pb.Method, count: int, where: str) -> tuple[str, ...]:
+    """A method's output names: none (files before the field), or one distinct name each."""
+    names = tuple(m.output_names)
+    if not names:
+        return ()
+    if len(names) != count or len(set(names)) != len(names) or not all(names):
+        raise FormatError(
+            f"{where}: {len(names)} output names {list(names)[:8]} for {count} outputs; "
+            "expected one distinct non-empty name per output"
+        )
+    return names

@@ -80,6 +80,7 @@ def module_to_proto(module: Module, msg: pb.Module) -> pb.Module:
                 f"got {type(method).__name__}"
             )
         m = msg.methods.add(name=name, returns_tuple=method.returns_tuple)
+        m.output_names.extend(method.signature.output_names)
         _graph_to_proto(method.graph, m.graph, f"{module.name}.{name}")
     for name, sub in module.submodules.items():
         entry = msg.submodules.add(name=name)
@@ -115,6 +116,7 @@ def record_to_proto(record: DelegateRecord, msg: pb.LoweredModule) -> pb.Lowered
     msg.payload_sha256 = hashlib.sha256(payload).digest()
     for name, sig in record.signatures.items():
         m = msg.methods.add(name=name, returns_tuple=sig.returns_tuple)
+        m.output_names.extend(sig.output_names)
         for input_name, t in sig.inputs:
             _type_to_proto(t, m.signature.inputs.add(name=input_name).type)
         for t in sig.outputs:

@@ -145,6 +145,45 @@ OP_CASES += (
     _case("softmax-dim1", "softmax", [_i(_IMG)], {"dim": 1}),
 )
 
+# The float backward and training ops of lowerkit.autograd (issue 15); the forward op's
+# operand first, the incoming gradient last.
+OP_CASES += (
+    _case("sum_to_shape", "sum_to_shape", [_i(_X)], {"shape": [3, 1]}, basic=True),
+    _case("relu_grad", "relu_grad", [_i(_X), _i(_X)], basic=True),
+    _case("clip_grad", "clip_grad", [_i(_X, "wide"), _i(_X)], {"min": 0.0, "max": 6.0}, basic=True),
+    _case("leaky_relu_grad", "leaky_relu_grad", [_i(_X), _i(_X)], {"negative_slope": 0.1}, basic=True),
+    _case("hardsigmoid_grad", "hardsigmoid_grad", [_i(_X, "wide"), _i(_X)], basic=True),
+    _case("hardswish_grad", "hardswish_grad", [_i(_X, "wide"), _i(_X)], basic=True),
+    _case("gelu_grad", "gelu_grad", [_i(_X, "wide"), _i(_X)], basic=True),
+    _case("gelu_grad-tanh", "gelu_grad", [_i(_X, "wide"), _i(_X)], {"approximate": "tanh"}),
+    _case("softmax_grad", "softmax_grad", [_i(_X, "positive"), _i(_X)], {"dim": 1}, basic=True),
+    _case("log_softmax_grad", "log_softmax_grad", [_i(_X), _i(_X)], basic=True),
+    _case("max_pool2d_grad", "max_pool2d_grad", [_i(_IMG), _i((1, 3, 3, 3))],
+          {"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1, 1, 1]}, basic=True),
+    _case("avg_pool2d_grad", "avg_pool2d_grad", [_i((1, 3, 3, 3))],
+          {"input_size": [1, 3, 6, 6], "kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1, 1, 1],
+           "count_include_pad": False}, basic=True),
+    _case("slice_grad", "slice_grad", [_i((1, 3, 2, 3))],
+          {"input_size": list(_IMG), "starts": [1, -1], "ends": [5, 0], "axes": [2, 3], "steps": [2, -2]}, basic=True),
+    _case("pad_grad", "pad_grad", [_i((1, 3, 9, 9))],
+          {"input_size": list(_IMG), "pads": [0, 0, 2, 1, 0, 0, 1, 2], "mode": "reflect"}, basic=True),
+    _case("gather_grad", "gather_grad", [_i((2, 2, 2, 8))],
+          {"input_size": [2, 5, 8], "dim": 1, "indices": np.array([[4, 0], [-1, 4]], np.int64)}, basic=True),
+    _case("interpolate_grad", "interpolate_grad", [_i((1, 3, 9, 4))],
+          {"input_size": list(_IMG), "size": [9, 4], "scales": [1.5, 4 / 6], "mode": "linear",
+           "coordinate_transformation_mode": "half_pixel"}, basic=True),
+    _case("interpolate_grad-nearest", "interpolate_grad", [_i((1, 3, 12, 12))],
+          {"input_size": list(_IMG), "size": [12, 12], "scales": [2.0, 2.0]}),
+    _case("reduce_extreme_grad", "reduce_extreme_grad", [_i(_X), _i((2, 4)), _i((2, 4))], {"dims": [1]},
+          basic=True),
+    _case("batch_norm_train", "batch_norm_train", [_i(_IMG), _p((3,)), _p((3,))], basic=True),
+    _case("batch_norm_train_grad", "batch_norm_train_grad",
+          [_i(_IMG), _p((3,)), _p((3,)), _p((3,), "positive"), _i(_IMG)], basic=True),
+    _case("layer_norm_grad", "layer_norm_grad", [_i((2, 5, 8)), _i((2, 5, 8)), _p((8,))], basic=True),
+    _case("group_norm_grad", "group_norm_grad", [_i((2, 6, 3, 3)), _i((2, 6, 3, 3))], {"num_groups": 3},
+          basic=True),
+)
+
 
 def cases_for(ops: frozenset[str] | set[str]) -> list[OpCase]:
     """The cases whose op is in ``ops``."""

@@ -70,10 +70,11 @@ def _trace(obj: Any, example_inputs: Sequence[Any], methods: Any) -> Module:
         session = TraceSession(type(obj).__name__, obj)
         return _trace_nn_module(obj, session, specs)
     if _is_torch_object(obj):
+        kind = "module " if _is_torch_module(obj) else ""
         raise InputError(
-            f"lowerkit.trace traces lowerkit.nn modules and functions, got a PyTorch "
-            f"{type(obj).__name__}; import PyTorch models with lowerkit.torch.load(model, example_inputs) "
-            "(torch.export), see docs/torch.md"
+            f"lowerkit.trace traces lowerkit.nn modules and Python functions, got the PyTorch {kind}"
+            f"{type(obj).__name__}: import it with lowerkit.torch.load(model, example_inputs) "
+            "(torch.export, see docs/torch.md), or export it to ONNX and use lowerkit.onnx.load"
         )
     if isinstance(obj, Module) or not callable(obj):
         raise InputError(
@@ -303,3 +304,10 @@ def _trace_first_hint(obj: object) -> str:
 
 
 calls.install(interceptor=intercept_call, hint=_trace_first_hint)
+
+
+def _is_torch_module(obj: object) -> bool:
+    """A ``torch.nn.Module``, recognised without importing torch."""
+    return any(
+        c.__module__.startswith("torch.nn") and c.__name__ == "Module" for c in type(obj).__mro__
+    )

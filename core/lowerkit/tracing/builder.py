@@ -280,6 +280,8 @@ class MethodBuilder:
 
     def outputs_of(self, result: object) -> tuple[list[Value], bool]:
         """The graph outputs for what the traced Python code returned."""
+        if isinstance(result, dict):
+            result = tuple(result.values())
         if isinstance(result, (tuple, list)):
             items, returns_tuple = list(result), True
             if not items:
@@ -298,9 +300,18 @@ class MethodBuilder:
         return outputs, returns_tuple
 
     def finish(self, result: object) -> GraphMethod:
+        """The traced method; a returned dict names its outputs (else output0, output1, ...)."""
+        names: tuple[str, ...] = ()
+        if isinstance(result, dict):
+            names = tuple(result)
+            if not all(isinstance(k, str) and k for k in names):
+                raise InputError(
+                    f"method {self.method!r} returned a dict: its keys name the outputs and must "
+                    f"be non-empty strings, got {list(names)}"
+                )
         outputs, returns_tuple = self.outputs_of(result)
         self.graph.set_outputs(outputs)
-        return GraphMethod(self.graph, returns_tuple)
+        return GraphMethod(self.graph, returns_tuple, names)
 
 
 def _type_hint(x: object) -> TensorType | None:

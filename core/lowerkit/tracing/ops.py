@@ -31,6 +31,10 @@ from .model_ops import *  # noqa: E402,F401,F403
 from .model_ops import __all__ as _model_ops_all  # noqa: E402
 
 __all__ += _model_ops_all
+from lowerkit.tracing.train_ops import *  # noqa: E402,F401,F403  (dropout with a seed, one_hot)
+from lowerkit.tracing.train_ops import __all__ as _train_ops_all  # noqa: E402
+
+__all__ += _train_ops_all
 
 Tensor = Any  # a TracedTensor, nn.Parameter or numpy array
 IntOrPair = int | Sequence[int]

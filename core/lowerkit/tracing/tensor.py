@@ -18,14 +18,29 @@ class TracedTensor:
     """A value of the graph being traced. Operations on it record nodes.
 
     Supports ``+ - * / @`` (also with numpy arrays, parameters and Python numbers on either
-    side), unary ``-``, ``.shape``, ``.dtype``, ``.reshape``, ``.flatten``, ``.transpose``,
-    ``.permute`` and a few activations. Its data is unknown while tracing: converting it to
-    numpy, ``bool`` or a number raises :class:`~lowerkit.errors.InputError`.
+    side), unary ``-``, ``.shape``, ``.dtype``, the ``torch.Tensor`` methods that map to
+    :mod:`lowerkit.ops` (``.sum``, ``.mean``, ``.amax``, ``.softmax``, ``.reshape``/``.view``,
+    ``.flatten``, ``.transpose``, ``.permute``, ``.unsqueeze``, activations, ...; see
+    :mod:`lowerkit.tracing.tensor_methods`) and the numpy ufuncs that map to ops
+    (``np.tanh(x)``, ``np.add(a, x)``). Any other method is an ``InputError`` naming what to
+    use instead. Its data is unknown while tracing: converting it to numpy, ``bool`` or a
+    number raises :class:`~lowerkit.errors.InputError`.
     """
 
     __slots__ = ("_value", "_builder")
-    # numpy defers to our reflected operators (array + traced -> traced.__radd__).
-    __array_ufunc__ = None
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        from .tensor_methods import ufunc_call
+
+        return ufunc_call(self, ufunc, method, inputs, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names the class lacks: dunder probes stay plain AttributeErrors.
+        if name.startswith("__") or name in ("_value", "_builder"):
+            raise AttributeError(name)
+        from .tensor_methods import unknown_attribute
+
+        raise unknown_attribute(self, name)
 
     def __init__(self, value: Value, builder: MethodBuilder) -> None:
         self._value = value
@@ -186,3 +201,12 @@ class TracedTensor:
         )
 
     __hash__ = object.__hash__
+
+
+def _install_methods() -> None:
+    from .tensor_methods import install
+
+    install(TracedTensor)
+
+
+_install_methods()

@@ -71,3 +71,13 @@ def lowerkit_compile(processed: bytes, compile_spec: dict[str, dict[str, Any]]) 
 def lowerkit_execute(handle: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
     interpreter, method = handle
     return interpreter.run(method, inputs)
+
+
+@hookimpl
+def lowerkit_options() -> list[dict[str, Any]]:
+    return []  # minimal takes no compile_spec options
+
+
+@hookimpl
+def lowerkit_supported_ops() -> list[str]:
+    return sorted(KERNELS)

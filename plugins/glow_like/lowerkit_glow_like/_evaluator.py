@@ -44,7 +44,7 @@ class GlowInterpreter(Interpreter):
         if spec is None:
             raise UnsupportedOperatorError(f"glow_like has no kernel for {node.where()}")
         outs = [np.empty(v.type.shape, dtype=v.type.numpy_dtype) for v in node.outputs]
-        spec.prepare([np.ascontiguousarray(a) for a in args], outs, node.attrs, None)()
+        spec.prepare([np.asarray(a, order="C") for a in args], outs, node.attrs, None)()
         return outs
 
 

@@ -28,6 +28,10 @@ def _aligned_bytes(nbytes: int) -> np.ndarray:
     return raw[start : start + nbytes]
 
 
+# Kernel modules whose kernels call no BLAS routine (numpy ufuncs, copies, compiled chains).
+_BLAS_FREE_KERNELS = frozenset({"elementwise", "shape", "activation", "chain"})
+
+
 @dataclass
 class _ThreadState:
     inputs: list[np.ndarray]
@@ -40,7 +44,7 @@ class Executable:
 
     def __init__(self, program: Program) -> None:
         self.program = program
-        self.constants = [np.ascontiguousarray(c) for c in program.constants]
+        self.constants = [np.asarray(c, order="C") for c in program.constants]  # keeps 0-d arrays 0-d
         for c in self.constants:
             c.flags.writeable = False
         # Derived constants (widened or transformed weights), computed once, shared by threads.
@@ -65,6 +69,12 @@ class Executable:
             self.ways = int(self.threads) if self.threads else max(1, min(cpu_count(), 8))
             self.parallel: Parallel | None = Parallel(self.ways) if self.ways > 1 else None
         self._local = threading.local()
+        # Programs of element-wise and data-movement kernels only never reach BLAS: they skip
+        # the BLAS thread limit (two library calls a run, most of a tiny program's cost).
+        self.uses_blas = any(
+            KERNELS[ins.op].prepare.__module__.rsplit(".", 1)[-1] not in _BLAS_FREE_KERNELS
+            for ins in program.instructions
+        )
 
     @staticmethod
     def _derived_key(buf, fn, ins) -> tuple | None:
@@ -118,14 +128,18 @@ class Executable:
                 f"glow_like method {self.program.method!r} takes {len(state.inputs)} inputs, got {len(inputs)}"
             )
         for dst, src in zip(state.inputs, inputs):
-            src = np.asarray(src)
+            if type(src) is not np.ndarray:
+                src = np.asarray(src)
             if src.shape != dst.shape:
                 raise InputError(
                     f"glow_like method {self.program.method!r}: expected input shape {list(dst.shape)}, "
                     f"got {list(src.shape)}"
                 )
-            np.copyto(dst, src, casting="same_kind")
-        if self.threads != "blas":
+            if src.dtype == dst.dtype:
+                dst[...] = src  # a quarter of np.copyto's cost on tiny inputs
+            else:
+                np.copyto(dst, src, casting="same_kind")
+        if self.threads != "blas" and self.uses_blas:
             with blas_limit(1):
                 for call in state.calls:
                     call()

@@ -15,19 +15,17 @@ from typing import Any
 
 import numpy as np
 
-from lowerkit.errors import InputError, UnsupportedOperatorError
+from lowerkit.errors import FormatError, InputError, LowerkitError, UnsupportedOperatorError
 from lowerkit.backend.hookspecs import Unavailable, hookimpl
 from lowerkit.ir.module import GraphMethod
 
 from .algorithms import check_algorithm
 from .conv import Conv2d, RunOptions, conv2d
 from .geometry import ConvGeometry, GeometryError
-from .grad import Conv2dInputGrad, Conv2dWeightGrad
-from .options import DEFAULTS, validate_options
-from .payload import READS, decode, encode
-from .plan import Plan
+from .algorithms import ALGORITHMS
+from .options import DEFAULTS, TRANSFORM_STRATEGIES, validate_options
 from .selftest import run_self_test
-from .support import CLAIMED_OPS, conv_geometry, is_supported, support_reason
+from .support import CLAIMED_OPS, conv_geometry, is_depthwise, is_supported, support_reason
 
 __all__ = [
     "CLAIMED_OPS",
@@ -45,18 +43,32 @@ __all__ = [
     "lowerkit_is_available",
     "lowerkit_is_supported",
     "lowerkit_payload_versions",
+    "lowerkit_options",
     "lowerkit_preprocess",
+    "lowerkit_supported_ops",
 ]
 
 DISABLE_ENV = "LOWERKIT_NNPACK_DISABLE"
 
+# The gradients, the execution plan and the payload codec (which brings in protobuf) are
+# imported where they are used: loading the plugin to ask its availability stays cheap.
+
+
+def __getattr__(name: str) -> Any:
+    """``Conv2dInputGrad`` and ``Conv2dWeightGrad``, imported on first use."""
+    if name in ("Conv2dInputGrad", "Conv2dWeightGrad"):
+        from . import grad
+
+        return getattr(grad, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 @dataclass(frozen=True, slots=True)
 class NnpackHandle:
-    """One compiled method: its execution plan."""
+    """One compiled method: its execution plan (a :class:`lowerkit_nnpack.plan.Plan`)."""
 
     method: str
-    plan: Plan
+    plan: Any
 
     def __call__(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         return self.plan.run(inputs)
@@ -80,10 +92,12 @@ def _check_method(module: Any, method: str, options: dict[str, Any]) -> None:
     if algorithm == "auto":
         return
     for node in m.graph.nodes:
-        if node.op not in ("conv2d", "conv2d_input_grad"):
-            continue
+        if node.op not in ("conv2d", "conv2d_input_grad") or is_depthwise(node):
+            continue  # depthwise has one algorithm of its own
         geom = conv_geometry(node)
         if node.op == "conv2d_input_grad":
+            from .grad import Conv2dInputGrad
+
             geom = Conv2dInputGrad(geom, None, algorithm="implicit_gemm").backward
         try:
             check_algorithm(algorithm, geom)
@@ -103,6 +117,8 @@ def lowerkit_preprocess(module: Any, compile_spec: dict[str, dict[str, Any]]) ->
             f"nnpack: compile_spec names method(s) {extra} that {module.name} does not have; "
             f"its methods are {sorted(module.methods)}"
         )
+    from .payload import encode
+
     options = {m: validate_options(m, spec.get(m)) for m in module.methods}
     for method in module.methods:
         _check_method(module, method, options[method])
@@ -112,17 +128,40 @@ def lowerkit_preprocess(module: Any, compile_spec: dict[str, dict[str, Any]]) ->
 @hookimpl
 def lowerkit_compile(processed: bytes, compile_spec: dict[str, dict[str, Any]]) -> dict[str, NnpackHandle]:
     """Build one execution plan per method (kernel transforms precomputed, workspaces per thread)."""
+    from .payload import decode
+    from .plan import Plan
+
     module, options = decode(processed)
+    checked = _validate_payload(module, options)
     handles = {}
     for method, m in module.methods.items():
-        opts = validate_options(method, options.get(method))
-        handles[method] = NnpackHandle(method, Plan(m.graph, module.parameters, opts))
+        handles[method] = NnpackHandle(method, Plan(m.graph, module.parameters, checked[method]))
     return handles
+
+
+def _validate_payload(module: Any, options: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Everything preprocess checked, checked again on what the payload says: each method
+    a graph of supported nodes, options known and in range. ``FormatError`` otherwise."""
+    extra = sorted(set(options) - set(module.methods))
+    if extra:
+        raise FormatError(f"nnpack payload: options name method(s) {extra} the module does not have")
+    checked = {}
+    for method in module.methods:
+        try:
+            if not isinstance(options.get(method, {}), dict):
+                raise InputError(f"nnpack: method {method!r}: options must be an object")
+            checked[method] = validate_options(method, options.get(method))
+            _check_method(module, method, checked[method])
+        except LowerkitError as err:  # InputError, UnsupportedOperatorError: the payload's fault
+            raise FormatError(f"nnpack payload: {err}") from None
+    return checked
 
 
 @hookimpl
 def lowerkit_payload_versions() -> list[str]:
     """The payload formats this version reads; the one it writes first."""
+    from .payload import READS
+
     return [str(v) for v in READS]
 
 
@@ -148,3 +187,24 @@ def lowerkit_is_supported(node: Any) -> Any:
 @hookimpl
 def lowerkit_destroy(handles: dict[str, Any]) -> None:
     """Nothing to free beyond what garbage collection reclaims (workspaces die with their plans)."""
+
+
+@hookimpl
+def lowerkit_options() -> list[dict[str, Any]]:
+    """compile_spec options per method (see docs/nnpack.md)."""
+    return [
+        {"name": "algorithm", "type": "str: " + "|".join(ALGORITHMS), "default": DEFAULTS["algorithm"],
+         "doc": "convolution algorithm; auto picks per layer"},
+        {"name": "transform_strategy", "type": "str: " + "|".join(TRANSFORM_STRATEGIES),
+         "default": DEFAULTS["transform_strategy"], "doc": "when kernel transforms are computed"},
+        {"name": "threads", "type": "int >= 0", "default": DEFAULTS["threads"],
+         "doc": "worker threads; 0: one per core of the machine that runs it"},
+        {"name": "batch_threshold", "type": "int >= 1", "default": DEFAULTS["batch_threshold"],
+         "doc": "batch size from which work is split over the batch"},
+    ]
+
+
+@hookimpl
+def lowerkit_supported_ops() -> list[str]:
+    """The layers nnpack claims (float32; convolution geometry is checked per node)."""
+    return list(CLAIMED_OPS)

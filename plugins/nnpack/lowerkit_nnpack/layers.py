@@ -95,8 +95,13 @@ def relu(x: np.ndarray) -> np.ndarray:
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis (NNPACK's channel axis), max-subtracted for stability."""
-    out = np.subtract(x, x.max(axis=-1, keepdims=True), dtype=np.float32)
-    np.exp(out, out=out)
-    out /= out.sum(axis=-1, keepdims=True)
+    """Softmax over the last axis (NNPACK's channel axis), max-subtracted, one compiled pass per
+    row (``lowerkit.backend.cpu.jit.norm``, loaded on first use)."""
+    from lowerkit.backend.cpu import jit
+
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.empty_like(x)
+    if x.size:
+        rows = x.size // x.shape[-1]
+        jit.load("norm").softmax_rows(x.reshape(rows, -1), out.reshape(rows, -1), False, 0, rows)
     return out

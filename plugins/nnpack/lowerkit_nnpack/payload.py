@@ -45,5 +45,32 @@ def decode(payload: bytes) -> tuple[Any, dict[str, dict[str, Any]]]:
             raise TypeError("options is not an object")
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as err:
         raise FormatError(f"nnpack payload header is corrupt: {err}") from None
-    module = lowerkit.loads(bytes(payload[start + length :]))
+    module = _decode_module(bytes(payload[start + length :]))
     return module, options
+
+
+def _refuse_lowered(record: Any) -> Any:
+    raise FormatError(
+        f"nnpack payload holds a module lowered to {record.backend!r}; it must hold a plain module"
+    )
+
+
+def _decode_module(data: bytes) -> Any:
+    """The plain module inside the payload: nothing in it is compiled (a lowered module inside
+    an nnpack payload is refused, not loaded), and every error is the payload's."""
+    from lowerkit.serialization import decode as decode_file
+
+    try:
+        module = decode_file(data, rebuild=_refuse_lowered).obj
+    except FormatError as err:
+        raise FormatError(f"nnpack payload: the module inside does not load: {err}") from None
+    except lowerkit.LowerkitError as err:
+        raise FormatError(f"nnpack payload: the module inside is invalid: {err}") from None
+    if not isinstance(module, lowerkit.Module):
+        raise FormatError(f"nnpack payload must hold a plain module, got {type(module).__name__}")
+    if module.submodules:
+        raise FormatError(
+            f"nnpack payload: module {module.name!r} has submodules {sorted(module.submodules)}; "
+            "nnpack payloads hold one flat module"
+        )
+    return module

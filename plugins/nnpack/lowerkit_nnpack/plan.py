@@ -19,10 +19,11 @@ from lowerkit.ir.interpreter import last_uses
 from lowerkit.ir.node import Node, Value
 
 from .conv import Conv2d, RunOptions
+from .depthwise import DepthwiseConv2d
 from .geometry import GeometryError
 from .grad import Conv2dInputGrad, Conv2dWeightGrad
 from .layers import Linear, MaxPool2d, relu, softmax
-from .support import attrs_of, conv_geometry, support_reason
+from .support import attrs_of, conv_geometry, is_depthwise, support_reason
 from .workspace import SHARED
 
 # A step's kernel takes the arrays of its runtime inputs and returns its outputs.
@@ -99,7 +100,12 @@ class Plan:
         opts, run = self.options, self.run_options
         ids = list(node.inputs)
         attrs = attrs_of(node)
-        if node.op == "conv2d":
+        if node.op == "conv2d" and is_depthwise(node):
+            weight, bias = self._const(node, 1), self._const(node, 2)
+            conv = DepthwiseConv2d(conv_geometry(node), weight, bias, dilation=tuple(attrs["dilation"]),
+                                   relu=fuse_relu, options=run, workspace=self.workspace)
+            self.algorithms[node.debug_handle] = f"depthwise ({conv.algorithm})"
+        elif node.op == "conv2d":
             weight, bias = self._const(node, 1), self._const(node, 2)
             conv = Conv2d(
                 conv_geometry(node), weight, bias, algorithm=opts["algorithm"], relu=fuse_relu,
@@ -107,6 +113,7 @@ class Plan:
                 batch_hint=_batch_hint(node.inputs[0].type.shape[0]), workspace=self.workspace,
             )
             self.algorithms[node.debug_handle] = conv.algorithm
+        if node.op == "conv2d":
             live = [ids[0]] + [ids[i] for i in (1, 2) if i < len(ids) and ids[i] not in self.constants]
             has_bias = len(ids) > 2
 
@@ -153,6 +160,9 @@ class Plan:
         if node.op == "relu":
             return (lambda args: [relu(args[0])]), ids
         if node.op == "softmax":
+            from lowerkit.backend.cpu import jit
+
+            jit.load("norm")  # compile (or load from the cache) now, not in the first call
             return (lambda args: [softmax(args[0])]), ids
         raise UnsupportedOperatorError(f"nnpack cannot run {node.where()}")  # pragma: no cover
 

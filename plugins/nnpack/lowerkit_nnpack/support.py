@@ -43,10 +43,22 @@ def conv_geometry(node: Node) -> ConvGeometry:
     )
 
 
+def is_depthwise(node: Node) -> bool:
+    """A forward depthwise convolution: groups = input channels = output channels (an
+    extension: NNPACK has no depthwise convolution)."""
+    if node.op != "conv2d":
+        return False
+    groups = attrs_of(node).get("groups", 1)
+    c, oc = node.inputs[0].type.shape[1], node.inputs[1].type.shape[0]
+    return groups > 1 and groups == c == oc
+
+
 def _conv_reason(node: Node) -> str | None:
     attrs = attrs_of(node)
-    if attrs.get("groups", 1) != 1:
-        return f"groups={attrs['groups']} unsupported (NNPACK convolutions are dense: groups 1)"
+    groups = attrs.get("groups", 1)
+    if groups != 1 and not is_depthwise(node):
+        return (f"groups={groups} unsupported (NNPACK convolutions are dense; the depthwise extension "
+                "needs groups = input channels = output channels, forward only)")
     if tuple(attrs.get("dilation", (1, 1))) != (1, 1):
         return f"dilation {list(attrs['dilation'])} unsupported (NNPACK has no dilated convolution)"
     geom = conv_geometry(node)

@@ -30,7 +30,9 @@ __all__ = [
     "lowerkit_is_available",
     "lowerkit_is_supported",
     "lowerkit_payload_versions",
+    "lowerkit_options",
     "lowerkit_preprocess",
+    "lowerkit_supported_ops",
 ]
 
 
@@ -87,3 +89,17 @@ def lowerkit_is_available() -> bool:
 def lowerkit_is_supported(node: Any) -> bool:
     """Every op in the registry (structural ops are resolved by the interpreter)."""
     return has_schema(node.op)
+
+
+@hookimpl
+def lowerkit_options() -> list[dict[str, Any]]:
+    """The reference backend takes no options."""
+    return []
+
+
+@hookimpl
+def lowerkit_supported_ops() -> list[str]:
+    """Every op of the core registry."""
+    from lowerkit.opset import all_schemas
+
+    return [schema.name for schema in all_schemas()]

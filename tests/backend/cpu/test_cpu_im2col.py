@@ -68,3 +68,25 @@ def test_merge_last_is_a_writable_view_and_refuses_gaps():
     assert a[:, :, 1:3].all() and not a[:, :, 0].any() and not a[:, :, 3].any()
     with pytest.raises(ValueError, match="not contiguous"):
         merge_last(a[:, :, :, 1:3])
+
+
+@pytest.mark.parametrize(
+    "kernel, out_hw, stride, dilation",
+    [
+        ((3, 3), (4, 4), (1_000_000_000, 1), (1, 1)),  # issue 12: read far outside the image
+        ((3, 3), (1, 1), (1, 1), (1_000_000, 1_000_000)),
+        ((3, 3), (6, 6), (0, 0), (1, 1)),
+        ((3, 3), (7, 6), (1, 1), (1, 1)),  # one output row too many
+    ],
+)
+def test_window_views_refuse_geometry_that_reads_outside_the_source(kernel, out_hw, stride, dilation):
+    src = np.zeros((2, 8, 8), np.float32)
+    with pytest.raises(ValueError, match="window"):
+        im2col_view(src, kernel, out_hw, stride, dilation)
+
+
+def test_tile_view_refuses_tiles_past_the_padded_image():
+    padded = np.zeros((1, 2, 10, 10), np.float32)
+    tile_view(padded, (6, 6), (4, 4), (2, 2))  # tiles end at row 4 + 6 = 10: fits
+    with pytest.raises(ValueError, match="window view reads outside"):
+        tile_view(padded, (6, 6), (4, 4), (3, 2))

@@ -37,6 +37,9 @@ class BlasLimiter:
         self._depth = 0
         self._context: Any = None
         self._controller: Any = None
+        self._rescan_pending = False
+        self._libs: list[Any] | None = None  # the BLAS libraries' controllers, found once
+        self._restore: list[tuple[Any, int]] = []  # (library, threads it had) to put back
 
     @property
     def depth(self) -> int:
@@ -48,27 +51,48 @@ class BlasLimiter:
         """Context: BLAS runs on ``blas_threads`` threads (or the limit already in force) inside."""
         with self._lock:
             if self._depth == 0:
-                self._context = self._enter(max(1, int(blas_threads)))
+                self._restore = self._enter(max(1, int(blas_threads)))
             self._depth += 1
         try:
             yield
         finally:
             with self._lock:
                 self._depth -= 1
-                if self._depth == 0 and self._context is not None:
-                    _release_control()
-                    self._context.restore_original_limits()
-                    _release_control()
-                    self._context = None
+                if self._depth == 0 and self._restore:
+                    _set_threads(self._restore)
+                    self._restore = []
 
-    def _enter(self, blas_threads: int) -> Any:
-        if self._controller is None:
+    def rescan(self) -> None:
+        """Inspect the loaded libraries again at the next region: call after loading code that
+        may bring its own BLAS (importing numba loads scipy's OpenBLAS)."""
+        with self._lock:
+            if self._depth == 0:
+                self._controller = None
+            else:
+                self._rescan_pending = True
+
+    def _enter(self, blas_threads: int) -> list[tuple[Any, int]]:
+        """Set every BLAS library to ``blas_threads``; returns what to restore on exit.
+
+        The hot path of every backend call: the libraries are inspected once (threadpoolctl's
+        ``limit()`` would inspect them on every call), and a library already at the limit is
+        left alone, so a call that changes nothing costs one query per library.
+        """
+        if self._rescan_pending:
+            self._controller, self._libs, self._rescan_pending = None, None, False
+        if self._libs is None:
             # Found on first use: threadpoolctl inspects the libraries loaded by then.
-            self._controller = _threadpoolctl().ThreadpoolController()
-        _release_control()
-        context = self._controller.limit(limits=blas_threads, user_api="blas")
-        _release_control()
-        return context
+            if self._controller is None:
+                self._controller = _threadpoolctl().ThreadpoolController()
+            self._libs = list(self._controller.select(user_api="blas").lib_controllers)
+        restore = []
+        for lib in self._libs:
+            current = lib.get_num_threads()
+            if current is not None and current != blas_threads:
+                restore.append((lib, current))
+        if restore:
+            _set_threads([(lib, blas_threads) for lib, _ in restore])
+        return restore
 
 
 def _threadpoolctl() -> Any:
@@ -79,6 +103,14 @@ def _threadpoolctl() -> Any:
             "lowerkit.backend.cpu.blas_limit needs threadpoolctl; install it with pip install 'lowerkit[cpu]'"
         ) from err
     return threadpoolctl
+
+
+def _set_threads(settings: list[tuple[Any, int]]) -> None:
+    """``lib.set_num_threads(n)`` for each pair, free to run from any thread."""
+    _release_control()
+    for lib, threads in settings:
+        lib.set_num_threads(threads)
+    _release_control()
 
 
 def _release_control() -> None:

@@ -42,6 +42,7 @@ def im2col_view(
     """
     (kh, kw), (oh, ow) = kernel, out_hw
     (sh, sw), (dh, dw) = stride, dilation
+    _check_window(src.shape[-2:], (kh, kw), (oh, ow), (sh, sw), (dh, dw))
     lead, (s_h, s_w) = src.strides[:-2], src.strides[-2:]
     shape = src.shape[:-2] + (kh, kw, oh, ow)
     return as_strided(src, shape, lead + (s_h * dh, s_w * dw, s_h * sh, s_w * sw), writeable=False)
@@ -56,11 +57,36 @@ def tile_view(
     "Position-major" layout: the transforms are GEMMs over the two leading axes and each
     tile position's channel GEMM reads one ``[C, N * tiles]`` matrix.
     """
+    _check_window(padded.shape[-2:], tile, count, step, (1, 1))
     sn, sc, sh, sw = padded.strides
     n, c = padded.shape[:2]
     shape = (tile[0], tile[1], c, n, count[0], count[1])
     strides = (sh, sw, sc, sn, sh * step[0], sw * step[1])
     return as_strided(padded, shape=shape, strides=strides, writeable=False)
+
+
+def _check_window(
+    size: Sequence[int], kernel: Sequence[int], count: Sequence[int], stride: Sequence[int],
+    dilation: Sequence[int],
+) -> None:
+    """Refuse a window view that would read outside its source (``as_strided`` does not check).
+
+    The last element read along an axis is ``(count - 1) * stride + (kernel - 1) * dilation``;
+    it must lie inside ``size``. O(1): kernels call this on every view they make, so no
+    geometry reaches ``as_strided`` unchecked, whatever the caller validated before.
+    """
+    for axis in range(2):
+        n, k, s, d = int(count[axis]), int(kernel[axis]), int(stride[axis]), int(dilation[axis])
+        if n < 0 or k < 0 or s < 1 or d < 1:
+            raise ValueError(
+                f"window geometry out of range on axis {axis}: count {n}, kernel {k}, stride {s}, "
+                f"dilation {d}"
+            )
+        if n and k and (n - 1) * s + (k - 1) * d >= int(size[axis]):
+            raise ValueError(
+                f"window view reads outside its {tuple(size)} source on axis {axis}: {n} windows of "
+                f"{k} taps, stride {s}, dilation {d}"
+            )
 
 
 def merge_last(view: np.ndarray) -> np.ndarray:

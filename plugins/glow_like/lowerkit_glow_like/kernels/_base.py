@@ -77,9 +77,21 @@ def scratch_array(scratch: np.ndarray | None, dtype, shape: Sequence[int], offse
 
 
 def apply_activation(out: np.ndarray, attrs: dict) -> None:
-    """Fused activation in place: ``act`` is none, relu or clip (``act_min``/``act_max``)."""
+    """Fused activation in place: ``act`` is none, relu, clip (``act_min``/``act_max``) or one
+    of the compiled kernels' activations (hardswish, hardsigmoid, silu, gelu, gelu_tanh),
+    run by the compiled ``activate`` on contiguous arrays, in numpy otherwise."""
     act = attrs.get("act", "none")
     if act == "relu":
         np.maximum(out, 0, out=out)
     elif act == "clip":
         np.clip(out, attrs["act_min"], attrs["act_max"], out=out)
+    elif act != "none":
+        from lowerkit.backend.cpu import jit
+
+        code, p0, p1 = jit.activation_code(attrs)
+        if out.flags.c_contiguous and out.dtype == np.float32:
+            jit.load("conv").activate(out.reshape(-1), code, p0, p1)
+        else:
+            from .chain import numpy_activation
+
+            np.copyto(out, numpy_activation(out, code, p0, p1))

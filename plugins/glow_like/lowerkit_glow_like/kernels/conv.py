@@ -12,7 +12,7 @@ import numpy as np
 
 from lowerkit.backend.cpu import im2col_view, pad_into, split
 
-from . import winograd
+from . import grouped, winograd
 from ._base import apply_activation, kernel, scratch_array
 
 
@@ -88,6 +88,9 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, col_dtype=np
     """Bind a float convolution (optionally biased, with a fused activation) to its arrays."""
     if attrs.get("algo") == "winograd":
         return winograd.prepare_winograd(inputs, outputs, attrs, scratch, parallel)
+    algorithm = _grouped(inputs[0].shape, inputs[1].shape, outputs[0].shape, attrs)
+    if algorithm is not None:
+        return grouped.prepare_grouped(inputs, outputs, attrs, scratch, parallel, algorithm)
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     (out,) = outputs
@@ -238,9 +241,21 @@ def _prepare_batched(x, w, b3, out, attrs, geometry, scratch, col_dtype, paralle
     return run
 
 
+def _grouped(x_shape, w_shape, out_shape, attrs) -> str | None:
+    """The compiled grouped kernel: as chosen ahead of time (``algo``), else by shape."""
+    algo = attrs.get("algo")
+    if algo in grouped.ALGORITHMS:
+        return algo
+    if algo is None and len(w_shape) == 4:
+        return grouped.grouped_algorithm(x_shape, w_shape, out_shape, attrs)
+    return None
+
+
 def _scratch(in_types, out_types, attrs):
     if attrs.get("algo") == "winograd":
         return winograd.scratch_bytes(in_types, out_types, attrs)
+    if _grouped(in_types[0].shape, in_types[1].shape, out_types[0].shape, attrs) is not None:
+        return grouped.grouped_scratch_bytes(in_types[0].shape, in_types[1].shape, out_types[0].shape, attrs)
     return conv_scratch_bytes(in_types, out_types, attrs)
 
 

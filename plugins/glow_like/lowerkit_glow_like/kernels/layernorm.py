@@ -21,6 +21,18 @@ def _layer_norm(inputs, outputs, attrs, scratch):
     axis = attrs.get("axis", -1) % x.ndim
     axes = tuple(range(axis, x.ndim))
     eps = attrs.get("eps", 1e-5)
+    if x.dtype == np.float32 and x.size and all(a.dtype == np.float32 for a in affine):
+        # One compiled pass per row (lowerkit.backend.cpu.jit.norm): statistics, normalise, affine.
+        from lowerkit.backend.cpu import jit
+
+        kernels = jit.load("norm")
+        d = int(np.prod(x.shape[axis:]))
+        rows = x.size // d
+        x2, out2 = x.reshape(rows, d), out.reshape(rows, d)
+        empty = np.empty(0, np.float32)
+        w = affine[0].reshape(d) if affine else empty
+        b = affine[1].reshape(d) if len(affine) > 1 else empty
+        return lambda: kernels.layer_norm_rows(x2, w, b, out2, float(eps), 0, rows)
 
     def run():
         _normalize_into(x, out, axes, eps)

@@ -1,10 +1,11 @@
-"""Pooling kernels: max and average as a running reduction over kernel taps into ``out``."""
+"""Pooling kernels: max and average windows and the global average on the compiled kernels of
+``lowerkit.backend.cpu.jit.pool`` (numba, loaded at bind time); int8 max pooling in numpy."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._base import kernel, scratch_array
+from ._base import kernel
 from ._window import taps
 
 
@@ -19,62 +20,51 @@ def _pool_taps(x, out, attrs):
 PARALLEL_MIN_ELEMENTS = 100_000  # smaller poolings run serially
 
 
-def _max_pool_geometry(x_shape, out_shape, attrs):
+def _window(attrs):
     ks = tuple(attrs["kernel_size"])
     stride = tuple(attrs.get("stride") or ks)
     pt, pl, _, _ = tuple(attrs.get("padding", (0, 0, 0, 0)))
     dh, dw = tuple(attrs.get("dilation", (1, 1)))
-    n, c, h, w = x_shape
-    oh, ow = out_shape[2:]
-    # The padded buffer holds every row/column any window reads (ceil_mode may read past
-    # the end padding; those positions hold the lowest value, like padding).
-    hp = max(pt + h, (oh - 1) * stride[0] + (ks[0] - 1) * dh + 1)
-    wp = max(pl + w, (ow - 1) * stride[1] + (ks[1] - 1) * dw + 1)
-    return ks, stride, (pt, pl), (dh, dw), (n, c, hp, wp)
+    return ks, stride, (pt, pl), (dh, dw)
 
 
-def _max_pool_scratch(in_types, out_types, attrs):
-    x, out = in_types[0], out_types[0]
-    _, _, _, _, (n, c, hp, wp) = _max_pool_geometry(x.shape, out.shape, attrs)
-    return (n * c * hp * wp + n * c * out.shape[2] * wp) * x.numpy_dtype.itemsize
+def _prepare_window(x, out, attrs, inv, is_max: bool, parallel):
+    """Bind the compiled window pool (``lowerkit.backend.cpu.jit.pool``), split by planes."""
+    from lowerkit.backend.cpu import jit
+
+    kernels = jit.load("pool")
+    (kh, kw), (sh, sw), (pt, pl), (dh, dw) = _window(attrs)
+    planes = x.shape[0] * x.shape[1]
+    ways = parallel.ways if parallel is not None and x.size >= PARALLEL_MIN_ELEMENTS else 1
+    cut = [planes * j // ways for j in range(ways + 1)]
+
+    def band(j: int) -> None:
+        kernels.pool2d(x, inv, out, is_max, kh, kw, sh, sw, pt, pl, dh, dw, cut[j], cut[j + 1])
+
+    return (lambda: band(0)) if ways == 1 else (lambda: parallel(band))
 
 
 def prepare_max_pool(inputs, outputs, attrs, scratch, parallel=None):
-    """Separable max: over the window's rows into ``rows[N, C, OH, Wp]``, then its columns.
-    With ``parallel``, each task pools its own band of channels."""
+    """Max pooling, compiled: each output row folds its window's input rows in place."""
     (x,), (out,) = inputs, outputs
-    (kh, kw), (sh, sw), (pt, pl), (dh, dw), (n, c, hp, wp) = _max_pool_geometry(x.shape, out.shape, attrs)
-    h, w = x.shape[2:]
-    oh, ow = out.shape[2:]
-    lowest = -np.inf if out.dtype.kind == "f" else np.iinfo(out.dtype).min
-    pad = scratch_array(scratch, x.dtype, (n, c, hp, wp))
-    rows = scratch_array(scratch, x.dtype, (n, c, oh, wp), offset=pad.nbytes)
+    if out.dtype != np.float32:
+        return _prepare_max_pool_numpy(x, out, attrs)
+    return _prepare_window(x, out, attrs, np.empty((0, 0), np.float32), True, parallel)
 
-    def band(c0: int, c1: int):
-        p, r, o = pad[:, c0:c1], rows[:, c0:c1], out[:, c0:c1]
-        interior = p[:, :, pt : pt + h, pl : pl + w]
-        src = x[:, c0:c1]
-        borders = [b for b in (p[:, :, :pt], p[:, :, pt + h :], p[:, :, :, :pl], p[:, :, :, pl + w :]) if b.size]
-        row_taps = [p[:, :, i * dh : i * dh + (oh - 1) * sh + 1 : sh] for i in range(kh)]
-        col_taps = [r[:, :, :, j * dw : j * dw + (ow - 1) * sw + 1 : sw] for j in range(kw)]
 
-        def run_band():
-            for border in borders:
-                border.fill(lowest)
-            np.copyto(interior, src)
-            np.copyto(r, row_taps[0])
-            for tap in row_taps[1:]:
-                np.maximum(r, tap, out=r)
-            np.copyto(o, col_taps[0])
-            for tap in col_taps[1:]:
-                np.maximum(o, tap, out=o)
+def _prepare_max_pool_numpy(x, out, attrs):
+    """Any dtype (int8 programs): a running maximum over the window taps."""
+    tap_list = _pool_taps(x, out, attrs)[0]
+    lowest = np.iinfo(out.dtype).min if out.dtype.kind in "iu" else -np.inf
 
-        return run_band
+    def run():
+        out.fill(lowest)
+        for t in tap_list:
+            if t.oh1 > t.oh0 and t.ow1 > t.ow0:
+                dst = out[:, :, t.oh0 : t.oh1, t.ow0 : t.ow1]
+                np.maximum(dst, x[:, :, t.rows, t.cols], out=dst)
 
-    if parallel is None or x.size < PARALLEL_MIN_ELEMENTS:
-        return band(0, c)
-    runs = [band(c * j // parallel.ways, c * (j + 1) // parallel.ways) for j in range(parallel.ways)]
-    return lambda: parallel(lambda j: runs[j]())
+    return run
 
 
 def avg_pool_divisor(in_hw, out_hw, attrs) -> np.ndarray:
@@ -95,27 +85,23 @@ def avg_pool_divisor(in_hw, out_hw, attrs) -> np.ndarray:
     return np.outer(counts(h, oh, kh, sh, pt, pb), counts(w, ow, kw, sw, pl, pr)).astype(np.float64)
 
 
-def prepare_avg_pool(inputs, outputs, attrs, scratch):
+def prepare_avg_pool(inputs, outputs, attrs, scratch, parallel=None):
+    """Average pooling, compiled: window sums row by row, times 1 / divisor (torch's rule)."""
     (x,), (out,) = inputs, outputs
-    tap_list = _pool_taps(x, out, attrs)[0]
-    inv = (1.0 / avg_pool_divisor(x.shape[2:], out.shape[2:], attrs)).astype(out.dtype)
-
-    def run():
-        out.fill(0)
-        for t in tap_list:
-            if t.oh1 > t.oh0 and t.ow1 > t.ow0:
-                dst = out[:, :, t.oh0 : t.oh1, t.ow0 : t.ow1]
-                np.add(dst, x[:, :, t.rows, t.cols], out=dst)
-        np.multiply(out, inv, out=out)
-
-    return run
+    inv = (1.0 / avg_pool_divisor(x.shape[2:], out.shape[2:], attrs)).astype(np.float32)
+    return _prepare_window(x, out, attrs, inv, False, parallel)
 
 
-def prepare_global_avg_pool(inputs, outputs, attrs, scratch):
+def prepare_global_avg_pool(inputs, outputs, attrs, scratch, parallel=None):
+    """Global average, compiled: one sum per plane."""
+    from lowerkit.backend.cpu import jit
+
+    kernels = jit.load("pool")
     (x,), (out,) = inputs, outputs
-    return lambda: np.mean(x, axis=(2, 3), keepdims=True, out=out)
+    planes = x.shape[0] * x.shape[1]
+    return lambda: kernels.global_avg_pool2d(x, out, 0, planes)
 
 
-kernel("max_pool2d", scratch_bytes=_max_pool_scratch, parallel=True)(prepare_max_pool)
-kernel("avg_pool2d")(prepare_avg_pool)
+kernel("max_pool2d", parallel=True)(prepare_max_pool)
+kernel("avg_pool2d", parallel=True)(prepare_avg_pool)
 kernel("global_avg_pool2d")(prepare_global_avg_pool)

@@ -6,30 +6,26 @@ of 144. The transforms are GEMMs with the 6x6 and 4x6 matrices over all tiles at
 the channel products are 36 GEMMs ``U[k] @ V[k]`` with U = G g G^T ([36, OC, C], derived
 once per handle) and V = B^T d B ([36, C, tiles]).
 
-The work runs in two parallel phases: input-channel bands (pad, gather tiles, transform
-into their rows of V), then output-channel bands (channel GEMMs, output transform, bias,
-activation). Each band works in its own contiguous slice of the scratch.
+The work runs in two parallel phases: input-channel bands (the compiled input transform
+of ``lowerkit.backend.cpu.jit.winograd``: pad, gather and B^T d B in one pass, into
+their rows of V), then output-channel bands (the band's 36 channel GEMMs on BLAS, then the
+compiled output transform with bias and activation fused, written straight into the
+output). Each band works in its own slice of the scratch.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.backend.cpu import merge_last, pad_into, split, tile_view, winograd_matrices
+from lowerkit.backend.cpu import split, winograd_matrices
 
-from ._base import apply_activation, scratch_array
+from ._base import scratch_array
 
 TILE, OUT = 6, 4
 
 # Points 0, +-1, +-2 and infinity: Lavin & Gray's F(4x4, 3x3) matrices (nnpack's wt6x6 too).
 AT, G, BT = winograd_matrices(OUT, 3)
-_BT32, _AT32 = BT.astype(np.float32), AT.astype(np.float32)
 _TILES = 2048  # target tiles per batch chunk
-# Scratch floats per channel and tile of each band: gathered tiles + first input-transform
-# GEMM (input bands); channel-GEMM result + two output-transform GEMMs + staged output
-# tiles (output bands).
-_IN_BAND = 2 * TILE * TILE
-_OUT_BAND = TILE * TILE + OUT * TILE + OUT * OUT + OUT * OUT
 
 
 def applicable(w_shape, attrs) -> bool:
@@ -62,100 +58,70 @@ def _plan(x_shape, out_shape):
     return n, c, h, w, oc, oh, ow, th, tw, chunk
 
 
+def _in_band_floats(c: int, tw: int) -> int:
+    """Scratch of the input bands, at most one per input channel: rows and B^T rows."""
+    return c * 2 * TILE * (OUT * tw + 2)
+
+
+def _out_band_floats(oc: int, t: int, tw: int) -> int:
+    """Scratch of the output bands, at most one per output channel: GEMM result + A^T stages."""
+    return TILE * TILE * oc * t + oc * (TILE * OUT + OUT * OUT) * tw
+
+
 def scratch_bytes(in_types, out_types, attrs) -> int:
     n, c, h, w, oc, oh, ow, th, tw, chunk = _plan(in_types[0].shape, out_types[0].shape)
     t = chunk * th * tw
-    pad = chunk * c * (OUT * th + 2) * (OUT * tw + 2)
-    # V stays for both phases; the padded copy and input bands, then the output bands,
-    # reuse the space after it.
-    return 4 * (TILE * TILE * c * t + max(pad + _IN_BAND * c * t, _OUT_BAND * oc * t))
+    # V stays for both phases; the input bands, then the output bands, reuse the space after it.
+    return 4 * (TILE * TILE * c * t + max(_in_band_floats(c, tw), _out_band_floats(oc, t, tw)))
 
 
 def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
     """Bind an F(4x4, 3x3) convolution (weights raw or already transformed)."""
+    from lowerkit.backend.cpu import jit
+
+    kernels = jit.load("winograd")
     x, w = inputs[0], inputs[1]
-    bias = inputs[2] if len(inputs) > 2 else None
+    bias = inputs[2].reshape(-1) if len(inputs) > 2 else np.empty(0, np.float32)
     (out,) = outputs
     u = w if w.ndim == 3 else winograd_weights(w, {**attrs, "algo": "winograd"})
     n, c, h, wd, oc, oh, ow, th, tw, chunk = _plan(x.shape, out.shape)
     pt, pl = attrs.get("padding", (0, 0, 0, 0))[:2]
-    hp, wp = OUT * th + 2, OUT * tw + 2
+    code, p0, p1 = jit.activation_code(attrs)
     t = chunk * th * tw
     ways = parallel.ways if parallel is not None else 1
-    in_bands, out_bands = split(c, ways, keep_empty=True), split(oc, ways, keep_empty=True)
-
-    v = scratch_array(scratch, np.float32, (TILE, TILE, c, t))  # shared by both phases
+    in_bands = [(b.start, b.stop) for b in split(c, ways)]
+    out_bands = [(b.start, b.stop) for b in split(oc, ways)]
+    v = scratch_array(scratch, np.float32, (TILE * TILE, c, t))  # shared by both phases
     base = v.nbytes
-    pad = scratch_array(scratch, np.float32, (chunk, c, hp, wp), base)
-    band_base = base + pad.nbytes
-
-    def in_band(c0: int, c1: int):
-        """Scratch of one input band: gathered tiles and the first GEMM's result."""
-        offset = band_base + 4 * _IN_BAND * c0 * t
-        cb = c1 - c0
-        tiles = scratch_array(scratch, np.float32, (TILE, TILE, cb, chunk, th, tw), offset)
-        rows = scratch_array(scratch, np.float32, (TILE, TILE * cb * t), offset + tiles.nbytes)
-        return tiles, rows
-
-    def out_band(o0: int, o1: int):
-        """Scratch of one output band: channel GEMM result, output GEMMs, staged tiles."""
-        offset = base + 4 * _OUT_BAND * o0 * t
-        ob = o1 - o0
-        m = scratch_array(scratch, np.float32, (TILE * TILE, ob, t), offset)
-        y1 = scratch_array(scratch, np.float32, (OUT, TILE * ob * t), offset + m.nbytes)
-        y = scratch_array(scratch, np.float32, (OUT, OUT, ob * t), offset + m.nbytes + y1.nbytes)
-        staged = scratch_array(scratch, np.float32, (chunk, ob, OUT * th, OUT * tw),
-                               offset + m.nbytes + y1.nbytes + y.nbytes)
-        return m, y1, y, staged
-
-    in_buffers = [in_band(b.start, b.stop) for b in in_bands]
-    out_buffers = [out_band(b.start, b.stop) for b in out_bands]
-    b4 = bias.reshape(1, oc, 1, 1) if bias is not None else None
-    act = attrs.get("act", "none")
+    wp = OUT * tw + 2
+    in_buffers = [
+        (scratch_array(scratch, np.float32, (TILE, wp), base + 8 * TILE * wp * j),
+         scratch_array(scratch, np.float32, (TILE, wp), base + 8 * TILE * wp * j + 4 * TILE * wp))
+        for j in range(len(in_bands))
+    ]
+    out_buffers, offset = [], base
+    for o0, o1 in out_bands:
+        m = scratch_array(scratch, np.float32, (TILE * TILE, o1 - o0, t), offset)
+        s = scratch_array(scratch, np.float32, (TILE, OUT, tw), offset + m.nbytes)
+        y = scratch_array(scratch, np.float32, (OUT, OUT, tw), offset + m.nbytes + s.nbytes)
+        out_buffers.append((m, s, y))
+        offset += m.nbytes + s.nbytes + y.nbytes
     current = [0, 0]  # first image and image count of the chunk being computed
 
     def transform_in(j: int) -> None:
-        c0, c1 = in_bands[j].start, in_bands[j].stop
-        if c0 == c1:
-            return
-        i0, k = current
-        tiles, rows = in_buffers[j]
-        p = pad[:k, c0:c1]
-        # With a zero border around the copied image (the scratch holds other instructions' data).
-        pad_into(x[i0 : i0 + k, c0:c1], p, pt, pl)
-        tk = tiles[:, :, :, :k]
-        np.copyto(tk, tile_view(p, (TILE, TILE), (OUT, OUT), (th, tw)))
-        # B^T d B: a GEMM over tile rows, then one over tile columns per row, written
-        # straight into this band's rows of V (as [6, 6, cb * t] with t's last axis merged).
-        cbt = (c1 - c0) * t
-        np.matmul(_BT32, tiles.reshape(TILE, TILE * cbt), out=rows)
-        np.matmul(_BT32, rows.reshape(TILE, TILE, cbt), out=merge_last(v[:, :, c0:c1]))
+        if j < len(in_bands):
+            rows, tmp = in_buffers[j]
+            kernels.winograd_input(x, v, pt, pl, th, tw, current[0], current[1], *in_bands[j], rows, tmp)
 
     def transform_out(j: int) -> None:
-        o0, o1 = out_bands[j].start, out_bands[j].stop
-        if o0 == o1:
+        if j >= len(out_bands):
             return
-        i0, k = current
-        m, y1, y, staged = out_buffers[j]
-        ob = o1 - o0
+        o0, o1 = out_bands[j]
+        m, s, y = out_buffers[j]
         # All t columns, also those of images past k in a partial last chunk (their results
-        # are dropped): the GEMMs keep one shape and columns never mix.
-        np.matmul(u[:, o0:o1], v.reshape(TILE * TILE, c, t), out=m)
-        np.matmul(_AT32, m.reshape(TILE, TILE * ob * t), out=y1)
-        np.matmul(_AT32, y1.reshape(OUT, TILE, ob * t), out=y)
-        # y[r, s, o, image, ty, tx] is output pixel (4 ty + r, 4 tx + s).
-        tiles_out = y.reshape(OUT, OUT, ob, chunk, th, tw)[:, :, :, :k].transpose(3, 2, 4, 0, 5, 1)
-        final = out[i0 : i0 + k, o0:o1]
-        if oh == OUT * th and ow == OUT * tw:
-            np.copyto(final.reshape(k, ob, th, OUT, tw, OUT), tiles_out)
-        else:
-            sk = staged[:k]
-            np.copyto(sk.reshape(k, ob, th, OUT, tw, OUT), tiles_out)
-            np.copyto(final, sk[:, :, :oh, :ow])
-        if b4 is not None:
-            np.add(final, b4[:, o0:o1], out=final)
-        if act != "none":
-            apply_activation(final, attrs)
+        # are never read): the GEMMs keep one shape.
+        np.matmul(u[:, o0:o1], v, out=m)
+        kernels.winograd_output(m, bias, out, o0, o1, current[0], current[1], th, tw, code, p0, p1, s, y)
 
     def run() -> None:
         for i0 in range(0, n, chunk):

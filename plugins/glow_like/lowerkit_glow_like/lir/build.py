@@ -53,7 +53,7 @@ def build_program(graph: Graph, method: str, options: dict, inplace: bool = True
             key = id(array)
             if key not in constant_index:
                 constant_index[key] = len(constants)
-                constants.append(np.ascontiguousarray(array))
+                constants.append(np.asarray(array, order="C"))
             new_buffer(node.output, "constant", const=constant_index[key])
             continue
         spec = KERNELS.get(node.op)

@@ -23,6 +23,7 @@ from lowerkit.passes import (
 from .._evaluator import GlowInterpreter
 from .algorithm import select_conv_algorithm
 from .fuse import fuse_activations, fuse_bias
+from .fuse_chains import fuse_elementwise_chains
 from .lower import lower_high_level
 
 fold_constants = constant_folder(GlowInterpreter().run_node)
@@ -44,6 +45,7 @@ FULL: tuple[Pass, ...] = (
     fold_constants,
     fuse_bias,
     fuse_activations,
+    fuse_elementwise_chains,
     eliminate_noop_reshapes,
     eliminate_common_subexpressions,
     eliminate_dead_code,
@@ -61,6 +63,6 @@ def optimize(graph: Graph, opt_level: int) -> list[str]:
 
 __all__ = [
     "CLEANUP", "FULL", "PIPELINES", "eliminate_common_subexpressions", "eliminate_dead_code",
-    "eliminate_noop_reshapes", "fold_batch_norm", "fold_constants", "fuse_activations", "fuse_bias",
+    "eliminate_noop_reshapes", "fold_batch_norm", "fold_constants", "fuse_activations", "fuse_bias", "fuse_elementwise_chains",
     "lower_high_level", "optimize", "select_conv_algorithm",
 ]

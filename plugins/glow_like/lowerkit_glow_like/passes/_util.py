@@ -7,13 +7,22 @@ from lowerkit.passes import single_user
 
 __all__ = ["ACTIVATIONS", "activation_attrs", "single_user"]
 
-ACTIVATIONS = ("relu", "relu6", "clip")
+# hardswish/hardsigmoid/silu/gelu run in the epilogues of the compiled kernels (and in place
+# on contiguous outputs of the numpy ones); int8 programs keep nodes carrying them in fp32.
+ACTIVATIONS = ("relu", "relu6", "clip", "hardswish", "hardsigmoid", "silu", "gelu")
 
 
 def activation_attrs(node: Node) -> dict:
     """The fused-activation attributes equivalent to activation node ``node``."""
     if node.op == "relu":
         return {"act": "relu"}
+    if node.op in ("hardswish", "silu"):
+        return {"act": node.op}
+    if node.op == "gelu":
+        return {"act": "gelu_tanh" if node.attrs.get("approximate", "none") == "tanh" else "gelu"}
+    if node.op == "hardsigmoid":
+        return {"act": "hardsigmoid", "act_alpha": float(node.attrs.get("alpha", 1 / 6)),
+                "act_beta": float(node.attrs.get("beta", 0.5))}
     if node.op == "relu6":
         return {"act": "clip", "act_min": 0.0, "act_max": 6.0}
     return {

@@ -12,15 +12,31 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from lowerkit.errors import FormatError
-from lowerkit.ir import DTYPES
+from lowerkit.ir import DTYPES, TensorType
+from lowerkit.opset import ShapeError
 
 from .._version import PAYLOAD_FORMAT, __version__
 from ..kernels import KERNELS
 from ..lir import Buffer, Instruction, MemoryPlan, Program, arena_bound, scratch_needed
 from . import glow_like_pb2 as pb
+from .validate import check_instruction
 
 MAGIC = "lowerkit-glow-like"
 _KINDS = ("input", "activation", "constant")
+MAX_RANK = 32
+MAX_ELEMENTS = 2**40
+# Compile allocates each method's planned arena and scratch and runs it once: a payload
+# asking for more than this (bytes, per method) is refused instead of exhausting memory.
+MAX_ARENA_ENV = "LOWERKIT_GLOW_LIKE_MAX_ARENA"
+DEFAULT_MAX_ARENA = 2**32
+
+
+def max_arena_bytes() -> int:
+    """The per-method arena + scratch limit: ``LOWERKIT_GLOW_LIKE_MAX_ARENA`` or 4 GiB."""
+    import os
+
+    raw = os.environ.get(MAX_ARENA_ENV, "")
+    return int(raw) if raw.strip().isdigit() else DEFAULT_MAX_ARENA
 
 
 def _tensor_to_pb(array: np.ndarray, msg: pb.Tensor) -> None:
@@ -35,8 +51,7 @@ def _tensor_from_pb(msg: pb.Tensor, where: str) -> np.ndarray:
     if msg.dtype not in DTYPES:
         raise FormatError(f"glow_like payload: {where} has unknown dtype {msg.dtype!r}")
     shape = tuple(msg.shape)
-    if any(d < 0 for d in shape):
-        raise FormatError(f"glow_like payload: {where} has negative shape {list(shape)}")
+    _check_shape(shape, where)
     dtype = DTYPES[msg.dtype].newbyteorder("<")
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if len(msg.data) != expected:
@@ -47,6 +62,14 @@ def _tensor_from_pb(msg: pb.Tensor, where: str) -> np.ndarray:
     array = np.frombuffer(msg.data, dtype=dtype).reshape(shape).astype(DTYPES[msg.dtype], copy=True)
     array.flags.writeable = False
     return array
+
+
+def _check_shape(shape: tuple[int, ...], where: str) -> None:
+    if len(shape) > MAX_RANK or any(d < 0 for d in shape) or int(np.prod(shape, dtype=object)) > MAX_ELEMENTS:
+        raise FormatError(
+            f"glow_like payload: {where} has shape {list(shape)[:MAX_RANK + 1]}: negative, rank above "
+            f"{MAX_RANK} or more than {MAX_ELEMENTS} elements"
+        )
 
 
 def _attr_to_pb(name: str, value, msg: pb.Attr) -> None:
@@ -130,7 +153,11 @@ def decode(data: bytes) -> list[Program]:
             f"(payload format {payload.format}) cannot be read by lowerkit-glow-like {__version__} "
             f"(payload format {PAYLOAD_FORMAT}); lower the module again with this version"
         )
-    return [_program_from_pb(msg) for msg in payload.programs]
+    programs = [_program_from_pb(msg) for msg in payload.programs]
+    methods = [p.method for p in programs]
+    if not all(methods) or len(set(methods)) != len(methods):
+        raise FormatError(f"glow_like payload: method names must be non-empty and distinct, got {methods}")
+    return programs
 
 
 def _program_from_pb(msg: pb.Program) -> Program:
@@ -138,8 +165,9 @@ def _program_from_pb(msg: pb.Program) -> Program:
     constants = [_tensor_from_pb(c, f"{where} constant {i}") for i, c in enumerate(msg.constants)]
     buffers = []
     for i, b in enumerate(msg.buffers):
-        if b.dtype not in DTYPES or b.kind not in _KINDS or any(d < 0 for d in b.shape):
+        if b.dtype not in DTYPES or b.kind not in _KINDS:
             raise FormatError(f"glow_like payload: {where} buffer {i} is malformed ({b.dtype}, {b.kind})")
+        _check_shape(tuple(b.shape), f"{where} buffer {i}")
         if not 0 <= b.root < len(msg.buffers):
             raise FormatError(f"glow_like payload: {where} buffer {i} has root {b.root} out of range")
         buffers.append(Buffer(i, b.name, b.dtype, tuple(int(d) for d in b.shape), b.kind, b.root, b.offset, b.constant))
@@ -167,10 +195,21 @@ def _program_from_pb(msg: pb.Program) -> Program:
         if any(not 0 <= b < n for b in ids) or any(buffers[b].kind == "constant" for b in im.outputs):
             raise FormatError(f"glow_like payload: {where} instruction {i} ({im.op}) names bad buffers")
         attrs = {a.name: _attr_from_pb(a, f"{where} instruction {i}") for a in im.attrs}
+        try:
+            attrs = check_instruction(
+                im.op,
+                [TensorType(buffers[b].dtype, buffers[b].shape) for b in im.inputs],
+                attrs,
+                [TensorType(buffers[b].dtype, buffers[b].shape) for b in im.outputs],
+            )
+        except ShapeError as err:
+            raise FormatError(f"glow_like payload: {where} instruction {i} ({im.op}): {err}") from None
         instructions.append(Instruction(im.op, list(im.inputs), list(im.outputs), attrs, im.scope, im.debug_handle))
     for b in list(msg.inputs) + list(msg.outputs):
         if not 0 <= b < n:
             raise FormatError(f"glow_like payload: {where} names input/output buffer {b} out of range")
+    if any(buffers[b].kind != "input" for b in msg.inputs):
+        raise FormatError(f"glow_like payload: {where} lists a non-input buffer as a method input")
     try:
         options = json.loads(msg.options_json or "{}")
     except ValueError:
@@ -188,6 +227,12 @@ def _program_from_pb(msg: pb.Program) -> Program:
         needed = scratch_needed(program)
     except (KeyError, ValueError, TypeError, IndexError) as err:
         raise FormatError(f"glow_like payload: {where} has malformed instruction attributes: {err!r}") from None
+    limit = max_arena_bytes()
+    if plan.peak_bytes + plan.scratch_bytes > limit:
+        raise FormatError(
+            f"glow_like payload: {where} plans a {plan.peak_bytes}-byte arena and {plan.scratch_bytes} "
+            f"scratch bytes, above the {limit}-byte limit ({MAX_ARENA_ENV})"
+        )
     if plan.scratch_bytes != needed:
         raise FormatError(
             f"glow_like payload: {where} plans {plan.scratch_bytes} scratch bytes, its kernels need {needed}"

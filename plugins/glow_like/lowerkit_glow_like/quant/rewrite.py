@@ -102,6 +102,8 @@ class _Rewriter:
 
     # -- per op ---------------------------------------------------------------------------
     def rewrite(self, node: Node) -> bool:
+        if node.attrs.get("act", "none") not in ("none", "relu", "clip"):
+            return False  # a fused hardswish/silu/gelu has no integer form here: stays fp32
         if node.op in _CONV or node.op == "glow.fc":
             return self._matmul_like(node)
         if node.op in _ADD and all(v.type == node.output.type for v in node.inputs):

@@ -11,6 +11,9 @@ from ..workspace import Workspace
 from .base import ConvAlgorithm
 
 
+_NO_BIAS = np.empty(0, np.float32)
+
+
 class Winograd(ConvAlgorithm):
     """wt8x8: Winograd F(6x6, 3x3) on 8x8 input tiles; transforms are GEMMs with 8x8 matrices.
 
@@ -98,6 +101,41 @@ class Winograd6(Winograd):
     name = "wt6x6"
     size, out = 6, 4
     _AT, _G, _BT = winograd_matrices(4, 3)
+
+    # The transforms run as the compiled passes of ``lowerkit.backend.cpu.jit.winograd``
+    # (the same matrices): the input transform gathers, pads and transforms each tile row
+    # in one pass; the output transform adds bias and ReLU and writes the cropped tiles
+    # straight into the output. The 36 channel GEMMs stay on BLAS.
+    def __init__(self, *args, **kwargs) -> None:
+        from lowerkit.backend.cpu import jit
+
+        self._jit = jit.load("winograd")  # compiled, or loaded from the cache, at build time
+        super().__init__(*args, **kwargs)
+
+    def transform_channels(self, x: np.ndarray, channels: slice, state: np.ndarray) -> None:
+        n, c = x.shape[0], self.geom.in_channels
+        th, tw = self.tiles
+        c0, c1, _ = channels.indices(c)
+        v = state.reshape(self.size * self.size, c, n * th * tw)
+        rows = self.ws.get("wrows", (self.size, self.out * tw + 2))
+        tmp = self.ws.get("wtmp", (self.size, self.out * tw + 2))
+        top, left = self.geom.padding[0], self.geom.padding[1]
+        self._jit.winograd_input(np.ascontiguousarray(x, dtype=np.float32), v, top, left, th, tw, 0, n, c0, c1,
+                                 rows, tmp)
+
+    def compute_output(
+        self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray
+    ) -> None:
+        n = out.shape[0]
+        o0, o1, _ = block.indices(self.geom.out_channels)
+        r = state.shape[2]
+        m = self.ws.get("m", (self.size * self.size, o1 - o0, r))
+        np.matmul(kernel[:, block], state, out=m)
+        th, tw = self.tiles
+        s = self.ws.get("ws", (self.size, self.out, tw))
+        y = self.ws.get("wy", (self.out, self.out, tw))
+        b = _NO_BIAS if bias is None else np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
+        self._jit.winograd_output(m, b, out, o0, o1, 0, n, th, tw, 1 if self.relu else 0, 0.0, 0.0, s, y)
 
 
 class Winograd4(Winograd):

@@ -11,10 +11,11 @@ from lowerkit.ir.interpreter import Kernel
 
 from . import conv, elementwise, linear, norm, pool, shape, softmax
 from . import activation, attention, conv_transpose, indexing, normalization, reduce, resize
+from . import grad, training
 
 KERNELS: dict[str, Kernel] = {}
 for _family in (elementwise, linear, conv, pool, norm, shape, softmax, activation, attention,
-                conv_transpose, indexing, normalization, reduce, resize):
+                conv_transpose, indexing, normalization, reduce, resize, grad, training):
     KERNELS.update(_family.KERNELS)
 
 __all__ = ["KERNELS"]

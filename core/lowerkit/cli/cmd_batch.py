@@ -1,13 +1,14 @@
-"""CLI ``lowerkit batch``: run a saved module over a dataset on Ray (see lowerkit.ray)."""
+"""``lowerkit batch``: run a saved module over a dataset on Ray (see lowerkit.ray)."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-__all__ = ["add_parser", "cmd_batch"]
+__all__ = ["register", "run"]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def register(sub: Any) -> None:
     p = sub.add_parser("batch", help="run a saved module over Parquet or a folder of .npy/.npz on Ray")
     p.add_argument("file", help="a .lkm file")
     p.add_argument("--input", required=True, metavar="DATA", help="a Parquet file/folder, or a folder of .npy/.npz")
@@ -18,16 +19,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fallback", choices=["reference"], help="run kept originals where a backend cannot")
     p.add_argument("--address", help="a running Ray cluster (default: a local Ray instance)")
     p.add_argument("--num-cpus", type=int, help="CPUs of the local Ray instance")
-    p.set_defaults(func=cmd_batch)
+    p.set_defaults(func=run)
 
 
-def cmd_batch(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..ray.batch import run_batch
 
     summary = run_batch(
         args.file, args.input, args.output, workers=args.workers, batch_size=args.batch_size,
         method=args.method, fallback=args.fallback, address=args.address, num_cpus=args.num_cpus,
-        progress=True,
+        progress=not getattr(args, "quiet", False),
     )
     print(summary)
     return 0

@@ -1,0 +1,108 @@
+"""Depthwise 3x3 layers of MobileNetV2 / EfficientNet: nnpack's depthwise extension and
+glow_like against ONNX Runtime, OpenVINO and PyTorch, one process, interleaved rounds,
+best time of each engine; ratios against the best peer (run from benchmarks/conv.py)."""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+
+from lowerkit.backend.cpu import cpu_count
+from lowerkit_nnpack.conv import RunOptions
+from lowerkit_nnpack.depthwise import DepthwiseConv2d
+from lowerkit_nnpack.geometry import ConvGeometry
+from peers import conv_model, onnxruntime_runner, openvino_runner
+
+# (channels, spatial size, stride): MobileNetV2's 32x112x112 and 144x56x56, its 960x7x7; a strided one.
+LAYERS = [(32, 112, 1), (144, 56, 1), (960, 7, 1), (144, 56, 2)]
+PEERS = ("onnxruntime", "openvino", "torch")
+
+
+def _best(fn: Callable[[], object], budget: float, reps: int) -> float:
+    fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < reps and (len(times) < 3 or time.perf_counter() - start < budget):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def _glow_like(x: np.ndarray, w: np.ndarray, stride: int):
+    import lowerkit as lk
+    from lowerkit.ir import Graph, GraphMethod, Module, TensorType
+    from lowerkit.opset import get_schema
+
+    c = x.shape[1]
+    g = Graph()
+    xv = g.add_input("x", TensorType("f32", x.shape))
+    wv = g.add_node("param", [], [TensorType("f32", w.shape)], {"name": "w"}).output
+    attrs = get_schema("conv2d").normalize_attrs({"stride": (stride, stride), "padding": (1, 1, 1, 1), "groups": c})
+    (t,) = get_schema("conv2d").infer([xv.type, wv.type], attrs)
+    g.set_outputs([g.add_node("conv2d", [xv, wv], [t], attrs).output])
+    module = Module({"w": w}, {"forward": GraphMethod(g)}, name="Depthwise")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lowered = lk.to_backend(module, "glow_like")
+    return lambda: lowered(x)
+
+
+def _torch(x: np.ndarray, w: np.ndarray, stride: int):
+    try:
+        import torch
+    except ImportError:
+        return None
+    xt, wt = torch.from_numpy(x), torch.from_numpy(w)
+
+    def run():
+        with torch.no_grad():
+            return torch.nn.functional.conv2d(xt, wt, stride=stride, padding=1, groups=x.shape[1])
+
+    return run
+
+
+def depthwise_table(batches: list[int], args) -> None:
+    cores = cpu_count()
+    rng = np.random.default_rng(0)
+    order = np.random.default_rng(3)
+    cols = ["nnpack", "glow_like", *PEERS]
+    print(f"depthwise 3x3 (pad 1), microseconds (best of interleaved rounds), {cores} threads each; "
+          "ratio = ours / best peer")
+    header = ["layer", "N", "kernel", *cols, "nnpack/best", "glow_like/best"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for c, hw, stride in LAYERS:
+        w = (rng.standard_normal((c, 1, 3, 3)) * 0.3).astype(np.float32)
+        for n in batches:
+            x = rng.standard_normal((n, c, hw, hw)).astype(np.float32)
+            geom = ConvGeometry(c, c, (hw, hw), (3, 3), (stride, stride), (1, 1, 1, 1))
+            nn = DepthwiseConv2d(geom, w, options=RunOptions(args.threads))
+            engines = {"nnpack": lambda nn=nn, x=x: nn(x), "glow_like": _glow_like(x, w, stride)}
+            model = conv_model(x.shape, w, stride, 1, groups=c)
+            for name, make in (("onnxruntime", onnxruntime_runner), ("openvino", openvino_runner)):
+                try:
+                    fn = make(model, {"x": x}, cores)
+                except ImportError:
+                    fn = None
+                if fn is not None:
+                    engines[name] = fn
+            tfn = _torch(x, w, stride)
+            if tfn is not None:
+                engines["torch"] = tfn
+            best: dict[str, float] = {}
+            names = list(engines)
+            for _ in range(args.rounds):
+                for i in order.permutation(len(names)):
+                    key = names[i]
+                    best[key] = min(best.get(key, math.inf), _best(engines[key], args.budget, args.reps))
+            peer = min((best[p] for p in PEERS if p in best), default=math.nan)
+            cells = [f"{c}x{hw}x{hw} s{stride}", str(n), nn.algorithm]
+            cells += [f"{best[k] * 1e6:.0f}" if k in best else "-" for k in cols]
+            cells += [f"{best['nnpack'] / peer:.2f}", f"{best['glow_like'] / peer:.2f}"]
+            print("| " + " | ".join(cells) + " |", flush=True)
+    print()

@@ -1,0 +1,216 @@
+"""The yardstick (``python benchmarks/model.py --yardstick``): zoo models on lowerkit's
+backends beside ONNX Runtime and OpenVINO, one process, interleaved rounds, best of each,
+ratios against the best peer; the per-call overhead row; a chart of the ratios.
+
+Engines per model and batch:
+
+- ``onnxruntime`` and ``openvino``: ``lowerkit.onnx.export`` of the traced model (same
+  weights), CPU, as many threads as cores (``--threads``);
+- ``glow_like``: the whole model on glow_like;
+- ``[nnpack, glow_like]``: the priority plan (core passes first);
+- ``[nnpack, glow_like] measured``: ``plan="measure"`` on the benchmark's input.
+
+Every engine runs ``--repeat`` calls per round, ``--rounds`` rounds, in a new seeded order
+each round; each keeps its best call. Only same-run ratios mean anything on a shared machine.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import lowerkit as lk
+from lowerkit import models
+
+PEERS = ("onnxruntime", "openvino")
+OURS = ("glow_like", "[nnpack, glow_like]", "[nnpack, glow_like] measured")
+DEFAULT_MODELS = ("resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0")
+
+
+@dataclass
+class Result:
+    model: str
+    batch: int
+    ms: dict[str, float] = field(default_factory=dict)  # engine -> best ms
+    notes: dict[str, str] = field(default_factory=dict)  # engine -> why skipped, or max rel err
+    lowering_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def best_peer(self) -> float:
+        return min((self.ms[p] for p in PEERS if p in self.ms), default=math.nan)
+
+    def ratio(self, engine: str) -> float:
+        return self.ms[engine] / self.best_peer if engine in self.ms else math.nan
+
+
+def _peers(module: lk.Module, x: np.ndarray, threads: int) -> tuple[dict[str, Callable[[], object]], dict[str, str]]:
+    from peers import onnxruntime_runner, openvino_runner
+
+    import lowerkit.onnx
+
+    proto = lowerkit.onnx.export(module)
+    feed = {proto.graph.input[0].name: x}
+    engines: dict[str, Callable[[], object]] = {}
+    notes: dict[str, str] = {}
+    for name, make in (("onnxruntime", onnxruntime_runner), ("openvino", openvino_runner)):
+        try:
+            fn = make(proto, feed, threads)
+        except Exception as err:  # a peer that cannot take the model is reported, not fatal
+            notes[name] = f"skipped: {type(err).__name__}: {str(err).splitlines()[0][:100]}"
+            continue
+        if fn is None:
+            notes[name] = "skipped: not installed"
+        else:
+            engines[name] = fn
+    return engines, notes
+
+
+def _ours(module: lk.Module, x: np.ndarray) -> tuple[dict[str, Callable[[], object]], dict[str, str], dict[str, float]]:
+    engines: dict[str, Callable[[], object]] = {}
+    notes: dict[str, str] = {}
+    lowering: dict[str, float] = {}
+    plans = {
+        "glow_like": lambda: lk.to_backend(module, "glow_like"),
+        "[nnpack, glow_like]": lambda: lk.to_backend(module, ["nnpack", "glow_like"]),
+        "[nnpack, glow_like] measured": lambda: lk.to_backend(
+            module, ["nnpack", "glow_like"], plan="measure", example_inputs=(x,)
+        ),
+    }
+    for name, make in plans.items():
+        start = time.perf_counter()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                lowered = make()
+        except lk.LowerkitError as err:  # a backend without an op this model uses
+            notes[name] = f"skipped: {type(err).__name__}: {str(err).splitlines()[0][:100]}"
+            continue
+        lowering[name] = time.perf_counter() - start
+        engines[name] = lambda lowered=lowered: lowered(x)
+    return engines, notes, lowering
+
+
+def bench(name: str, batch: int, *, rounds: int, repeat: int, threads: int) -> Result:
+    """Time one zoo model at one batch size on every engine."""
+    x = models.example_input(name, batch=batch)
+    module = lk.trace(models.get(name), x)
+    result = Result(name, batch)
+    peers, notes = _peers(module, x, threads)
+    ours, our_notes, result.lowering_s = _ours(module, x)
+    result.notes.update(notes)
+    result.notes.update(our_notes)
+    engines = {**peers, **ours}
+    reference = np.asarray(peers["onnxruntime"]()[0]) if "onnxruntime" in peers else module(x)
+    for engine, fn in ours.items():
+        out = np.asarray(fn())
+        err = float(np.abs(out - reference).max() / max(1e-12, float(np.abs(reference).max())))
+        result.notes[engine] = f"max rel err {err:.1e}"
+    for fn in engines.values():  # warm-up: buffers bound, kernels compiled, caches filled
+        fn()
+        fn()
+    best = {e: math.inf for e in engines}
+    order = np.random.default_rng(batch)
+    names = list(engines)
+    for _ in range(rounds):
+        for i in order.permutation(len(names)):
+            fn = engines[names[i]]
+            for _ in range(repeat):
+                start = time.perf_counter()
+                fn()
+                best[names[i]] = min(best[names[i]], time.perf_counter() - start)
+    result.ms = {e: s * 1e3 for e, s in best.items()}
+    return result
+
+
+def markdown(results: list[Result]) -> str:
+    """The results as a Markdown table (ms, and each of ours over the best peer), plus geomeans."""
+    head = ["model", "N", "ORT ms", "OpenVINO ms", "glow_like ms", "[nnpack, glow_like] ms", "measured ms",
+            "glow_like / best peer", "mixed / best peer", "measured / best peer"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        cells = [r.model, str(r.batch)]
+        cells += [f"{r.ms[e]:.1f}" if e in r.ms else "-" for e in PEERS + OURS]
+        cells += [f"{r.ratio(e):.2f}x" if e in r.ms else "-" for e in OURS]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for batch in sorted({r.batch for r in results}):
+        for engine in OURS:
+            ratios = [r.ratio(engine) for r in results if r.batch == batch and engine in r.ms]
+            if ratios:
+                geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+                lines.append(f"- batch {batch}, {engine}: geomean {geo:.2f}x the best peer, worst {max(ratios):.2f}x")
+    skipped = [(r.model, r.batch, e, n) for r in results for e, n in r.notes.items() if n.startswith("skipped")]
+    for model, batch, engine, note in skipped:
+        lines.append(f"- {model} batch {batch}, {engine}: {note}")
+    return "\n".join(lines)
+
+
+def overhead_markdown(calls: int = 2000, rounds: int = 5) -> str:
+    """The per-call overhead row: a 1-element add on every engine (benchmarks/overhead.py)."""
+    from overhead import measure
+
+    best = measure(calls, rounds)
+    lines = ["| engine | µs per call (1-element add) |", "|---|---|"]
+    lines += [f"| {name} | {us:.1f} |" for name, us in best.items()]
+    return "\n".join(lines)
+
+
+def draw_chart(results: list[Result], path: str) -> None:
+    """Grouped bars: per model and batch, each of ours over the best peer (1.0 = as fast)."""
+    import matplotlib
+    import matplotlib.ticker
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r.model}\nN={r.batch}" for r in results]
+    width = 0.8 / len(OURS)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(results)), 4.0))
+    for k, engine in enumerate(OURS):
+        xs = [i + (k - (len(OURS) - 1) / 2) * width for i in range(len(results))]
+        ax.bar(xs, [r.ratio(engine) for r in results], width, label=engine)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(results)), labels, fontsize=8)
+    ax.set_ylabel("time / best of ONNX Runtime, OpenVINO")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%.2gx"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%.2gx"))
+    ax.tick_params(axis="y", which="minor", labelsize=7)
+    ax.set_title("lowerkit vs the best peer, same run (lower is better)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run(names: list[str], batches: list[int], *, rounds: int, repeat: int, threads: int, chart: str | None) -> None:
+    from threadpoolctl import threadpool_info
+
+    from peers import openvino_version
+
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (1 min) at start; "
+          f"OpenVINO {openvino_version()}; peers on {threads} threads; {rounds} rounds x {repeat} calls, best call")
+    for info in threadpool_info():
+        print(f"BLAS: {info.get('internal_api')} {info.get('version')} {info.get('architecture')} "
+              f"threads={info.get('num_threads')} ({info.get('user_api')})")
+    results = []
+    for batch in batches:
+        for name in names:
+            r = bench(name, batch, rounds=rounds, repeat=repeat, threads=threads)
+            results.append(r)
+            cells = ", ".join(f"{e} {ms:.1f} ms" for e, ms in r.ms.items())
+            print(f"  {name} N={batch}: {cells}", flush=True)
+    print()
+    print(markdown(results))
+    print()
+    print(overhead_markdown())
+    print(f"\nload average {os.getloadavg()[0]:.2f} (1 min) at the end")
+    if chart:
+        draw_chart(results, chart)
+        print(f"chart written to {chart}")

@@ -1,0 +1,82 @@
+"""Compiled CPU kernels (numba) shared by backend plugins: what numpy cannot fuse.
+
+Importing this package does not import numba. :func:`load` does, on first use (a backend
+calls it while compiling, never at plugin import): it points numba's on-disk cache at
+:func:`cache_dir` and imports the kernel modules, whose explicitly typed ``@njit(nogil=True,
+cache=True)`` kernels then compile (first run ever) or load from the cache. Explicit
+signatures also mean nothing compiles later: a call with other types is a ``TypeError``.
+
+Kernels release the GIL; backends run them on the shared worker pool of
+:mod:`lowerkit.backend.cpu` (none uses numba's own ``parallel=True`` threading).
+
+- :mod:`.conv` — direct grouped / depthwise convolution with bias and activation;
+- :mod:`.winograd` — Winograd F(4x4, 3x3) input and output transforms, fused per tile;
+- :mod:`.pool` — max, average and global average pooling;
+- :mod:`.norm` — softmax and layer norm over the last axis, one pass per row;
+- :mod:`.activation` — the fused-activation codes (plain Python).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+import time
+from types import ModuleType
+
+from .activation import NAMES as ACTIVATIONS, activation_code
+
+__all__ = ["ACTIVATIONS", "CACHE_ENV", "KERNEL_MODULES", "activation_code", "cache_dir", "load", "load_seconds"]
+
+CACHE_ENV = "LOWERKIT_JIT_CACHE_DIR"
+KERNEL_MODULES = ("conv", "winograd", "pool", "norm")
+
+_lock = threading.Lock()
+_loaded: dict[str, ModuleType] = {}
+_seconds: dict[str, float] = {}
+
+
+def cache_dir() -> str:
+    """Where compiled kernels are cached: ``$LOWERKIT_JIT_CACHE_DIR`` if set, else
+    ``$NUMBA_CACHE_DIR`` if set, else numba's default (``__pycache__`` beside each kernel
+    source file when writable, else a per-user directory)."""
+    for env in (CACHE_ENV, "NUMBA_CACHE_DIR"):
+        if os.environ.get(env):
+            return os.environ[env]
+    return "__pycache__ beside the kernel sources (numba's default)"
+
+
+def _configure_numba() -> None:
+    import numba.core.config as config
+
+    from ..blas import LIMITER
+
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen:
+        config.CACHE_DIR = chosen  # read by numba when a cache is first located
+    LIMITER.rescan()  # importing numba loads scipy, and with it a second OpenBLAS
+
+
+def load(name: str, package: str = __name__) -> ModuleType:
+    """The kernel module ``package.name``, imported (compiled or loaded from cache) on first use.
+
+    Thread-safe; records the seconds the first import took (see :func:`load_seconds`).
+    """
+    key = f"{package}.{name}"
+    module = _loaded.get(key)
+    if module is not None:
+        return module
+    with _lock:
+        module = _loaded.get(key)
+        if module is None:
+            _configure_numba()
+            start = time.perf_counter()
+            module = importlib.import_module(key)
+            _seconds[key] = time.perf_counter() - start
+            _loaded[key] = module
+    return module
+
+
+def load_seconds() -> dict[str, float]:
+    """Seconds each loaded kernel module took to compile or load from the cache, by module."""
+    return dict(_seconds)

@@ -1,0 +1,96 @@
+"""The activations as numba functions (codes from :mod:`.activation`); imports numba."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core.extending import intrinsic
+
+_SQRT_HALF = np.float32(1 / math.sqrt(2))
+_TANH_K = np.float32(math.sqrt(2 / math.pi))
+_ZERO, _ONE, _HALF, _THREE, _SIX = (np.float32(v) for v in (0, 1, 0.5, 3, 6))
+
+
+@intrinsic
+def _as_float32(typingctx, bits):
+    """Reinterpret an int32 as float32 (a bit cast LLVM can vectorise)."""
+    sig = types.float32(types.int32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return sig, codegen
+
+
+@njit(inline="always", nogil=True, cache=True, error_model="numpy")
+def exp32(x):
+    """exp for float32 that vectorises (libm's expf does not): range reduction by ln 2,
+    Cephes' degree-6 polynomial, 2^n built from the exponent bits; relative error ~2e-7."""
+    x = min(max(x, np.float32(-87.3)), np.float32(88.7))
+    n = np.floor(x * np.float32(1.44269504) + np.float32(0.5))
+    r = x - n * np.float32(0.693359375) - n * np.float32(-2.12194440e-4)
+    p = np.float32(1.9875691500e-4)
+    p = p * r + np.float32(1.3981999507e-3)
+    p = p * r + np.float32(8.3334519073e-3)
+    p = p * r + np.float32(4.1665795894e-2)
+    p = p * r + np.float32(1.6666665459e-1)
+    p = p * r + np.float32(5.0000001201e-1)
+    p = p * r * r + r + np.float32(1)
+    return p * _as_float32((np.int32(n) + np.int32(127)) << np.int32(23))
+
+
+@njit(inline="always", nogil=True, cache=True, error_model="numpy")
+def act(v, code, p0, p1):
+    """One value through activation ``code`` (branchy: for short loops and epilogues)."""
+    if code == 0:
+        return v
+    if code == 1:
+        return max(v, _ZERO)
+    if code == 2:
+        return min(max(v, np.float32(p0)), np.float32(p1))
+    if code == 3:
+        return v * min(max(v + _THREE, _ZERO), _SIX) / _SIX
+    if code == 4:
+        return min(max(np.float32(p0) * v + np.float32(p1), _ZERO), _ONE)
+    if code == 5:
+        return v / (_ONE + exp32(-v))
+    if code == 6:
+        return _HALF * v * (_ONE + np.float32(math.erf(v * _SQRT_HALF)))
+    if code == 7:  # tanh(z) = 1 - 2 / (exp(2z) + 1)
+        z = _TANH_K * (v + np.float32(0.044715) * v * v * v)
+        return _HALF * v * (_ONE + (_ONE - np.float32(2) / (exp32(np.float32(2) * z) + _ONE)))
+    return _ONE / (_ONE + exp32(-v))
+
+
+@njit(inline="always", nogil=True, cache=True, error_model="numpy")
+def act_span(a, lo, hi, code, p0, p1):
+    """``a[lo:hi] = act(a[lo:hi])`` in place; the branch is outside the loops, and the loops
+    index a slice from 0 (no negative-index checks), so they vectorise."""
+    if code == 0:
+        return
+    s = a[lo:hi]
+    n = s.shape[0]
+    if code == 1:
+        for i in range(n):
+            s[i] = max(s[i], _ZERO)
+    elif code == 2:
+        f0, f1 = np.float32(p0), np.float32(p1)
+        for i in range(n):
+            s[i] = min(max(s[i], f0), f1)
+    elif code == 3:
+        for i in range(n):
+            v = s[i]
+            s[i] = v * min(max(v + _THREE, _ZERO), _SIX) / _SIX
+    elif code == 5:
+        for i in range(n):
+            v = s[i]
+            s[i] = v / (_ONE + exp32(-v))
+    elif code == 8:
+        for i in range(n):
+            s[i] = _ONE / (_ONE + exp32(-s[i]))
+    else:
+        for i in range(n):
+            s[i] = act(s[i], code, p0, p1)

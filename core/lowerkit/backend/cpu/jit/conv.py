@@ -1,0 +1,190 @@
+"""Direct grouped convolution (depthwise included) with bias and a fused activation.
+
+Each output plane ``(n, oc)`` is built row by row in place: the row starts as the bias,
+every kernel tap adds ``w * x[row of the tap]`` over the output columns whose input
+column lies inside the image (so padding costs nothing), then the activation runs on the
+row while it is in L1. Channels of a group are the inner loop, so a depthwise plane reads
+its one input plane KH*KW times from cache. Work is split by planes: a worker gets
+``[first, last)`` of ``N * OC``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+
+from ._act import act_span
+from ._types import f8, i8, ro, rw
+
+_SIG = types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8, i8)
+
+
+@njit(_SIG, nogil=True, cache=True, error_model="numpy")
+def conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1, first, last):
+    """out[n, oc] = act(bias[oc] + sum over the group's channels and taps) for planes [first, last).
+
+    ``bias`` of length 0 means no bias. Padding is (pt, pl) at the top/left; the bottom and
+    right padding follow from the output size.
+    """
+    h, wd = x.shape[2], x.shape[3]
+    oc_n, cg, kh_n, kw_n = w.shape
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    ocg = oc_n // groups
+    has_bias = bias.shape[0] > 0
+    for p in range(first, last):
+        n = p // oc_n
+        oc = p - n * oc_n
+        c0 = (oc // ocg) * cg
+        b = bias[oc] if has_bias else np.float32(0)
+        for oh in range(oh_n):
+            row = out[n, oc, oh]
+            for ow in range(ow_n):
+                row[ow] = b
+            for ci in range(cg):
+                for kh in range(kh_n):
+                    ih = oh * sh + kh * dh - pt
+                    if ih < 0 or ih >= h:
+                        continue
+                    src = x[n, c0 + ci, ih]
+                    for kw in range(kw_n):
+                        wv = w[oc, ci, kh, kw]
+                        off = kw * dw - pl
+                        lo = 0 if off >= 0 else (-off + sw - 1) // sw
+                        hi = min(ow_n, (wd - 1 - off) // sw + 1) if wd - 1 - off >= 0 else 0
+                        if hi <= lo:
+                            continue
+                        # Slices so the loops index from 0: no negative-index wraparound
+                        # check per element, and the stride-1 loop vectorises.
+                        dst = row[lo:hi]
+                        if sw == 1:
+                            s1 = src[lo + off : hi + off]
+                            for i in range(hi - lo):
+                                dst[i] += wv * s1[i]
+                        else:
+                            s2 = src[lo * sw + off :]
+                            for i in range(hi - lo):
+                                dst[i] += wv * s2[i * sw]
+            act_span(row, 0, ow_n, code, p0, p1)
+
+
+_SIG3 = types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, f8, f8, i8, i8)
+_U = np.uint64
+
+
+@njit(_SIG3, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def depthwise3x3(x, w, bias, out, stride, pt, pl, code, p0, p1, first, last):
+    """Depthwise 3x3 (one input channel per output channel, undilated), stride 1 or 2.
+
+    Each output element of the interior columns is one expression of its nine taps, so a
+    row is written once; the edge columns, where a tap falls on padding, take the checked
+    path; rows on padding get zero weights. Indices are flat and unsigned: numba then emits
+    no negative-index check (the loops vectorise), and no per-row array views are made (a
+    view costs two atomic reference-count updates, which dominated small rows).
+    """
+    c_n, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    oc_n = w.shape[0]
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    xf, wf, of = x.reshape(-1), w.reshape(-1), out.reshape(-1)
+    zero, one = np.float32(0), np.float32(1)
+    u1, u2 = _U(1), _U(2)
+    has_bias = bias.shape[0] > 0
+    # Interior columns: ow * stride - pl >= 0 and ow * stride - pl + 2 <= wd - 1.
+    lo = min(ow_n, (pl + stride - 1) // stride)
+    hi = max(lo, min(ow_n, (wd - 3 + pl) // stride + 1))
+    for p in range(first, last):
+        n = p // oc_n
+        oc = p - n * oc_n
+        c = oc * c_n // oc_n
+        b = bias[oc] if has_bias else zero
+        xb = (n * c_n + c) * h * wd
+        ob = p * oh_n * ow_n
+        k = oc * 9
+        for oh in range(oh_n):
+            i0 = oh * stride - pt
+            m0 = one if 0 <= i0 < h else zero
+            m1 = one if 0 <= i0 + 1 < h else zero
+            m2 = one if 0 <= i0 + 2 < h else zero
+            r0 = xb + (i0 if m0 else 0) * wd
+            r1 = xb + (i0 + 1 if m1 else 0) * wd
+            r2 = xb + (i0 + 2 if m2 else 0) * wd
+            w00, w01, w02 = wf[k] * m0, wf[k + 1] * m0, wf[k + 2] * m0
+            w10, w11, w12 = wf[k + 3] * m1, wf[k + 4] * m1, wf[k + 5] * m1
+            w20, w21, w22 = wf[k + 6] * m2, wf[k + 7] * m2, wf[k + 8] * m2
+            d = ob + oh * ow_n
+            for e in range(lo + ow_n - hi):  # edge columns: [0, lo) and [hi, ow_n)
+                ow = e if e < lo else hi + e - lo
+                acc = b
+                for kw in range(3):
+                    iw = ow * stride - pl + kw
+                    if 0 <= iw < wd:
+                        acc += (wf[k + kw] * m0 * xf[r0 + iw] + wf[k + 3 + kw] * m1 * xf[r1 + iw]
+                                + wf[k + 6 + kw] * m2 * xf[r2 + iw])
+                of[d + ow] = acc
+            s = lo * stride - pl
+            a0, a1, a2, ud = _U(r0 + s), _U(r1 + s), _U(r2 + s), _U(d + lo)
+            if stride == 1:
+                for i in range(_U(hi - lo)):
+                    of[ud + i] = (b + w00 * xf[a0 + i] + w01 * xf[a0 + i + u1] + w02 * xf[a0 + i + u2]
+                                  + w10 * xf[a1 + i] + w11 * xf[a1 + i + u1] + w12 * xf[a1 + i + u2]
+                                  + w20 * xf[a2 + i] + w21 * xf[a2 + i + u1] + w22 * xf[a2 + i + u2])
+            else:
+                for i in range(_U(hi - lo)):
+                    j = i * u2
+                    of[ud + i] = (b + w00 * xf[a0 + j] + w01 * xf[a0 + j + u1] + w02 * xf[a0 + j + u2]
+                                  + w10 * xf[a1 + j] + w11 * xf[a1 + j + u1] + w12 * xf[a1 + j + u2]
+                                  + w20 * xf[a2 + j] + w21 * xf[a2 + j + u1] + w22 * xf[a2 + j + u2])
+        act_span(of[ob:ob + oh_n * ow_n], 0, oh_n * ow_n, code, p0, p1)
+
+
+_SIGCL = types.void(ro(4), ro(2), ro(1), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8, i8)
+
+
+@njit(_SIGCL, nogil=True, cache=True, error_model="numpy")
+def depthwise_channels_last(xp, wt, bias, acc, oh_n, ow_n, kh_n, kw_n, sh, sw, dh, dw, code, p0, p1, c0, c1):
+    """Depthwise taps on a channels-last padded image, channels [c0, c1): for small planes
+    (7x7 .. 32x32), whose rows are too short for the NCHW kernels, the innermost loop runs
+    over channels instead.
+
+    ``xp`` [N, Hp, Wp, C] is the zero-padded image, ``wt`` the weight as [KH*KW, C], ``acc``
+    [N, OH*OW, C] receives act(bias + taps). (The caller moves NCHW in and out.) 3x3
+    undilated kernels are one expression of nine taps per element; others accumulate.
+    """
+    nc = c1 - c0
+    zero = np.float32(0)
+    has_bias = bias.shape[0] > 0
+    b = bias[c0:c1] if has_bias else bias
+    unrolled = kh_n == 3 and kw_n == 3 and dh == 1 and dw == 1
+    w0, w1, w2 = wt[0, c0:c1], wt[1 % wt.shape[0], c0:c1], wt[2 % wt.shape[0], c0:c1]
+    w3, w4, w5 = wt[3 % wt.shape[0], c0:c1], wt[4 % wt.shape[0], c0:c1], wt[5 % wt.shape[0], c0:c1]
+    w6, w7, w8 = wt[6 % wt.shape[0], c0:c1], wt[7 % wt.shape[0], c0:c1], wt[8 % wt.shape[0], c0:c1]
+    for n in range(xp.shape[0]):
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                a = acc[n, oh * ow_n + ow, c0:c1]
+                i, j = oh * sh, ow * sw
+                if unrolled:
+                    x0, x1, x2 = xp[n, i, j, c0:c1], xp[n, i, j + 1, c0:c1], xp[n, i, j + 2, c0:c1]
+                    x3, x4, x5 = xp[n, i + 1, j, c0:c1], xp[n, i + 1, j + 1, c0:c1], xp[n, i + 1, j + 2, c0:c1]
+                    x6, x7, x8 = xp[n, i + 2, j, c0:c1], xp[n, i + 2, j + 1, c0:c1], xp[n, i + 2, j + 2, c0:c1]
+                    for k in range(nc):
+                        a[k] = (w0[k] * x0[k] + w1[k] * x1[k] + w2[k] * x2[k] + w3[k] * x3[k] + w4[k] * x4[k]
+                                + w5[k] * x5[k] + w6[k] * x6[k] + w7[k] * x7[k] + w8[k] * x8[k])
+                else:
+                    for k in range(nc):
+                        a[k] = zero
+                    for kh in range(kh_n):
+                        for kw in range(kw_n):
+                            xs = xp[n, i + kh * dh, j + kw * dw, c0:c1]
+                            wk = wt[kh * kw_n + kw, c0:c1]
+                            for k in range(nc):
+                                a[k] += wk[k] * xs[k]
+                if has_bias:
+                    for k in range(nc):
+                        a[k] += b[k]
+                act_span(a, 0, nc, code, p0, p1)
+
+
+@njit(types.void(rw(1), i8, f8, f8), nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def activate(a, code, p0, p1):
+    """``a = act(a)`` in place (the fused activation of kernels whose epilogue is numpy)."""
+    act_span(a, 0, a.shape[0], code, p0, p1)

@@ -1,0 +1,45 @@
+"""The channels-last depthwise pass around the compiled taps (plain Python: the kernels come in
+as an argument, loaded by the caller with ``jit.load("conv")``).
+
+NCHW moves in and out with numpy's strided copies (faster than a scalar gather loop in the
+kernel); the taps, bias and activation run compiled on the channel-innermost copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class DepthwiseGeometry:
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int]  # top, left (bottom and right follow from the padded size)
+    dilation: tuple[int, int]
+
+
+def depthwise_cl_band(kernels, x: np.ndarray, wt: np.ndarray, bias: np.ndarray, out: np.ndarray,
+                      xp: np.ndarray, acc: np.ndarray, geom: DepthwiseGeometry,
+                      act: tuple[int, float, float], c0: int, c1: int) -> None:
+    """Depthwise convolution of channels [c0, c1) of ``x`` [N, C, H, W] into ``out``.
+
+    ``xp`` [N, Hp, Wp, C] and ``acc`` [N, OH*OW, C] are scratch; ``wt`` is [KH*KW, C].
+    """
+    if c0 >= c1:
+        return
+    n, _, h, wd = x.shape
+    oh, ow = out.shape[2], out.shape[3]
+    hp, wp = xp.shape[1], xp.shape[2]
+    pt, pl = geom.padding
+    band = xp[:, :, :, c0:c1]
+    rows, cols = max(0, min(h, hp - pt)), max(0, min(wd, wp - pl))  # input rows and columns windows read
+    band[:, :pt] = 0
+    band[:, pt + rows :] = 0
+    band[:, pt : pt + rows, :pl] = 0
+    band[:, pt : pt + rows, pl + cols :] = 0
+    np.copyto(band[:, pt : pt + rows, pl : pl + cols], x[:, c0:c1, :rows, :cols].transpose(0, 2, 3, 1))
+    (kh, kw), (sh, sw), (dh, dw) = geom.kernel, geom.stride, geom.dilation
+    kernels.depthwise_channels_last(xp, wt, bias, acc, oh, ow, kh, kw, sh, sw, dh, dw, *act, c0, c1)
+    np.copyto(out[:, c0:c1], acc[:, :, c0:c1].reshape(n, oh, ow, c1 - c0).transpose(0, 3, 1, 2))

@@ -1,0 +1,76 @@
+"""Pooling: max and average windows row by row, global average plane by plane.
+
+A window pool builds each output row in place like the direct convolution: the row starts
+at -inf (max) or 0 (sum), every window tap folds in the input row it reads over the output
+columns whose input column is inside the image (padding never enters a max, and the
+average divides by the caller's per-position divisor). Work is split by planes
+``[first, last)`` of ``N * C``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+
+from ._types import i8, ro, rw
+
+_U = np.uint64
+
+_WIN = types.void(ro(4), ro(2), rw(4), i8, i8, i8, i8, i8, i8, i8, i8, i8, i8, i8)
+_GLOBAL = types.void(ro(4), rw(4), i8, i8)
+
+
+@njit(_WIN, nogil=True, cache=True, error_model="numpy")
+def pool2d(x, inv, out, is_max, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last):
+    """Max (``is_max``) or average pooling of planes [first, last); ``inv`` [OH, OW] holds
+    1 / divisor for the average (unused for max). Flat unsigned indices in the inner loops
+    (no negative-index checks, no per-row views)."""
+    c_n, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    xf, of = x.reshape(-1), out.reshape(-1)
+    start = np.float32(-np.inf) if is_max else np.float32(0)
+    us = _U(sw)
+    for p in range(first, last):
+        xb = p * h * wd
+        ob = p * oh_n * ow_n
+        for oh in range(oh_n):
+            d = ob + oh * ow_n
+            for ow in range(ow_n):
+                of[d + ow] = start
+            for kh in range(kh_n):
+                ih = oh * sh + kh * dh - pt
+                if ih < 0 or ih >= h:
+                    continue
+                r = xb + ih * wd
+                for kw in range(kw_n):
+                    off = kw * dw - pl
+                    lo = 0 if off >= 0 else (-off + sw - 1) // sw
+                    hi = min(ow_n, (wd - 1 - off) // sw + 1) if wd - 1 - off >= 0 else 0
+                    if hi <= lo:
+                        continue
+                    src, dst = _U(r + lo * sw + off), _U(d + lo)
+                    if is_max:
+                        for i in range(_U(hi - lo)):
+                            of[dst + i] = max(of[dst + i], xf[src + i * us])
+                    else:
+                        for i in range(_U(hi - lo)):
+                            of[dst + i] += xf[src + i * us]
+        if not is_max:
+            invf = inv.reshape(-1)
+            for q in range(_U(oh_n * ow_n)):
+                of[_U(ob) + q] *= invf[q]
+
+
+@njit(_GLOBAL, nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
+def global_avg_pool2d(x, out, first, last):
+    """out[n, c, 0, 0] = mean of plane (n, c), for planes [first, last); summed in float64 lanes."""
+    c_n = x.shape[1]
+    size = x.shape[2] * x.shape[3]
+    planes = x.reshape(x.shape[0] * c_n, size)
+    for p in range(first, last):
+        src = planes[p]
+        acc = 0.0
+        for i in range(size):
+            acc += src[i]
+        n = p // c_n
+        out[n, p - n * c_n, 0, 0] = np.float32(acc / size)

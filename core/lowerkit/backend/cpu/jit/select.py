@@ -1,0 +1,25 @@
+"""Which compiled depthwise kernel fits a shape (plain Python: no numba)."""
+
+from __future__ import annotations
+
+# Depthwise 3x3 (stride 1 or 2) runs channels-last up to this many output pixels (16x16),
+# rows above. Measured, one thread, ms rows vs channels-last: 7x7x960 0.135 vs 0.072,
+# 14x14x576 0.181 vs 0.139, 28x28x192 0.127 vs 0.291, 56x56x144 0.276 vs 0.736.
+CHANNELS_LAST_PIXELS = 256
+# Other depthwise kernels (5x5, dilated, unequal strides) have no row kernel of their own:
+# channels-last up to 64x64 outputs, the generic direct kernel above.
+CHANNELS_LAST_PIXELS_OTHER = 4096
+
+
+def depthwise_algorithm(out_hw, kernel, stride, dilation) -> str:
+    """``depthwise_cl``, ``depthwise3x3`` or ``grouped`` (the generic direct kernel) for a
+    depthwise convolution (one input channel per output channel)."""
+    pixels = out_hw[0] * out_hw[1]
+    if tuple(kernel) == (3, 3) and tuple(dilation) == (1, 1) and stride[0] == stride[1] and stride[0] in (1, 2):
+        return "depthwise_cl" if pixels <= CHANNELS_LAST_PIXELS else "depthwise3x3"
+    return "depthwise_cl" if pixels <= CHANNELS_LAST_PIXELS_OTHER else "grouped"
+
+
+def padded_hw(out_hw, kernel, stride, dilation) -> tuple[int, int]:
+    """Rows and columns of the padded image a channels-last depthwise pass reads."""
+    return tuple((o - 1) * s + (k - 1) * d + 1 for o, k, s, d in zip(out_hw, kernel, stride, dilation))

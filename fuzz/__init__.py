@@ -1,0 +1,1 @@
+"""Fuzz harness for lowerkit's file loading: see fuzz/README.md."""

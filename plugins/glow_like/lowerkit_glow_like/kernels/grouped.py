@@ -1,0 +1,107 @@
+"""Grouped and depthwise convolution on the compiled kernels of ``lowerkit.backend.cpu.jit``.
+
+im2col + GEMM loses on these: a depthwise layer is one tiny GEMM per channel. Three
+compiled kernels instead, chosen by shape (:func:`grouped_algorithm`):
+
+- ``depthwise_cl`` — depthwise (one input channel per output channel) on small planes
+  (``lowerkit.backend.cpu.jit.select``): a channels-last copy, taps vectorised over channels;
+- ``depthwise3x3`` — depthwise 3x3, stride 1 or 2, undilated, on larger planes: rows;
+- ``grouped`` — any other grouped convolution with at most :data:`DIRECT_MAX_TAPS` taps
+  per output (channels per group x kernel area); larger groups keep im2col + GEMM.
+
+Bias and the fused activation are applied in the kernels. numba loads at bind time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lowerkit.backend.cpu.jit.depthwise import DepthwiseGeometry, depthwise_cl_band
+from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
+
+from ._base import scratch_array
+
+DIRECT_MAX_TAPS = 64
+PARALLEL_MIN_MACS = 1_500_000  # smaller layers run on the calling thread
+ALGORITHMS = ("depthwise_cl", "depthwise3x3", "grouped")
+
+
+def _geometry(attrs):
+    stride = tuple(attrs.get("stride", (1, 1)))
+    padding = tuple(attrs.get("padding", (0, 0, 0, 0)))
+    dilation = tuple(attrs.get("dilation", (1, 1)))
+    return stride, padding, dilation, int(attrs.get("groups", 1))
+
+
+def grouped_algorithm(x_shape, w_shape, out_shape, attrs) -> str | None:
+    """The compiled kernel for a grouped convolution, or None to keep im2col + GEMM."""
+    stride, _, dilation, groups = _geometry(attrs)
+    if groups == 1:
+        return None
+    oc, cg, kh, kw = w_shape
+    c = x_shape[1]
+    if cg == 1 and oc == c:
+        return depthwise_algorithm(out_shape[2:], (kh, kw), stride, dilation)
+    if cg * kh * kw <= DIRECT_MAX_TAPS:
+        return "grouped"
+    return None
+
+
+def grouped_scratch_bytes(x_shape, w_shape, out_shape, attrs) -> int:
+    """Scratch of the channels-last kernel (padded copy + accumulator); 0 for the others."""
+    algorithm = attrs.get("algo") or grouped_algorithm(x_shape, w_shape, out_shape, attrs)
+    if algorithm != "depthwise_cl":
+        return 0
+    stride, _, dilation, _ = _geometry(attrs)
+    hp, wp = padded_hw(out_shape[2:], w_shape[2:], stride, dilation)
+    n, c = x_shape[0], x_shape[1]
+    return 4 * n * c * (hp * wp + out_shape[2] * out_shape[3])
+
+
+def channels_last_weights(w: np.ndarray) -> np.ndarray:
+    """Depthwise weight [C, 1, KH, KW] as [KH*KW, C] for the channels-last kernel."""
+    return np.ascontiguousarray(w.reshape(w.shape[0], -1).T, dtype=np.float32)
+
+
+def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: str | None = None):
+    """Bind a grouped convolution to the compiled kernel :func:`grouped_algorithm` picks."""
+    from lowerkit.backend.cpu import jit
+
+    kernels = jit.load("conv")
+    x, w = inputs[0], inputs[1]
+    (out,) = outputs
+    algorithm = algorithm or grouped_algorithm(x.shape, w.shape, out.shape, attrs)
+    bias = inputs[2].reshape(-1) if len(inputs) > 2 else np.empty(0, np.float32)
+    code, p0, p1 = jit.activation_code(attrs)
+    (sh, sw), (pt, pl, _, _), (dh, dw), groups = _geometry(attrs)
+    n, c = x.shape[0], x.shape[1]
+    oc, _, kh, kw = w.shape
+    macs = out.size * w[0].size
+    ways = parallel.ways if parallel is not None and macs >= PARALLEL_MIN_MACS else 1
+
+    if algorithm == "depthwise_cl":
+        wt = channels_last_weights(w)  # bound once per thread: depthwise weights are small
+        hp, wp = padded_hw(out.shape[2:], (kh, kw), (sh, sw), (dh, dw))
+        xp = scratch_array(scratch, np.float32, (n, hp, wp, c))
+        acc = scratch_array(scratch, np.float32, (n, out.shape[2] * out.shape[3], c), offset=xp.nbytes)
+        cut = [c * j // ways for j in range(ways + 1)]
+
+        geom = DepthwiseGeometry((kh, kw), (sh, sw), (pt, pl), (dh, dw))
+        act = (code, p0, p1)
+
+        def band(j: int) -> None:
+            depthwise_cl_band(kernels, x, wt, bias, out, xp, acc, geom, act, cut[j], cut[j + 1])
+    else:
+        planes = n * oc
+        cut = [planes * j // ways for j in range(ways + 1)]
+        if algorithm == "depthwise3x3":
+            def band(j: int) -> None:
+                kernels.depthwise3x3(x, w, bias, out, sh, pt, pl, code, p0, p1, cut[j], cut[j + 1])
+        else:
+            def band(j: int) -> None:
+                kernels.conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1,
+                                       cut[j], cut[j + 1])
+
+    if ways == 1:
+        return lambda: band(0)
+    return lambda: parallel(band)

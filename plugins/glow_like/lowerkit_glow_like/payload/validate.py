@@ -1,0 +1,125 @@
+"""Validation of one decoded instruction: geometry, shapes, arity and every attribute.
+
+Ops of the core registry (and glow's fused forms of them) are checked with
+:func:`lowerkit.opset.check_op_types`, which re-runs type inference on the instruction's
+buffer types (so a stride, dilation, padding, group count or kernel size that does not
+match the stored output shape is refused, and so is an absurd one such as a stride of 1e9).
+glow's own attributes (fused activation, algorithm, quantization parameters) are checked
+here. The attributes returned replace the stored ones: kernels bind exactly what was
+checked. Every failure raises ``ShapeError``; the codec turns it into ``FormatError``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from lowerkit.ir import TensorType
+from lowerkit.opset import ShapeError, check_op_types
+
+__all__ = ["check_instruction"]
+
+# glow op -> (core op whose inference checks it, number of leading inputs that op takes,
+# shapes only: True for quantized forms whose dtypes differ from the float op's)
+_FORMS: dict[str, tuple[str, int, bool]] = {
+    "glow.conv2d": ("conv2d", 3, False),
+    "glow.add": ("add", 2, False),
+    "glow.fc": ("matmul", 2, False),
+    "glow.qconv2d": ("conv2d", 3, True),
+    "glow.qfc": ("matmul", 2, True),
+    "glow.qadd": ("add", 2, True),
+}
+_SAME_SHAPE = ("glow.copy", "glow.quantize", "glow.dequantize")
+_ACT = ("act", "act_min", "act_max", "act_alpha", "act_beta")
+_FLOAT_EXTRAS = {"act_min", "act_max", "act_alpha", "act_beta", "x_scale", "out_scale", "a_scale", "b_scale", "scale"}
+_INT_EXTRAS = {"x_zp", "out_zp", "a_zp", "b_zp", "zp", "qmin", "qmax"}
+# Attributes beyond the core op's each instruction kind may carry.
+_EXTRAS: dict[str, tuple[str, ...]] = {
+    "conv2d": _ACT + ("algo",),
+    "glow.conv2d": _ACT + ("algo",),
+    "glow.fc": _ACT,
+    "glow.add": _ACT,
+    "glow.qconv2d": ("x_zp", "out_zp", "qmin", "qmax", "x_scale", "out_scale"),
+    "glow.qfc": ("x_zp", "out_zp", "qmin", "qmax", "x_scale", "out_scale"),
+    "glow.qadd": ("a_scale", "a_zp", "b_scale", "b_zp", "out_scale", "out_zp", "qmin", "qmax"),
+    "glow.quantize": ("scale", "zp"),
+    "glow.dequantize": ("scale", "zp"),
+}
+_QUANT_INPUTS = {"glow.qconv2d": 4, "glow.qfc": 4}
+
+
+def check_instruction(
+    op: str, inputs: Sequence[TensorType], attrs: Mapping[str, object], outputs: Sequence[TensorType]
+) -> dict:
+    """The instruction's attributes, normalized, or ``ShapeError`` naming what is wrong."""
+    if op == "glow.chain":
+        from .validate_chain import check_chain
+
+        return check_chain(inputs, attrs, outputs)
+    extras = _check_extras(op, attrs)
+    if op in _SAME_SHAPE:
+        if len(inputs) != 1 or len(outputs) != 1:
+            raise ShapeError(f"{op}: takes 1 input and 1 output, got {len(inputs)} and {len(outputs)}")
+        if math.prod(inputs[0].shape) != math.prod(outputs[0].shape):
+            raise ShapeError(f"{op}: output {outputs[0]} does not hold input {inputs[0]}")
+        return extras
+    # Quantized programs run some float ops (pooling, reshapes) on uint8 data: shapes only.
+    quantized = any(t.dtype in ("u8", "i8") for t in inputs)
+    core, leading, shapes_only = _FORMS.get(op, (op, len(inputs), quantized))
+    expected = _QUANT_INPUTS.get(op)
+    if expected is not None and len(inputs) != expected:
+        raise ShapeError(f"{op}: takes {expected} inputs, got {len(inputs)}")
+    checked = check_op_types(core, inputs[:leading], attrs, outputs, shapes_only=shapes_only)
+    if op in ("glow.fc", "glow.qfc", "glow.qconv2d"):
+        _check_channel_vectors(op, inputs, outputs)
+    if op == "glow.fc" and len(inputs) not in (2, 3):
+        raise ShapeError(f"{op}: takes 2 or 3 inputs, got {len(inputs)}")
+    if extras.get("algo") == "winograd":
+        from ..kernels.winograd import applicable
+
+        if not applicable(inputs[1].shape, checked):
+            raise ShapeError(f"{op}: algo 'winograd' needs a 3x3, stride-1, undilated, dense convolution")
+    return {**checked, **extras}
+
+
+def _check_channel_vectors(op: str, inputs: Sequence[TensorType], outputs: Sequence[TensorType]) -> None:
+    # Bias (and the requantization multiplier) hold one value per output channel.
+    channels = outputs[0].shape[1] if op == "glow.qconv2d" else outputs[0].shape[-1]
+    for position in range(2, len(inputs)):
+        if math.prod(inputs[position].shape) != channels:
+            raise ShapeError(
+                f"{op}: input {position} must hold one value per output channel ({channels}), "
+                f"got {inputs[position]}"
+            )
+
+
+def _check_extras(op: str, attrs: Mapping[str, object]) -> dict:
+    allowed = _EXTRAS.get(op, ())
+    result: dict = {}
+    for name, value in attrs.items():
+        if name not in allowed:
+            continue
+        if name == "act":
+            from lowerkit.backend.cpu.jit.activation import NAMES
+
+            if value not in NAMES:
+                raise ShapeError(f"{op}: act must be one of {sorted(NAMES)}, got {value!r}")
+        elif name == "algo":
+            if value not in ("winograd", "im2col"):
+                raise ShapeError(f"{op}: algo must be 'winograd' or 'im2col', got {value!r}")
+        elif name in _FLOAT_EXTRAS:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+                raise ShapeError(f"{op}: {name} must be a number, got {value!r}")
+            if name.endswith("scale") and not (0 < value < math.inf):
+                raise ShapeError(f"{op}: {name} must be positive and finite, got {value!r}")
+            value = float(value)
+        elif name in _INT_EXTRAS:
+            if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
+                raise ShapeError(f"{op}: {name} must be a 32-bit integer, got {value!r}")
+        result[name] = value
+    if result.get("act") == "clip" and not {"act_min", "act_max"} <= set(result):
+        raise ShapeError(f"{op}: act 'clip' needs act_min and act_max")
+    for name in _EXTRAS.get(op, ()):
+        if name not in result and name not in _ACT + ("algo",):
+            raise ShapeError(f"{op}: needs attribute {name!r}")
+    return result

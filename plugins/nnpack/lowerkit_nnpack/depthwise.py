@@ -1,0 +1,94 @@
+"""Depthwise convolution — an extension: NNPACK has none (its convolutions are dense).
+
+Runs on the compiled kernels of ``lowerkit.backend.cpu.jit.conv`` (numba, loaded when the
+layer is built, i.e. at compile): channels-last for small planes, rows for large 3x3
+ones, the generic direct kernel otherwise (see ``lowerkit.backend.cpu.jit.select``); bias
+and a fused ReLU are applied inside. Work is split over the shared pool by output planes
+(or channel bands), on the calling thread alone below ``min_parallel_flops``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lowerkit.backend.cpu import run_parallel, split
+from lowerkit.backend.cpu.jit.depthwise import DepthwiseGeometry, depthwise_cl_band
+from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
+
+from .conv import RunOptions
+from .geometry import ConvGeometry, GeometryError
+from .workspace import Workspace
+
+
+class DepthwiseConv2d:
+    """A depthwise convolution (weight [C, 1, KH, KW]) compiled for one geometry."""
+
+    def __init__(
+        self,
+        geom: ConvGeometry,
+        weight: np.ndarray | None,
+        bias: np.ndarray | None = None,
+        *,
+        dilation: tuple[int, int] = (1, 1),
+        relu: bool = False,
+        options: RunOptions = RunOptions(),
+        workspace: Workspace | None = None,
+    ) -> None:
+        from lowerkit.backend.cpu import jit
+
+        if geom.in_channels != geom.out_channels:
+            raise GeometryError(
+                f"depthwise convolution needs as many output as input channels, got "
+                f"{geom.in_channels} -> {geom.out_channels}"
+            )
+        self.kernels = jit.load("conv")
+        self.geom, self.dilation, self.options = geom, tuple(dilation), options
+        self.relu = relu
+        self.algorithm = depthwise_algorithm(geom.out_hw, geom.kernel, geom.stride, self.dilation)
+        self.weight = None if weight is None else np.ascontiguousarray(weight, dtype=np.float32)
+        self.weight_t = None if self.weight is None else self._channels_last(self.weight)
+        self.bias = np.empty(0, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
+        self.ws = workspace if workspace is not None else Workspace()
+
+    @staticmethod
+    def _channels_last(weight: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(weight.reshape(weight.shape[0], -1).T)
+
+    def __call__(self, x: np.ndarray, weight: np.ndarray | None = None, bias: np.ndarray | None = None) -> np.ndarray:
+        g = self.geom
+        if x.ndim != 4 or x.shape[1] != g.in_channels or tuple(x.shape[2:]) != g.in_hw:
+            raise GeometryError(
+                f"input must have shape [N, {g.in_channels}, {g.in_hw[0]}, {g.in_hw[1]}], got {list(x.shape)}"
+            )
+        w = self.weight if weight is None else np.ascontiguousarray(weight, dtype=np.float32)
+        if w is None:
+            raise GeometryError("this convolution was compiled without a weight; pass weight=")
+        b = self.bias if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        n, c = x.shape[0], g.in_channels
+        (oh, ow), (kh, kw), (sh, sw) = g.out_hw, g.kernel, g.stride
+        pt, pl = g.padding[0], g.padding[1]
+        dh, dw = self.dilation
+        out = np.empty((n, c, oh, ow), dtype=np.float32)
+        code = 1 if self.relu else 0
+        workers = self.options.workers if n * c * oh * ow * kh * kw * 2 >= self.options.min_parallel_flops else 1
+        k = self.kernels
+        if self.algorithm == "depthwise_cl":
+            wt = self.weight_t if weight is None else self._channels_last(w)
+            hp, wp = padded_hw((oh, ow), (kh, kw), (sh, sw), (dh, dw))
+            xp = self.ws.get("dw_pad", (n, hp, wp, c))
+            acc = self.ws.get("dw_acc", (n, oh * ow, c))
+
+            geom = DepthwiseGeometry((kh, kw), (sh, sw), (pt, pl), (dh, dw))
+
+            def band(s: slice) -> None:
+                depthwise_cl_band(k, x, wt, b, out, xp, acc, geom, (code, 0.0, 0.0), s.start, s.stop)
+
+            run_parallel(workers, band, split(c, workers))
+        elif self.algorithm == "depthwise3x3":
+            run_parallel(workers, lambda s: k.depthwise3x3(x, w, b, out, sh, pt, pl, code, 0.0, 0.0, s.start, s.stop),
+                         split(n * c, workers))
+        else:
+            run_parallel(workers, lambda s: k.conv2d_grouped(x, w, b, out, sh, sw, pt, pl, dh, dw, c, code, 0.0, 0.0,
+                                                             s.start, s.stop), split(n * c, workers))
+        return out

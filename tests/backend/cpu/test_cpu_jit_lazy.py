@@ -1,0 +1,51 @@
+"""numba loads only when a backend compiles: not at import of the CPU support or the plugins,
+and not for ``lowerkit backends``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("numba")
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print(' '.join(sys.modules))"],
+                         capture_output=True, text=True, check=True, timeout=120)
+    return set(out.stdout.split())
+
+
+def test_importing_the_support_and_plugins_does_not_import_numba():
+    loaded = _modules_after("import lowerkit.backend.cpu, lowerkit.backend.cpu.jit, lowerkit_glow_like, lowerkit_nnpack")
+    assert "numba" not in loaded
+
+
+def test_listing_backends_does_not_import_numba():
+    loaded = _modules_after("import lowerkit; lowerkit.backends()\n"
+                            "from lowerkit.cli import main\n"
+                            "import contextlib, io\n"
+                            "with contextlib.redirect_stdout(io.StringIO()):\n"
+                            "    try:\n        main(['backends'])\n    except SystemExit:\n        pass")
+    assert "numba" not in loaded
+
+
+def test_load_compiles_or_reads_the_cache_and_records_the_time():
+    from lowerkit.backend.cpu import jit
+
+    module = jit.load("pool")
+    assert jit.load("pool") is module
+    assert jit.load_seconds()["lowerkit.backend.cpu.jit.pool"] >= 0
+    assert callable(module.global_avg_pool2d)
+
+
+def test_the_compiled_kernels_page_examples_run():
+    import re
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[3] / "docs" / "compiled-kernels.md"
+    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)
+    assert blocks
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"{doc.name}[{i}]", "exec"), {"__name__": "compiled_kernels_example"})

@@ -1,0 +1,93 @@
+"""nnpack's depthwise extension (NNPACK has none) against the reference backend."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import lowerkit as lk
+from lowerkit.ir import Graph, GraphMethod, Module, TensorType
+from lowerkit.opset import get_schema
+
+nnpack = pytest.importorskip("lowerkit_nnpack")
+pytest.importorskip("numba")
+
+
+def _add(g, op, ins, attrs=None):
+    schema = get_schema(op)
+    full = schema.normalize_attrs(attrs or {})
+    (t,) = schema.infer([v.type for v in ins], full)
+    return g.add_node(op, ins, [t], full).output
+
+
+def depthwise_module(x_shape, k, stride, padding, *, bias=True, relu=True, seed=0):
+    rng = np.random.default_rng(seed)
+    c = x_shape[1]
+    g = Graph()
+    x = g.add_input("x", TensorType("f32", x_shape))
+    params = {"w": rng.standard_normal((c, 1, k, k)).astype(np.float32)}
+    ins = [x, g.add_node("param", [], [TensorType("f32", (c, 1, k, k))], {"name": "w"}).output]
+    if bias:
+        params["b"] = rng.standard_normal(c).astype(np.float32)
+        ins.append(g.add_node("param", [], [TensorType("f32", (c,))], {"name": "b"}).output)
+    y = _add(g, "conv2d", ins, {"stride": stride, "padding": padding, "groups": c})
+    if relu:
+        y = _add(g, "relu", [y])
+    g.set_outputs([y])
+    for i, node in enumerate(g.nodes):
+        node.debug_handle = i + 1
+    return Module(params, {"forward": GraphMethod(g)}, name="Depthwise")
+
+
+CASES = [
+    ((1, 16, 7, 7), 3, (1, 1), (1, 1, 1, 1)),  # channels-last
+    ((3, 5, 15, 9), 5, (2, 2), (2, 2, 2, 2)),  # channels-last, batch, 5x5 stride 2
+    ((1, 4, 37, 35), 3, (1, 1), (1, 1, 1, 1)),  # rows
+    ((2, 3, 41, 40), 3, (2, 2), (0, 1, 1, 0)),  # rows, stride 2, uneven padding
+    ((1, 2, 36, 34), 3, (2, 1), (1, 1, 1, 1)),  # generic direct kernel (unequal strides)
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_depthwise_matches_reference(case, threads):
+    x_shape, k, stride, padding = CASES[case]
+    module = depthwise_module(x_shape, k, stride, padding, bias=case % 2 == 0, relu=case % 3 != 1, seed=case)
+    x = np.random.default_rng(case).standard_normal(x_shape).astype(np.float32)
+    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": threads}})
+    got = lowered(x)
+    expected = module(x)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
+
+
+def test_depthwise_is_claimed_but_other_groups_are_not():
+    module = depthwise_module((1, 4, 8, 8), 3, (1, 1), (1, 1, 1, 1))
+    conv = next(n for n in lk.graph_of(module).nodes if n.op == "conv2d")
+    assert nnpack.lowerkit_is_supported(node=conv) is True
+    g = Graph()
+    x = g.add_input("x", TensorType("f32", (1, 4, 8, 8)))
+    w = g.add_node("param", [], [TensorType("f32", (4, 2, 3, 3))], {"name": "w"}).output
+    _add(g, "conv2d", [x, w], {"groups": 2})
+    grouped = next(n for n in g.nodes if n.op == "conv2d")
+    assert "groups=2" in str(nnpack.lowerkit_is_supported(node=grouped).reason)
+
+
+def test_depthwise_from_eight_threads():
+    module = depthwise_module((2, 8, 12, 12), 3, (1, 1), (1, 1, 1, 1))
+    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal((2, 8, 12, 12)).astype(np.float32) for _ in range(8)]
+    expected = [module(x) for x in xs]
+    errors = []
+
+    def work(i):
+        for _ in range(5):
+            if not np.allclose(lowered(xs[i]), expected[i], atol=1e-4):
+                errors.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert errors == []
