@@ -310,14 +310,14 @@ def _graph_from_proto(msg: pb.Graph, where: str) -> Graph:
 
     graph = Graph()
     values: dict[str, Value] = {}
-    types: dict[tuple[str, tuple[int, ...]], TensorType] = {}
+    types: dict[tuple[str, tuple[int, ...], tuple[str, ...]], TensorType] = {}
     reserve = graph.namespace.reserve
 
     def type_of(t: pb.TensorType, name: str) -> TensorType:
-        key = (t.dtype, tuple(t.shape))
+        key = (t.dtype, tuple(t.shape), tuple(t.symbols))
         found = types.get(key)
         if found is None:
-            found = types[key] = TensorType(*_shape_from_proto(key[0], key[1], f"{where}, value {name!r}"))
+            found = types[key] = _type_from_proto(t, f"{where}, value {name!r}")
         return found
 
     def bind(v: pb.ValueDef, what: Callable[[], str]) -> Value:
