@@ -51,11 +51,15 @@ def prepare_module(module: Module, evaluate: NodeEvaluator | None = None) -> tup
     params = dict(module.parameters)
     methods: dict[str, object] = {}
     fired: list[str] = []
+    # Passes number new nodes per graph; handles must stay unique across the module's methods.
+    next_handle = 1 + max((n.debug_handle for m in module.methods.values() if isinstance(m, GraphMethod)
+                           for n in m.graph.nodes), default=0)
     for name, method in module.methods.items():
         if not isinstance(method, GraphMethod):
             methods[name] = method
             continue
         graph = method.graph.copy()
+        known = {n.debug_handle for n in graph.nodes}
         literals = {n for n in graph.nodes if n.op == "constant"}  # stay constants
         originals = _params_to_constants(graph, module.parameters)
         passes = [fold_batch_norm, constant_folder(_safe(evaluate)), eliminate_dead_code]
@@ -63,6 +67,9 @@ def prepare_module(module: Module, evaluate: NodeEvaluator | None = None) -> tup
             if p not in fired:
                 fired.append(p)
         _constants_to_params(graph, originals, literals, params)
+        for node in graph.nodes:
+            if node.debug_handle >= 0 and node.debug_handle not in known:
+                node.debug_handle, next_handle = next_handle, next_handle + 1
         methods[name] = GraphMethod(graph, returns_tuple=method.returns_tuple)
     if not fired:
         return module, []
