@@ -59,7 +59,7 @@ def onnx_module():
 @pytest.mark.parametrize("plan", PLANS, ids=lambda p: p if isinstance(p, str) else "+".join(p))
 def test_onnx_symbolic_batch_runs_any_batch_after_one_lowering(onnx_module, plan, tmp_path) -> None:
     _installed(plan)
-    assert str(onnx_module.signature("forward")) == "(x: f32[batch, 3, 8, 8]) -> f32[batch, 5]"
+    assert str(onnx_module.signature("forward")) == "(x: f32[batch, 3, 8, 8]) -> y: f32[batch, 5]"
     lowered = lk.to_backend(onnx_module, plan)
     lk.save(lowered, tmp_path / "m.lkm")
     loaded = lk.load(tmp_path / "m.lkm")

@@ -61,7 +61,7 @@ def test_lower_keeps_a_symbolic_batch(onnx_file, tmp_path) -> None:
     done = _cli("lower", str(path), "-b", "reference", "-o", str(lkm))
     assert done.returncode == 0, done.stderr
     lowered = lowerkit.load(lkm)
-    assert str(lowered.signature("forward")) == "(x: f32[batch, 3, 8, 8]) -> f32[batch, 4]"
+    assert str(lowered.signature("forward")) == "(x: f32[batch, 3, 8, 8]) -> y: f32[batch, 4]"
     for batch in (1, 3):
         x = rand(batch, 3, 8, 8, seed=batch)
         np.testing.assert_allclose(lowered(x), run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-6)

@@ -12,7 +12,7 @@ import pytest
 import lowerkit as lk
 from lowerkit.errors import FormatError, InputError, VerificationError
 from lowerkit.ir import Graph, GraphMethod, Module, SourceLocation, TensorType, graph_of
-from lowerkit.serialization import FORMAT_VERSION
+from lowerkit.serialization import BASE_FORMAT_VERSION, FORMAT_VERSION
 
 from tests.serialization.file_examples import T, assert_modules_equal, cnn_module, every_dtype_module, nested_module, tiny_module
 
@@ -106,8 +106,9 @@ def test_save_and_load_files(tmp_path):
 def test_header_carries_the_format_version():
     data = lk.dumps(tiny_module())
     assert data[:8] == b"\x89LKM\r\n\x1a\n"
-    assert int.from_bytes(data[8:10], "little") == FORMAT_VERSION[0] == 1
-    assert int.from_bytes(data[10:12], "little") == FORMAT_VERSION[1]
+    # A file using no 1.1 field (output names, symbolic dims, payload versions) is 1.0.
+    assert int.from_bytes(data[8:10], "little") == BASE_FORMAT_VERSION[0] == 1
+    assert int.from_bytes(data[10:12], "little") == BASE_FORMAT_VERSION[1] == 0
     assert int.from_bytes(data[12:20], "little") == len(data) - 52
 
 
@@ -277,3 +278,14 @@ def test_values_protobuf_cannot_hold_are_input_errors(damage, message):
     damage(graph_of(module))
     with pytest.raises(InputError, match=message):
         lk.dumps(module)
+
+
+def test_a_symbolic_dim_or_a_payload_version_stamps_format_1_1():
+    x = np.ones((2, 3), np.float32)
+    free = lk.trace(lambda a: a + 1, x, dynamic_batch=True)
+    assert int.from_bytes(lk.dumps(free)[10:12], "little") == FORMAT_VERSION[1] == 1
+    pytest.importorskip("lowerkit_glow_like")
+    static = lk.trace(lambda a: a + 1, x)
+    lowered = lk.to_backend(static, "glow_like")  # glow_like declares its payload version
+    assert lowered.record.payload_version
+    assert int.from_bytes(lk.dumps(lowered)[10:12], "little") == 1

@@ -17,7 +17,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FormatError, InputError, LowerkitError
-from .container import BASE_FORMAT_VERSION, FIELDS_1_1, FORMAT_VERSION, OUTPUT_NAMES_VERSION, frame, read_file, unframe, write_atomic
+from .container import (
+    BASE_FORMAT_VERSION,
+    FIELDS_1_1,
+    FORMAT_VERSION,
+    OUTPUT_NAMES_VERSION,
+    frame,
+    read_file,
+    unframe,
+    write_atomic,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..lowering.lowered import LoweredModule
@@ -25,6 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .decoder import Rebuild
 
 __all__ = [
+    "BASE_FORMAT_VERSION",
     "FORMAT_VERSION",
     "Decoded",
     "decode",
