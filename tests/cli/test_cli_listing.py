@@ -34,7 +34,7 @@ def test_json_gives_every_detail(cli):
         assert all(o["type"] and o["doc"] for o in nn["options"])
         assert set(nn["ops"]) == set(CLAIMED_OPS)
     if "glow_like" in listed:
-        assert {o["name"] for o in listed["glow_like"]["options"]} == {"opt_level", "threads", "precision", "profile"}
+        assert {o["name"] for o in listed["glow_like"]["options"]} == {"opt_level", "threads", "precision", "profile", "max_specializations"}
 
 
 def test_verbose_text_shows_hooks_options_and_ops(cli):

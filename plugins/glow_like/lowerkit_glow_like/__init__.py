@@ -165,6 +165,8 @@ def lowerkit_options() -> list[dict[str, Any]]:
          "doc": "int8 quantizes with a calibration profile"},
         {"name": "profile", "type": "Profile or path", "default": None,
          "doc": "calibration profile from lowerkit_glow_like.calibrate (int8 only)"},
+        {"name": "max_specializations", "type": "int >= 1", "default": 8,
+         "doc": "free-batch modules: programs kept per method, one per batch size (LRU)"},
     ]
 
 
