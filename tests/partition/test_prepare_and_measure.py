@@ -125,3 +125,17 @@ def test_plan_argument_errors(cnn, subset_backends):
         lk.to_backend(module, ["convy", "resty"], plan="measure", example_inputs={"backward": (x,)})
     with pytest.raises(InputError, match="does not combine with submodules"):
         lk.to_backend(module, ["convy", "resty"], plan="measure", example_inputs=(x,), submodules=["conv"])
+
+
+def test_passes_before_partitioning_keep_output_names():
+    import numpy as np
+    import lowerkit as lk
+    from lowerkit import ops
+
+    def f(x):
+        return {"doubled": ops.relu(x) * 2.0}
+
+    x = np.ones((1, 4), np.float32)
+    module = lk.trace(f, x)
+    lowered = lk.to_backend(module, ["glow_like", "reference"])
+    assert lowered.signature("forward").names_out == ("doubled",)

@@ -70,7 +70,7 @@ def prepare_module(module: Module, evaluate: NodeEvaluator | None = None) -> tup
         for node in graph.nodes:
             if node.debug_handle >= 0 and node.debug_handle not in known:
                 node.debug_handle, next_handle = next_handle, next_handle + 1
-        methods[name] = GraphMethod(graph, returns_tuple=method.returns_tuple)
+        methods[name] = GraphMethod(graph, returns_tuple=method.returns_tuple, output_names=method.output_names)
     if not fired:
         return module, []
     used = {n.attrs["name"] for m in methods.values() if isinstance(m, GraphMethod)
