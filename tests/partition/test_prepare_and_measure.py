@@ -130,12 +130,18 @@ def test_plan_argument_errors(cnn, subset_backends):
 def test_passes_before_partitioning_keep_output_names():
     import numpy as np
     import lowerkit as lk
-    from lowerkit import ops
+    from lowerkit import nn
 
-    def f(x):
-        return {"doubled": ops.relu(x) * 2.0}
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3)
+            self.bn = nn.BatchNorm2d(4)
 
-    x = np.ones((1, 4), np.float32)
-    module = lk.trace(f, x)
-    lowered = lk.to_backend(module, ["glow_like", "reference"])
-    assert lowered.signature("forward").names_out == ("doubled",)
+        def forward(self, x):
+            return {"features": self.bn(self.conv(x))}
+
+    x = np.ones((1, 3, 6, 6), np.float32)
+    lowered = lk.to_backend(lk.trace(Net(), x), ["glow_like", "reference"])
+    assert "fold_batch_norm" in lowered.partition_report().passes
+    assert lowered.signature("forward").names_out == ("features",)
