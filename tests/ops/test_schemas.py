@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from lowerkit.opset import REQUIRED, all_schemas, get_schema
-
-
 from tests.ops.schema_helpers import T, fails, infer, shape_of
 
 
