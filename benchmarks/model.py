@@ -227,8 +227,8 @@ def int8_accuracy(calibration: int, held_out: int, batch: int = 1) -> None:
     """int8 against fp32 glow_like on random inputs: max abs error and top-1 agreement."""
     import lowerkit_glow_like as glow
 
-    x = models.example_input("resnet18", batch=batch)
-    module = lk.trace(models.resnet18(), x)
+    x = models.example_input(name, batch=batch)
+    module = lk.trace(models.get(name), x)
     rng = np.random.default_rng(2024)
     calib = [rng.standard_normal(x.shape).astype(np.float32) for _ in range(calibration)]
     profile = glow.calibrate(module, calib)
@@ -247,7 +247,7 @@ def int8_accuracy(calibration: int, held_out: int, batch: int = 1) -> None:
           f"top-1 agreement {agree}/{total} ({agree / total:.0%})")
 
 
-def instruction_times(batch: int, repeat: int) -> None:
+def instruction_times(name: str, batch: int, repeat: int) -> None:
     """Median time of every glow_like instruction (opt 2), with the default workers and with one.
 
     Binds the compiled program the way a call does (one thread's arena and scratch, BLAS
@@ -260,8 +260,8 @@ def instruction_times(batch: int, repeat: int) -> None:
     from lowerkit.backend.cpu import blas_limit
     from lowerkit_glow_like.runtime import Executable
 
-    x = models.example_input("resnet18", batch=batch)
-    module = lk.trace(models.resnet18(), x)
+    x = models.example_input(name, batch=batch)
+    module = lk.trace(models.get(name), x)
     columns = {}
     for label, threads in (("default workers", None), ("1 thread", 1)):
         program = compile_method(module, "forward", Options(threads=threads))
@@ -279,7 +279,7 @@ def instruction_times(batch: int, repeat: int) -> None:
             columns[label] = [statistics.median(t[2:]) * 1e3 for t in times]
         finally:
             executable.close()
-    print(f"\nglow_like opt 2, ResNet-18 batch {batch}: median ms per instruction over {repeat} runs")
+    print(f"\nglow_like opt 2, {name} batch {batch}: median ms per instruction over {repeat} runs")
     print(f"  {'default workers':>15} {'1 thread':>9}  instruction")
     for i, ins in enumerate(program.instructions):
         shape = list(program.buffers[ins.outputs[0]].shape)
@@ -339,7 +339,7 @@ def main() -> None:
         return
     if args.instructions:
         for batch in args.batch or [1]:
-            instruction_times(batch, args.repeat)
+            instruction_times("resnet18" if args.model == "all" else args.model, batch, args.repeat)
         return
     import os
 
