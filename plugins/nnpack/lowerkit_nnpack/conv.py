@@ -54,6 +54,7 @@ class Conv2d:
         options: RunOptions = RunOptions(),
         batch_hint: int = 1,
         workspace: Workspace | None = None,
+        activation: tuple[int, float, float] | None = None,
     ) -> None:
         geom.check()
         if weight is not None:
@@ -74,7 +75,8 @@ class Conv2d:
                 f"unknown algorithm {algorithm!r}; expected one of {['auto', *ALGORITHM_CLASSES]}"
             )
         self.impl: ConvAlgorithm = cls(
-            geom, weight, relu=relu, precompute=transform_strategy == "precompute", workspace=workspace
+            geom, weight, relu=relu, precompute=transform_strategy == "precompute", workspace=workspace,
+            activation=activation,
         )
         self.bias = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
         self.options = options

@@ -33,8 +33,11 @@ class DepthwiseConv2d:
         relu: bool = False,
         options: RunOptions = RunOptions(),
         workspace: Workspace | None = None,
+        activation: tuple[int, float, float] | None = None,
     ) -> None:
         from lowerkit.backend.cpu import jit
+
+        from .activations import NONE, RELU
 
         if geom.in_channels != geom.out_channels:
             raise GeometryError(
@@ -43,7 +46,8 @@ class DepthwiseConv2d:
             )
         self.kernels = jit.load("conv")
         self.geom, self.dilation, self.options = geom, tuple(dilation), options
-        self.relu = relu
+        self.activation = activation if activation is not None else (RELU if relu else NONE)
+        self.relu = self.activation == RELU
         self.algorithm = depthwise_algorithm(geom.out_hw, geom.kernel, geom.stride, self.dilation)
         self.weight = None if weight is None else np.ascontiguousarray(weight, dtype=np.float32)
         self.weight_t = None if self.weight is None else self._channels_last(self.weight)
@@ -70,7 +74,7 @@ class DepthwiseConv2d:
         pt, pl = g.padding[0], g.padding[1]
         dh, dw = self.dilation
         out = np.empty((n, c, oh, ow), dtype=np.float32)
-        code = 1 if self.relu else 0
+        code, p0, p1 = self.activation
         workers = self.options.workers if n * c * oh * ow * kh * kw * 2 >= self.options.min_parallel_flops else 1
         k = self.kernels
         if self.algorithm == "depthwise_cl":
@@ -82,13 +86,13 @@ class DepthwiseConv2d:
             geom = DepthwiseGeometry((kh, kw), (sh, sw), (pt, pl), (dh, dw))
 
             def band(s: slice) -> None:
-                depthwise_cl_band(k, x, wt, b, out, xp, acc, geom, (code, 0.0, 0.0), s.start, s.stop)
+                depthwise_cl_band(k, x, wt, b, out, xp, acc, geom, (code, p0, p1), s.start, s.stop)
 
             run_parallel(workers, band, split(c, workers))
         elif self.algorithm == "depthwise3x3":
-            run_parallel(workers, lambda s: k.depthwise3x3(x, w, b, out, sh, pt, pl, code, 0.0, 0.0, s.start, s.stop),
+            run_parallel(workers, lambda s: k.depthwise3x3(x, w, b, out, sh, pt, pl, code, p0, p1, s.start, s.stop),
                          split(n * c, workers))
         else:
-            run_parallel(workers, lambda s: k.conv2d_grouped(x, w, b, out, sh, sw, pt, pl, dh, dw, c, code, 0.0, 0.0,
+            run_parallel(workers, lambda s: k.conv2d_grouped(x, w, b, out, sh, sw, pt, pl, dh, dw, c, code, p0, p1,
                                                              s.start, s.stop), split(n * c, workers))
         return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.backend.cpu import blas_limit, blas_threads_beside, im2col_view, pad_into, run_parallel, split
+from lowerkit.backend.cpu import blas_limit, blas_threads_beside, run_parallel, split
 
 from .conv import RunOptions
 from .geometry import GeometryError
@@ -44,17 +44,26 @@ class Linear:
         return out.reshape(*x.shape[:-1], wt.shape[1])
 
 
+# Poolings under this many output elements run on the calling thread (the hand-off to the
+# pool costs about 0.1 ms; glow_like uses the same bound for the same kernel).
+POOL_PARALLEL_MIN = 100_000
+
+
 class MaxPool2d:
-    """Max pooling as a running maximum over the window's strided views of a -inf-padded input.
+    """Max pooling, one compiled pass per output plane (``lowerkit.backend.cpu.jit.pool``,
+    shared with glow_like), split over the pool by planes.
 
     NNPACK itself ships 2x2 stride-2 pooling; windows up to 16x16 with any stride use the
-    same strided-view reduction here (dilation 1, floor mode).
+    same kernel here (dilation 1, floor mode). Padding never enters a maximum (it acts as
+    -inf).
     """
 
     def __init__(
         self, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int, int, int],
-        workspace: Workspace | None = None,
+        workspace: Workspace | None = None, *, options: RunOptions = RunOptions(),
     ) -> None:
+        from lowerkit.backend.cpu import jit
+
         kh, kw = kernel
         t, l, b, r = padding
         if min(kernel) < 1 or min(stride) < 1:
@@ -63,7 +72,9 @@ class MaxPool2d:
             if pad < 0 or pad >= k:
                 raise GeometryError(f"{side} padding must be in [0, pooling size - 1] = [0, {k - 1}], got {pad}")
         self.kernel, self.stride, self.padding = (kh, kw), tuple(stride), (t, l, b, r)
-        self.ws = workspace if workspace is not None else Workspace()
+        self.options = options
+        self._kernels = jit.load("pool")  # compiled, or loaded from the cache, at build time
+        self._unused = np.empty((1, 1), np.float32)  # the kernel's average divisor, unused for max
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         (kh, kw), (sh, sw), (t, l, b, r) = self.kernel, self.stride, self.padding
@@ -72,20 +83,12 @@ class MaxPool2d:
         if oh < 1 or ow < 1:
             raise GeometryError(f"padded input {h + t + b}x{w + l + r} is smaller than the pooling window {kh}x{kw}")
         x = np.ascontiguousarray(x, dtype=np.float32)
-        if any(self.padding):
-            src = self.ws.get("pad", (n, c, h + t + b, w + l + r))
-            pad_into(x, src, t, l, -np.inf)
-        else:
-            src = x
         out = np.empty((n, c, oh, ow), dtype=np.float32)
-        windows = im2col_view(src, (kh, kw), (oh, ow), (sh, sw))  # [N, C, KH, KW, OH, OW]
-        for i in range(kh):
-            for j in range(kw):
-                view = windows[:, :, i, j]
-                if i == 0 and j == 0:
-                    np.copyto(out, view)
-                else:
-                    np.maximum(out, view, out=out)
+        planes = n * c
+        workers = self.options.workers if out.size >= POOL_PARALLEL_MIN else 1
+        k, unused = self._kernels, self._unused
+        run_parallel(workers, lambda s: k.pool2d(x, unused, out, True, kh, kw, sh, sw, t, l, 1, 1, s.start, s.stop),
+                     split(planes, workers))
         return out
 
 

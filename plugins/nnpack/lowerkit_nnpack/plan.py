@@ -1,8 +1,9 @@
 """Execution plans: one kernel closure per node, built once per method at compile time.
 
 Weights that come from ``param``/``constant`` nodes are bound (and transformed) here, so a
-call only moves activations. A ``relu`` that is the only reader of a ``conv2d`` output is
-fused into that convolution's output transform.
+call only moves activations. An activation (``relu``, or one of the extension activations
+of ``support.ACTIVATION_OPS``) that is the only reader of a ``conv2d`` output is fused into
+that convolution's output transform.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from .conv import Conv2d, RunOptions
 from .depthwise import DepthwiseConv2d
 from .geometry import GeometryError
 from .grad import Conv2dInputGrad, Conv2dWeightGrad
-from .layers import Linear, MaxPool2d, relu, softmax
-from .support import attrs_of, conv_geometry, is_depthwise, support_reason
+from .activations import NONE, activation_of, apply
+from .layers import Linear, MaxPool2d, softmax
+from .support import ACTIVATION_OPS, attrs_of, conv_geometry, is_depthwise, support_reason
 from .workspace import SHARED
 
 # A step's kernel takes the arrays of its runtime inputs and returns its outputs.
@@ -61,7 +63,7 @@ class Plan:
     def _build(self, graph: Graph, parameters: dict[str, np.ndarray]) -> None:
         users = graph.users()
         graph_outputs = set(self.outputs)
-        fused: set[Node] = set()  # relu nodes folded into their convolution
+        fused: set[Node] = set()  # activation nodes folded into their convolution
         dead = last_uses(graph)
         for node, dying in zip(graph.nodes, dead):
             if node.op == "param":
@@ -75,16 +77,16 @@ class Plan:
             reason = support_reason(node)
             if reason is not None:
                 raise UnsupportedOperatorError(f"nnpack cannot run {node.where()}: {reason}")
-            relu_node = None
+            act_node = None
             if node.op == "conv2d" and node.output not in graph_outputs:
                 readers = users.get(node.output, [])
-                if len(readers) == 1 and readers[0].op == "relu":
-                    relu_node = readers[0]
-                    fused.add(relu_node)
-            kernel, runtime_inputs = self._kernel(node, relu_node is not None)
+                if len(readers) == 1 and readers[0].op in ACTIVATION_OPS and support_reason(readers[0]) is None:
+                    act_node = readers[0]
+                    fused.add(act_node)
+            kernel, runtime_inputs = self._kernel(node, NONE if act_node is None else activation_of(act_node))
             outputs = tuple(v for v in node.outputs)
-            if relu_node is not None:  # the convolution binds the relu's output directly
-                outputs = (relu_node.output,)
+            if act_node is not None:  # the convolution binds the activation's output directly
+                outputs = (act_node.output,)
             self.steps.append(
                 Step(node, kernel, tuple(runtime_inputs), outputs,
                      tuple(v for v in dying))
@@ -95,7 +97,7 @@ class Plan:
             return None
         return self.constants.get(node.inputs[index])
 
-    def _kernel(self, node: Node, fuse_relu: bool) -> tuple[StepKernel, list[Value]]:
+    def _kernel(self, node: Node, act: tuple[int, float, float]) -> tuple[StepKernel, list[Value]]:
         """The closure for ``node`` and the inputs it reads at run time."""
         opts, run = self.options, self.run_options
         ids = list(node.inputs)
@@ -103,12 +105,12 @@ class Plan:
         if node.op == "conv2d" and is_depthwise(node):
             weight, bias = self._const(node, 1), self._const(node, 2)
             conv = DepthwiseConv2d(conv_geometry(node), weight, bias, dilation=tuple(attrs["dilation"]),
-                                   relu=fuse_relu, options=run, workspace=self.workspace)
+                                   activation=act, options=run, workspace=self.workspace)
             self.algorithms[node.debug_handle] = f"depthwise ({conv.algorithm})"
         elif node.op == "conv2d":
             weight, bias = self._const(node, 1), self._const(node, 2)
             conv = Conv2d(
-                conv_geometry(node), weight, bias, algorithm=opts["algorithm"], relu=fuse_relu,
+                conv_geometry(node), weight, bias, algorithm=opts["algorithm"], activation=act,
                 transform_strategy=opts["transform_strategy"], options=run,
                 batch_hint=_batch_hint(node.inputs[0].type.shape[0]), workspace=self.workspace,
             )
@@ -154,11 +156,17 @@ class Plan:
             return run_linear, live
         if node.op == "max_pool2d":
             pool = MaxPool2d(
-                tuple(attrs["kernel_size"]), tuple(attrs["stride"]), tuple(attrs["padding"]), self.workspace
+                tuple(attrs["kernel_size"]), tuple(attrs["stride"]), tuple(attrs["padding"]), self.workspace,
+                options=run,
             )
             return (lambda args: [pool(args[0])]), ids
-        if node.op == "relu":
-            return (lambda args: [relu(args[0])]), ids
+        if node.op in ACTIVATION_OPS:
+            own = activation_of(node)
+            if node.op != "relu":
+                from lowerkit.backend.cpu import jit
+
+                jit.load("conv")  # the compiled activation pass: load it now, not in the first call
+            return (lambda args: [apply(args[0], own)]), ids
         if node.op == "softmax":
             from lowerkit.backend.cpu import jit
 

@@ -10,8 +10,11 @@ from lowerkit.opset import get_schema
 
 from .geometry import ConvGeometry
 
+# NNPACK's activation is ReLU; the others are an extension, fused into the convolution
+# producing them (see activations.py).
+ACTIVATION_OPS = ("relu", "relu6", "clip", "hardswish", "hardsigmoid", "silu", "gelu")
 CLAIMED_OPS = (
-    "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "linear", "max_pool2d", "relu", "softmax",
+    "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "linear", "max_pool2d", "softmax", *ACTIVATION_OPS,
 )
 STRUCTURAL_OPS = ("param", "constant")
 MAX_KERNEL = 16
@@ -111,6 +114,35 @@ def support_reason(node: Node) -> str | None:
     return None
 
 
-def is_supported(node: Node) -> bool | Unsupported:
+def _pooled_vector(v) -> bool:
+    """A rank-4 value with a 1x1 plane: a pooled [N, C, 1, 1] vector, not a feature map."""
+    shape = v.type.shape
+    return len(shape) == 4 and shape[2] == 1 and shape[3] == 1
+
+
+def claim_reason(node: Node) -> str | None:
+    """``None`` when nnpack claims ``node`` in a partition, else why it leaves it to a later backend.
+
+    Everything nnpack runs (:func:`support_reason`), except work that is cheaper inside
+    its neighbours' region than as a region of its own (a region boundary costs a call and
+    a copy of what crosses it): convolutions and activations on pooled ``[N, C, 1, 1]``
+    vectors (squeeze-excitation gates between global pooling and a multiply, which nnpack
+    cannot run). Whole-module lowering to nnpack still runs these (:func:`support_reason`
+    decides there).
+    """
     reason = support_reason(node)
+    if reason is not None:
+        return reason
+    if node.op == "conv2d" and _pooled_vector(node.inputs[0]):
+        return ("a convolution on a 1x1 plane is a matrix-vector product: cheaper in the region "
+                "around it than as an nnpack region of its own")
+    if node.op in ACTIVATION_OPS and _pooled_vector(node.inputs[0]):
+        return (f"{node.op} on a pooled [N, C, 1, 1] vector: cheaper in the region around it "
+                "than as an nnpack region of its own")
+    return None
+
+
+def is_supported(node: Node) -> bool | Unsupported:
+    """The partition answer: :func:`claim_reason`."""
+    reason = claim_reason(node)
     return True if reason is None else Unsupported(reason)

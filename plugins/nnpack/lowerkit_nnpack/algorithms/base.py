@@ -34,11 +34,20 @@ class ConvAlgorithm:
         relu: bool = False,
         precompute: bool = True,
         workspace: Workspace | None = None,
+        activation: tuple[int, float, float] | None = None,
     ) -> None:
+        from ..activations import NONE, RELU
+
         check_algorithm(self.name, geom)
         self.geom = geom
         self.weight = None if weight is None else np.ascontiguousarray(weight, dtype=np.float32)
-        self.relu = relu
+        # The fused activation (code, p0, p1); ``relu=True`` is the NNPACK spelling of ReLU.
+        self.activation = activation if activation is not None else (RELU if relu else NONE)
+        self.relu = self.activation == RELU
+        if self.activation[0] not in (NONE[0], RELU[0]):
+            from lowerkit.backend.cpu import jit
+
+            jit.load("conv")  # the compiled activation pass: at build, never inside a call
         self.ws = workspace if workspace is not None else Workspace()
         self._kernel = None
         if precompute and self.weight is not None:
@@ -83,11 +92,14 @@ class ConvAlgorithm:
         raise NotImplementedError
 
     def _epilogue(self, out_block: np.ndarray, bias: np.ndarray | None, block: slice) -> None:
-        """Bias and fused ReLU, in place on the block just written (still in cache)."""
+        """Bias and the fused activation, in place on the block just written (still in cache)."""
+        from ..activations import activate_inplace
+
         if bias is not None:
             out_block += bias[block][:, None, None]
-        if self.relu:
-            np.maximum(out_block, 0.0, out=out_block)
+        if self.activation[0]:
+            for image in out_block:  # [OCb, OH, OW]: contiguous per image
+                activate_inplace(image, self.activation)
 
 
 def check_algorithm(name: str, geom: ConvGeometry) -> None:

@@ -135,7 +135,7 @@ class Winograd6(Winograd):
         s = self.ws.get("ws", (self.size, self.out, tw))
         y = self.ws.get("wy", (self.out, self.out, tw))
         b = _NO_BIAS if bias is None else np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
-        self._jit.winograd_output(m, b, out, o0, o1, 0, n, th, tw, 1 if self.relu else 0, 0.0, 0.0, s, y)
+        self._jit.winograd_output(m, b, out, o0, o1, 0, n, th, tw, *self.activation, s, y)
 
 
 class Winograd4(Winograd):
