@@ -96,7 +96,7 @@ class ConvAlgorithm:
         from ..activations import activate_inplace
 
         if bias is not None:
-            out_block += bias[block][:, None, None]
+            out_block += bias[block].reshape(-1, 1, 1)
         if self.activation[0]:
             for image in out_block:  # [OCb, OH, OW]: contiguous per image
                 activate_inplace(image, self.activation)
