@@ -15,6 +15,11 @@ from .workspace import Workspace
 
 # Batches at or above this take the batched ("output") path; see docs/nnpack.md for the measurement.
 DEFAULT_BATCH_THRESHOLD = 2
+# From this many output pixels, the per-image path of implicit GEMM and direct splits an
+# image into bands of output rows (one phase: each worker fills and multiplies its band)
+# instead of im2col by input channels then GEMM by output channels (two phases, and every
+# worker packs the whole column matrix). glow_like uses the same bound for the same choice.
+ROW_SPLIT_PIXELS = 400
 # Below this many direct-convolution FLOPs a call runs on the calling thread alone: handing
 # work to the pool costs about 0.1 ms per phase here (two phases on the per-image path).
 PARALLEL_MIN_FLOPS = 32_000_000
@@ -143,6 +148,16 @@ class Conv2d:
                     impl.compute_output(state, kernel, bias, slice(None), out[chunk])
 
                 run_parallel(workers, run_chunk, split(n, workers))
+            elif impl.splits_rows and self._out_hw[0] * self._out_hw[1] >= ROW_SPLIT_PIXELS:
+                # Per-image path, by bands of output rows: one phase per image.
+                cols = impl.new_row_columns()
+                bands = split(self._out_hw[0], workers)
+                for i in range(n):
+                    image, dst = x[i], out[i]
+                    window = impl.row_window(image) if cols is not None else None
+                    run_parallel(
+                        workers, lambda rows: impl.compute_rows(image, window, cols, kernel, bias, rows, dst), bands
+                    )
             else:
                 # Per-image ("inference") path: split the input transform over input-channel
                 # blocks and the channel GEMM + output transform over output-channel blocks.

@@ -70,6 +70,10 @@ class ConvAlgorithm:
         self.transform_channels(x, slice(None), state)
         return self.finish_state(state, x.shape[0])
 
+    # Algorithms that can run one image as bands of output rows, one phase (implicit GEMM,
+    # direct) set this and implement ``row_window``, ``new_row_columns``, ``compute_rows``.
+    splits_rows = False
+
     # Algorithms whose input transform can be split over input-channel blocks (so the
     # per-image path runs it on every worker) override these three.
     splits_channels = False

@@ -12,6 +12,7 @@ class Direct(ImplicitGemm):
 
     name = "direct"
     splits_channels = False  # stride 1 reads the input in place: nothing to split
+    splits_rows = True  # row bands: stride 1 multiplies column bands of the input in place
 
     def transform_input(self, x: np.ndarray) -> np.ndarray:
         g = self.geom

@@ -83,3 +83,63 @@ class ImplicitGemm(ConvAlgorithm):
                     np.matmul(w, state[i], out=res)
                     np.copyto(dst, res.reshape(dst.shape))
         self._epilogue(out_block, bias, block)
+
+    # -- the per-image path split by bands of output rows (one phase, no channel split) --
+    splits_rows = True
+
+    def row_window(self, image: np.ndarray) -> np.ndarray:
+        """The window view ``[C, KH, KW, OH, OW]`` of one image ``[C, H, W]`` (padded into this
+        thread's workspace first if needed); workers copy their bands out of it."""
+        g = self.geom
+        if any(g.padding):
+            t, l, b, r = g.padding
+            src = self.ws.get("pad_rows", (1, g.in_channels, g.in_hw[0] + t + b, g.in_hw[1] + l + r))
+            pad_into(image[None], src, t, l)
+            image = src[0]
+        return im2col_view(image[None], g.kernel, g.out_hw, g.stride)[0]
+
+    def new_row_columns(self) -> np.ndarray | None:
+        """The shared column buffer the bands fill (``None``: the input is the column matrix)."""
+        g = self.geom
+        if self._reads_in_place():
+            return None
+        return self.ws.get("cols_rows", (g.in_channels, *g.kernel, *g.out_hw))
+
+    def _reads_in_place(self) -> bool:
+        g = self.geom
+        return g.kernel == (1, 1) and g.stride == (1, 1) and not any(g.padding)
+
+    def compute_rows(
+        self, image: np.ndarray, window: np.ndarray, cols: np.ndarray | None, kernel: np.ndarray,
+        bias: np.ndarray | None, rows: slice, out_image: np.ndarray,
+    ) -> None:
+        """Output rows ``rows`` of one image: fill their columns, one GEMM into the output
+        (a strided band of it: BLAS writes with the image's row stride), bias and activation."""
+        a, b = rows.start, rows.stop
+        if a >= b:
+            return
+        g = self.geom
+        oc, ow = g.out_channels, g.out_hw[1]
+        band = slice(a * ow, b * ow)
+        if cols is None:
+            src = image.reshape(g.in_channels, -1)[:, band]
+        else:
+            np.copyto(cols[..., a:b, :], window[..., a:b, :])
+            src = cols.reshape(-1, cols.shape[-2] * ow)[:, band]
+        dst = out_image.reshape(oc, -1)[:, band]
+        code = self.activation[0]
+        if code in (0, 1):  # none / ReLU: straight into the output band
+            np.matmul(kernel, src, out=dst)
+            if bias is not None:
+                np.add(dst, bias.reshape(-1, 1), out=dst)
+            if code == 1:
+                np.maximum(dst, np.float32(0), out=dst)
+            return
+        from ..activations import activate_inplace  # other activations want contiguous data
+
+        res = self.ws.get("rows_res", (oc, (b - a) * ow))
+        np.matmul(kernel, src, out=res)
+        if bias is not None:
+            np.add(res, bias.reshape(-1, 1), out=res)
+        activate_inplace(res, self.activation)
+        np.copyto(dst, res)
