@@ -161,7 +161,10 @@ class Conv2d:
             else:
                 # Per-image ("inference") path: split the input transform over input-channel
                 # blocks and the channel GEMM + output transform over output-channel blocks.
-                if impl.splits_channels:
+                # Implicit GEMM on small images: im2col on the calling thread, then one
+                # parallel phase (a second hand-off to the pool costs more than the copy).
+                small = impl.splits_rows and self._out_hw[0] * self._out_hw[1] < ROW_SPLIT_PIXELS
+                if impl.splits_channels and not small:
                     buffer = impl.new_state(n)
                     run_parallel(
                         workers, lambda cb: impl.transform_channels(x, cb, buffer),
