@@ -1,0 +1,129 @@
+"""What nnpack claims in a partition since it fuses activations into its convolutions,
+and the regions that gives on mobile-network blocks (no timings)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lowerkit as lk
+from lowerkit.ir import Graph, GraphMethod, Module, TensorType
+from lowerkit.opset import get_schema
+
+nnpack = pytest.importorskip("lowerkit_nnpack")
+pytest.importorskip("numba")
+
+from lowerkit_nnpack import lowerkit_is_supported  # noqa: E402
+from lowerkit_nnpack.support import support_reason  # noqa: E402
+
+
+class Builder:
+    """A tiny graph builder with parameters and debug handles."""
+
+    def __init__(self, x_shape, seed=0):
+        self.g = Graph()
+        self.params: dict[str, np.ndarray] = {}
+        self.rng = np.random.default_rng(seed)
+        self.x = self.g.add_input("x", TensorType("f32", x_shape))
+
+    def op(self, op, ins, attrs=None):
+        schema = get_schema(op)
+        full = schema.normalize_attrs(attrs or {})
+        (t,) = schema.infer([v.type for v in ins], full)
+        return self.g.add_node(op, ins, [t], full).output
+
+    def param(self, shape):
+        name = f"p{len(self.params)}"
+        self.params[name] = (self.rng.standard_normal(shape) / np.sqrt(max(1, np.prod(shape[1:])))).astype(np.float32)
+        return self.g.add_node("param", [], [TensorType("f32", shape)], {"name": name}).output
+
+    def conv(self, x, oc, k=1, stride=1, groups=1):
+        c = x.type.shape[1]
+        p = k // 2
+        return self.op("conv2d", [x, self.param((oc, c // groups, k, k)), self.param((oc,))],
+                       {"stride": (stride, stride), "padding": (p, p, p, p), "groups": groups})
+
+    def module(self, out):
+        self.g.set_outputs([out])
+        for i, node in enumerate(self.g.nodes):
+            node.debug_handle = i + 1
+        return Module(self.params, {"forward": GraphMethod(self.g)}, name="Block")
+
+
+def _node(op, shape, attrs=None):
+    b = Builder(shape)
+    b.op(op, [b.x], attrs)
+    return b.g.nodes[-1]
+
+
+@pytest.mark.parametrize("op", ["relu", "relu6", "clip", "hardswish", "hardsigmoid", "silu", "gelu"])
+def test_activations_on_feature_maps_are_claimed(op):
+    assert lowerkit_is_supported(_node(op, (2, 8, 5, 5))) is True
+    assert lowerkit_is_supported(_node(op, (2, 8))) is True  # after a fully-connected layer
+
+
+@pytest.mark.parametrize("op", ["relu", "relu6", "silu", "hardsigmoid"])
+def test_activations_on_pooled_vectors_are_left_to_the_next_backend(op):
+    node = _node(op, (1, 8, 1, 1))
+    answer = lowerkit_is_supported(node)
+    assert not answer and "pooled [N, C, 1, 1] vector" in answer.reason
+    assert support_reason(node) is None  # nnpack alone still runs it
+
+
+def test_convolution_on_a_1x1_plane_is_left_to_the_next_backend():
+    b = Builder((1, 16, 1, 1))
+    b.conv(b.x, 4)
+    node = next(n for n in b.g.nodes if n.op == "conv2d")
+    answer = lowerkit_is_supported(node)
+    assert not answer and "1x1 plane is a matrix-vector product" in answer.reason
+    assert support_reason(node) is None
+
+
+def test_sigmoid_is_not_claimed():
+    answer = lowerkit_is_supported(_node("sigmoid", (1, 8, 4, 4)))
+    assert not answer and "not in NNPACK's layer set" in answer.reason
+
+
+def test_whole_module_lowering_still_runs_pooled_vector_nodes():
+    b = Builder((2, 16, 1, 1))
+    module = b.module(b.op("relu6", [b.conv(b.x, 4)]))
+    x = np.random.default_rng(0).standard_normal((2, 16, 1, 1)).astype(np.float32)
+    np.testing.assert_allclose(lk.to_backend(module, "nnpack")(x), module(x), rtol=1e-5, atol=1e-6)
+
+
+def _regions(lowered):
+    return [(r.backend, tuple(r.ops)) for r in lowered.partition_report().regions]
+
+
+def test_inverted_residual_block_is_one_nnpack_region_and_the_add():
+    """conv-relu6-depthwise-relu6-conv + residual: the activations fuse into nnpack's
+    convolutions, so only the add goes to glow_like (it was 6 regions before)."""
+    b = Builder((1, 8, 12, 12))
+    y = b.op("relu6", [b.conv(b.x, 24)])
+    y = b.op("relu6", [b.conv(y, 24, k=3, groups=24)])
+    y = b.conv(y, 8)
+    module = b.module(b.op("add", [y, b.x]))
+    lowered = lk.to_backend(module, ["nnpack", "glow_like"])
+    assert _regions(lowered) == [
+        ("nnpack", ("conv2d", "relu6", "conv2d", "relu6", "conv2d")), ("glow_like", ("add",)),
+    ]
+    x = np.random.default_rng(1).standard_normal((1, 8, 12, 12)).astype(np.float32)
+    np.testing.assert_allclose(lowered(x), module(x), rtol=1e-4, atol=1e-5)
+
+
+def test_squeeze_excitation_gate_stays_in_one_region():
+    """conv-silu, then global pool, two convolutions on the pooled vector, sigmoid and the
+    multiply: the gate is one glow_like region, not five alternating ones."""
+    b = Builder((1, 8, 10, 10))
+    y = b.op("silu", [b.conv(b.x, 16, k=3)])
+    s = b.op("global_avg_pool2d", [y])
+    s = b.op("silu", [b.conv(s, 4)])
+    s = b.op("sigmoid", [b.conv(s, 16)])
+    module = b.module(b.op("mul", [y, s]))
+    lowered = lk.to_backend(module, ["nnpack", "glow_like"])
+    assert _regions(lowered) == [
+        ("nnpack", ("conv2d", "silu")),
+        ("glow_like", ("global_avg_pool2d", "conv2d", "silu", "conv2d", "sigmoid", "mul")),
+    ]
+    x = np.random.default_rng(2).standard_normal((1, 8, 10, 10)).astype(np.float32)
+    np.testing.assert_allclose(lowered(x), module(x), rtol=1e-4, atol=1e-5)

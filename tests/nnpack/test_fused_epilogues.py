@@ -1,0 +1,175 @@
+"""nnpack's fused convolution epilogues (bias + any claimed activation), its row-band
+implicit GEMM, and its compiled max pooling, against the reference backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lowerkit as lk
+from lowerkit.ir import Graph, GraphMethod, Module, TensorType
+from lowerkit.opset import get_schema
+
+nnpack = pytest.importorskip("lowerkit_nnpack")
+pytest.importorskip("numba")
+
+from lowerkit_nnpack.conv import Conv2d, RunOptions  # noqa: E402
+from lowerkit_nnpack.geometry import ConvGeometry  # noqa: E402
+from lowerkit_nnpack.layers import MaxPool2d  # noqa: E402
+
+ACTIVATIONS = [
+    ("relu", {}), ("relu6", {}), ("clip", {"min": -0.5, "max": 0.75}), ("hardswish", {}),
+    ("hardsigmoid", {"alpha": 0.2, "beta": 0.4}), ("silu", {}), ("gelu", {}), ("gelu", {"approximate": "tanh"}),
+]
+
+
+def _add(g, op, ins, attrs=None):
+    schema = get_schema(op)
+    full = schema.normalize_attrs(attrs or {})
+    (t,) = schema.infer([v.type for v in ins], full)
+    return g.add_node(op, ins, [t], full).output
+
+
+def conv_act_module(x_shape, oc, k, stride, padding, act, *, groups=1, bias=True, seed=0):
+    """conv2d (+ bias) followed by activation ``act`` = (op, attrs) or None."""
+    rng = np.random.default_rng(seed)
+    c = x_shape[1]
+    g = Graph()
+    x = g.add_input("x", TensorType("f32", x_shape))
+    w_shape = (oc, c // groups, k, k)
+    params = {"w": (rng.standard_normal(w_shape) / np.sqrt(c * k * k / groups)).astype(np.float32)}
+    ins = [x, g.add_node("param", [], [TensorType("f32", w_shape)], {"name": "w"}).output]
+    if bias:
+        params["b"] = rng.standard_normal(oc).astype(np.float32)
+        ins.append(g.add_node("param", [], [TensorType("f32", (oc,))], {"name": "b"}).output)
+    y = _add(g, "conv2d", ins, {"stride": stride, "padding": padding, "groups": groups})
+    if act is not None:
+        y = _add(g, act[0], [y], act[1])
+    g.set_outputs([y])
+    for i, node in enumerate(g.nodes):
+        node.debug_handle = i + 1
+    return Module(params, {"forward": GraphMethod(g)}, name="ConvAct")
+
+
+def _close(got, want, tol):
+    scale = max(1.0, float(np.abs(want).max()))
+    assert float(np.abs(got - want).max()) / scale < tol
+
+
+# (x shape, out channels, kernel, stride, padding, algorithm, tolerance)
+GEOMETRIES = [
+    ((1, 3, 13, 11), 5, 3, (1, 1), (1, 1, 1, 1), "implicit_gemm", 1e-5),
+    ((2, 4, 9, 10), 6, 3, (2, 2), (0, 1, 1, 0), "implicit_gemm", 1e-5),
+    ((1, 5, 7, 9), 4, 1, (1, 1), (0, 0, 0, 0), "direct", 1e-5),
+    ((3, 5, 9, 7), 4, 1, (2, 2), (0, 0, 0, 0), "direct", 1e-5),
+    ((1, 3, 11, 13), 4, 3, (1, 1), (1, 1, 1, 1), "wt6x6", 1e-4),
+    ((2, 3, 10, 9), 4, 3, (1, 1), (1, 0, 0, 1), "wt8x8", 1e-3),
+    ((1, 2, 12, 11), 3, 5, (1, 1), (2, 2, 2, 2), "ft8x8", 1e-4),
+]
+
+
+@pytest.mark.parametrize("act", ACTIVATIONS, ids=lambda a: a[0] + "".join(f"-{v}" for v in a[1].values()))
+@pytest.mark.parametrize("geom", range(len(GEOMETRIES)))
+def test_conv_with_fused_activation_matches_reference(geom, act):
+    x_shape, oc, k, stride, padding, algorithm, tol = GEOMETRIES[geom]
+    module = conv_act_module(x_shape, oc, k, stride, padding, act, bias=geom % 2 == 0, seed=geom)
+    x = (np.random.default_rng(geom).standard_normal(x_shape) * 3).astype(np.float32)
+    lowered = lk.to_backend(module, "nnpack", {"forward": {"algorithm": algorithm}})
+    _close(lowered(x), module(x), tol)
+
+
+@pytest.mark.parametrize("act", [("relu6", {}), ("silu", {}), ("hardswish", {})], ids=lambda a: a[0])
+@pytest.mark.parametrize("stride", [(1, 1), (2, 2)])
+def test_depthwise_with_fused_activation_matches_reference(act, stride):
+    for x_shape in ((1, 8, 7, 9), (2, 3, 37, 35)):  # channels-last kernel, row kernel
+        module = conv_act_module(x_shape, x_shape[1], 3, stride, (1, 1, 1, 1), act, groups=x_shape[1])
+        x = (np.random.default_rng(1).standard_normal(x_shape) * 3).astype(np.float32)
+        _close(lk.to_backend(module, "nnpack")(x), module(x), 1e-5)
+
+
+def test_the_plan_fuses_the_activation_into_the_convolution():
+    module = conv_act_module((1, 3, 8, 8), 4, 3, (1, 1), (1, 1, 1, 1), ("relu6", {}))
+    from lowerkit_nnpack.plan import Plan
+
+    plan = Plan(module.methods["forward"].graph, module.parameters, dict(nnpack.DEFAULTS))
+    assert [s.node.op for s in plan.steps] == ["conv2d"]
+
+
+def test_unfused_activation_runs_alone():
+    """An activation reading a graph input (nothing to fuse into) runs as its own pass."""
+    g = Graph()
+    x = g.add_input("x", TensorType("f32", (2, 3, 5, 5)))
+    g.set_outputs([_add(g, "hardswish", [x])])
+    g.nodes[0].debug_handle = 1
+    module = Module({}, {"forward": GraphMethod(g)}, name="Act")
+    xs = (np.random.default_rng(0).standard_normal((2, 3, 5, 5)) * 4).astype(np.float32)
+    _close(lk.to_backend(module, "nnpack")(xs), module(xs), 1e-6)
+
+
+def _im2col_conv(x, w, b, stride, padding):
+    t, l, bt, r = padding
+    xp = np.pad(x, ((0, 0), (0, 0), (t, bt), (l, r))).astype(np.float64)
+    n, c, h, wd = xp.shape
+    oc, _, kh, kw = w.shape
+    oh, ow = (h - kh) // stride[0] + 1, (wd - kw) // stride[1] + 1
+    out = np.zeros((n, oc, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i : i + stride[0] * oh : stride[0], j : j + stride[1] * ow : stride[1]]
+            out += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j].astype(np.float64))
+    return out + b.reshape(1, -1, 1, 1)
+
+
+@pytest.mark.parametrize(
+    "x_shape,oc,k,stride,padding",
+    [
+        ((1, 3, 23, 21), 5, 3, (1, 1), (1, 1, 1, 1)),  # 483 output pixels: row bands
+        ((1, 4, 45, 41), 6, 3, (2, 2), (1, 0, 0, 1)),  # strided, uneven padding
+        ((1, 5, 21, 25), 3, 1, (1, 1), (0, 0, 0, 0)),  # direct, in place
+        ((1, 5, 41, 43), 3, 1, (2, 2), (0, 0, 0, 0)),  # direct, strided
+        ((1, 4, 9, 11), 5, 3, (1, 1), (1, 1, 1, 1)),  # under 400 pixels: serial im2col, channel blocks
+    ],
+)
+@pytest.mark.parametrize("act", [None, (1, 0.0, 0.0), (2, 0.0, 6.0), (5, 0.0, 0.0)], ids=["none", "relu", "clip", "silu"])
+def test_per_image_paths_match_a_direct_convolution(x_shape, oc, k, stride, padding, act):
+    rng = np.random.default_rng(7)
+    c = x_shape[1]
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal((oc, c, k, k)).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    geom = ConvGeometry(c, oc, x_shape[2:], (k, k), stride, padding)
+    options = RunOptions(threads=2, min_parallel_flops=0)  # parallel even for tiny layers
+    algorithm = "direct" if k == 1 else "implicit_gemm"
+    conv = Conv2d(geom, w, b, algorithm=algorithm, options=options, activation=act)
+    want = _im2col_conv(x, w, b, stride, padding)
+    code = 0 if act is None else act[0]
+    if code == 1:
+        want = np.maximum(want, 0)
+    elif code == 2:
+        want = np.clip(want, act[1], act[2])
+    elif code == 5:
+        want = want / (1 + np.exp(-want))
+    for _ in range(2):  # the second call reuses the workspace
+        _close(conv(x), want, 1e-5)
+
+
+@pytest.mark.parametrize(
+    "x_shape,k,s,p",
+    [
+        ((1, 3, 112, 111), (3, 3), (2, 2), (1, 1, 1, 1)),  # parallel over planes
+        ((2, 5, 9, 8), (2, 2), (2, 2), (0, 0, 0, 0)),
+        ((3, 2, 11, 10), (3, 2), (1, 2), (0, 1, 2, 0)),
+        ((1, 1, 7, 7), (7, 7), (1, 1), (0, 0, 0, 0)),
+    ],
+)
+def test_compiled_max_pool_matches_reference(x_shape, k, s, p):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    g = Graph()
+    xi = g.add_input("x", TensorType("f32", x_shape))
+    g.set_outputs([_add(g, "max_pool2d", [xi], {"kernel_size": k, "stride": s, "padding": p})])
+    g.nodes[0].debug_handle = 1
+    module = Module({}, {"forward": GraphMethod(g)}, name="Pool")
+    pool = MaxPool2d(k, s, p, options=RunOptions(threads=2))
+    np.testing.assert_array_equal(pool(x), module(x))
+    np.testing.assert_array_equal(lk.to_backend(module, "nnpack")(x), module(x))
