@@ -37,4 +37,12 @@ def test_resnet18_matches_reference_before_and_after_save_load(resnet, backends,
     assert pool.backend == backends[1]
     assert pool.declines[0].backend == "nnpack" and pool.declines[0].reason
     convs = [n for n in report.nodes if n.op == "conv2d"]
-    assert len(convs) == 20 and all(n.backend == "nnpack" for n in convs)
+    assert len(convs) == 20
+    # At 32x32 the last stage's planes are 1x1: nnpack leaves convolutions reading a 1x1
+    # plane (matrix-vector products) to the next backend, and takes all the others.
+    graph = module.methods["forward"].graph
+    one_by_one = {n.debug_handle for n in graph.nodes
+                  if n.op == "conv2d" and tuple(n.inputs[0].type.shape[2:]) == (1, 1)}
+    assert one_by_one and len(one_by_one) < 20
+    for n in convs:
+        assert n.backend == (backends[1] if n.debug_handle in one_by_one else "nnpack")
