@@ -20,6 +20,12 @@ from .geometry import ConvGeometry, GeometryError
 from .workspace import Workspace
 
 
+# Depthwise layers are memory-bound: few FLOPs per byte, so the dense convolutions' bound
+# (32 MFLOP) kept every MobileNet depthwise layer on one thread. glow_like splits the same
+# compiled kernels from 1.5M multiply-adds; so does nnpack.
+DEPTHWISE_PARALLEL_MIN_FLOPS = 3_000_000
+
+
 class DepthwiseConv2d:
     """A depthwise convolution (weight [C, 1, KH, KW]) compiled for one geometry."""
 
@@ -75,7 +81,8 @@ class DepthwiseConv2d:
         dh, dw = self.dilation
         out = np.empty((n, c, oh, ow), dtype=np.float32)
         code, p0, p1 = self.activation
-        workers = self.options.workers if n * c * oh * ow * kh * kw * 2 >= self.options.min_parallel_flops else 1
+        least = min(self.options.min_parallel_flops, DEPTHWISE_PARALLEL_MIN_FLOPS)
+        workers = self.options.workers if n * c * oh * ow * kh * kw * 2 >= least else 1
         k = self.kernels
         if self.algorithm == "depthwise_cl":
             wt = self.weight_t if weight is None else self._channels_last(w)

@@ -6,6 +6,8 @@ import numpy as np
 
 from lowerkit.backend.cpu import im2col_view, pad_into
 
+from ..activations import activate_inplace
+
 from ..workspace import Workspace
 from .base import ConvAlgorithm
 
@@ -13,6 +15,9 @@ from .base import ConvAlgorithm
 # Below this many output pixels per image, the images of a chunk share one GEMM (batch
 # folded into the GEMM's columns) instead of one thin GEMM each; see docs/nnpack.md.
 FOLD_BATCH_BELOW_PIXELS = 1024
+# Row bands compute sub-bands of about this many result bytes, add bias, activate and copy
+# them into the output while they are in cache.
+SUB_BAND_BYTES = 256 * 1024
 
 
 class ImplicitGemm(ConvAlgorithm):
@@ -127,19 +132,17 @@ class ImplicitGemm(ConvAlgorithm):
             np.copyto(cols[..., a:b, :], window[..., a:b, :])
             src = cols.reshape(-1, cols.shape[-2] * ow)[:, band]
         dst = out_image.reshape(oc, -1)[:, band]
-        code = self.activation[0]
-        if code in (0, 1):  # none / ReLU: straight into the output band
-            np.matmul(kernel, src, out=dst)
+        # Each sub-band's result goes to a contiguous per-thread buffer small enough to stay
+        # in cache while bias and activation run and it is copied into the output band:
+        # numpy's ufuncs on the strided band itself would allocate iteration buffers on
+        # every call (and the compiled activation wants contiguous data anyway).
+        step = max(1, SUB_BAND_BYTES // (4 * oc * ow))
+        for r0 in range(a, b, step):
+            r1 = min(b, r0 + step)
+            sub = slice((r0 - a) * ow, (r1 - a) * ow)
+            res = self.ws.get("rows_res", (oc, (r1 - r0) * ow))
+            np.matmul(kernel, src[:, sub], out=res)
             if bias is not None:
-                np.add(dst, bias.reshape(-1, 1), out=dst)
-            if code == 1:
-                np.maximum(dst, np.float32(0), out=dst)
-            return
-        from ..activations import activate_inplace  # other activations want contiguous data
-
-        res = self.ws.get("rows_res", (oc, (b - a) * ow))
-        np.matmul(kernel, src, out=res)
-        if bias is not None:
-            np.add(res, bias.reshape(-1, 1), out=res)
-        activate_inplace(res, self.activation)
-        np.copyto(dst, res)
+                np.add(res, bias.reshape(-1, 1), out=res)
+            activate_inplace(res, self.activation)
+            np.copyto(dst[:, sub], res)
