@@ -88,6 +88,7 @@ class Conv2d:
         # Fixed per layer: computed once, not on every call (a call of a small layer is
         # tens of microseconds; these lookups were a fifth of its Python time).
         self._workers = options.workers
+        self._blas_threads = blas_threads_beside(self._workers)
         self._out_hw = geom.out_hw
         self._flops_per_image = geom.flops(1)
 
@@ -137,7 +138,7 @@ class Conv2d:
             out = np.empty(self.output_shape(n), dtype=np.float32)
         workers = self._workers
         impl = self.impl
-        with blas_limit(blas_threads_beside(workers)):
+        with blas_limit(self._blas_threads):
             if self._flops_per_image * n < self.options.min_parallel_flops:
                 workers = 1
             kernel = impl.kernel_data(weight)

@@ -40,6 +40,7 @@ class ConvAlgorithm:
 
         check_algorithm(self.name, geom)
         self.geom = geom
+        self.out_hw = geom.out_hw  # computed once: read on every call
         self.weight = None if weight is None else np.ascontiguousarray(weight, dtype=np.float32)
         # The fused activation (code, p0, p1); ``relu=True`` is the NNPACK spelling of ReLU.
         self.activation = activation if activation is not None else (RELU if relu else NONE)

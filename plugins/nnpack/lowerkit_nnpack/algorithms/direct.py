@@ -12,12 +12,14 @@ class Direct(ImplicitGemm):
 
     name = "direct"
     splits_channels = False  # stride 1 reads the input in place: nothing to split
-    splits_rows = True  # row bands: stride 1 multiplies column bands of the input in place
+    # No row bands: with the input read in place (or one strided copy) the GEMM split by
+    # output channels measured 2x faster than by rows (16->96 at 112x112: 0.52 vs 1.0 ms).
+    splits_rows = False
 
     def transform_input(self, x: np.ndarray) -> np.ndarray:
         g = self.geom
         n, c = x.shape[0], g.in_channels
-        oh, ow = g.out_hw
+        oh, ow = self.out_hw
         s0, s1 = g.stride
         src = x if g.stride == (1, 1) else x[:, :, : (oh - 1) * s0 + 1 : s0, : (ow - 1) * s1 + 1 : s1]
         if self._fold(n):

@@ -34,7 +34,7 @@ class ImplicitGemm(ConvAlgorithm):
         return weight.reshape(self.geom.out_channels, -1)
 
     def _fold(self, n: int) -> bool:
-        oh, ow = self.geom.out_hw
+        oh, ow = self.out_hw
         return n > 1 and oh * ow < FOLD_BATCH_BELOW_PIXELS
 
     splits_channels = True
@@ -42,7 +42,7 @@ class ImplicitGemm(ConvAlgorithm):
     def new_state(self, n: int) -> np.ndarray:
         """Columns [N, C, KH, KW, OH, OW], or [C, KH, KW, N, OH, OW] when the batch is folded."""
         g = self.geom
-        (kh, kw), (oh, ow) = g.kernel, g.out_hw
+        (kh, kw), (oh, ow) = g.kernel, self.out_hw
         if self._fold(n):
             return self.ws.get("cols_folded", (g.in_channels, kh, kw, n, oh, ow))
         return self.ws.get("cols", (n, g.in_channels, kh, kw, oh, ow))
@@ -57,7 +57,7 @@ class ImplicitGemm(ConvAlgorithm):
             pad_into(xs, src, t, l)
         else:
             src = xs
-        view = im2col_view(src, g.kernel, g.out_hw, g.stride)  # [N, C, KH, KW, OH, OW]
+        view = im2col_view(src, g.kernel, self.out_hw, g.stride)  # [N, C, KH, KW, OH, OW]
         if self._fold(n):
             np.copyto(state[channels], view.transpose(1, 2, 3, 0, 4, 5))
         else:
@@ -101,14 +101,14 @@ class ImplicitGemm(ConvAlgorithm):
             src = self.ws.get("pad_rows", (1, g.in_channels, g.in_hw[0] + t + b, g.in_hw[1] + l + r))
             pad_into(image[None], src, t, l)
             image = src[0]
-        return im2col_view(image[None], g.kernel, g.out_hw, g.stride)[0]
+        return im2col_view(image[None], g.kernel, self.out_hw, g.stride)[0]
 
     def new_row_columns(self) -> np.ndarray | None:
         """The shared column buffer the bands fill (``None``: the input is the column matrix)."""
         g = self.geom
         if self._reads_in_place():
             return None
-        return self.ws.get("cols_rows", (g.in_channels, *g.kernel, *g.out_hw))
+        return self.ws.get("cols_rows", (g.in_channels, *g.kernel, *self.out_hw))
 
     def _reads_in_place(self) -> bool:
         g = self.geom
@@ -124,7 +124,7 @@ class ImplicitGemm(ConvAlgorithm):
         if a >= b:
             return
         g = self.geom
-        oc, ow = g.out_channels, g.out_hw[1]
+        oc, ow = g.out_channels, self.out_hw[1]
         band = slice(a * ow, b * ow)
         if cols is None:
             src = image.reshape(g.in_channels, -1)[:, band]
