@@ -1,5 +1,5 @@
-"""What nnpack claims in a partition since it fuses activations into its convolutions,
-and the regions that gives on mobile-network blocks (no timings)."""
+"""What nnpack claims in a partition since it fuses activations and residual adds into its
+convolutions, and the regions that gives on ResNet and mobile-network blocks (no timings)."""
 
 from __future__ import annotations
 
@@ -95,20 +95,61 @@ def _regions(lowered):
     return [(r.backend, tuple(r.ops)) for r in lowered.partition_report().regions]
 
 
-def test_inverted_residual_block_is_one_nnpack_region_and_the_add():
-    """conv-relu6-depthwise-relu6-conv + residual: the activations fuse into nnpack's
-    convolutions, so only the add goes to glow_like (it was 6 regions before)."""
+def test_inverted_residual_block_is_one_nnpack_region():
+    """conv-relu6-depthwise-relu6-conv + residual: the activations and the residual add
+    fuse into nnpack's convolutions, so the block is one region (it was 6 before)."""
     b = Builder((1, 8, 12, 12))
     y = b.op("relu6", [b.conv(b.x, 24)])
     y = b.op("relu6", [b.conv(y, 24, k=3, groups=24)])
     y = b.conv(y, 8)
     module = b.module(b.op("add", [y, b.x]))
     lowered = lk.to_backend(module, ["nnpack", "glow_like"])
-    assert _regions(lowered) == [
-        ("nnpack", ("conv2d", "relu6", "conv2d", "relu6", "conv2d")), ("glow_like", ("add",)),
-    ]
+    assert _regions(lowered) == [("nnpack", ("conv2d", "relu6", "conv2d", "relu6", "conv2d", "add"))]
     x = np.random.default_rng(1).standard_normal((1, 8, 12, 12)).astype(np.float32)
     np.testing.assert_allclose(lowered(x), module(x), rtol=1e-4, atol=1e-5)
+
+
+def _basic_block(builder, downsample):
+    """ResNet's basic block in trace order: conv1, relu, conv2, (downsample conv), add, relu."""
+    b = builder
+    y = b.op("relu", [b.conv(b.x, 8, k=3)])
+    y = b.conv(y, 8, k=3)
+    identity = b.conv(b.x, 8) if downsample else b.x
+    return b.module(b.op("relu", [b.op("add", [y, identity])]))
+
+
+@pytest.mark.parametrize("downsample", [False, True])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_residual_add_and_relu_fuse_into_a_convolution(downsample, batch):
+    from lowerkit_nnpack.plan import Plan
+
+    b = Builder((batch, 4 if downsample else 8, 9, 11), seed=batch)
+    module = _basic_block(b, downsample)
+    plan = Plan(module.methods["forward"].graph, module.parameters, dict(nnpack.DEFAULTS))
+    # conv1+relu, conv2 (+add+relu unless the downsample conv, computed later, takes them)
+    ops = [s.node.op for s in plan.steps]
+    assert ops == ["conv2d"] * (3 if downsample else 2)
+    x = np.random.default_rng(batch).standard_normal(b.x.type.shape).astype(np.float32)
+    for backends in ("nnpack", ["nnpack", "glow_like"]):
+        lowered = lk.to_backend(module, backends)
+        np.testing.assert_allclose(lowered(x), module(x), rtol=1e-4, atol=1e-5)
+
+
+def test_add_is_claimed_for_operands_of_one_shape_only():
+    b = Builder((2, 8, 5, 5))
+    b.op("add", [b.x, b.x])
+    assert lowerkit_is_supported(b.g.nodes[-1]) is True
+    c = Builder((2, 8, 5, 5))
+    c.op("add", [c.x, c.param((8, 1, 1))])
+    answer = lowerkit_is_supported(c.g.nodes[-1])
+    assert not answer and "no broadcasting" in answer.reason
+
+
+def test_unfused_add_runs_alone():
+    b = Builder((2, 3, 4, 5))
+    module = b.module(b.op("add", [b.x, b.op("relu", [b.x])]))  # relu reads an input: nothing to fuse
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    np.testing.assert_array_equal(lk.to_backend(module, "nnpack")(x), module(x))
 
 
 def test_squeeze_excitation_gate_stays_in_one_region():

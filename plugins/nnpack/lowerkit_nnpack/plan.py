@@ -24,9 +24,9 @@ from .conv import Conv2d, RunOptions
 from .depthwise import DepthwiseConv2d
 from .geometry import GeometryError
 from .grad import Conv2dInputGrad, Conv2dWeightGrad
-from .activations import NONE, activation_of, apply
+from .activations import NONE, activate_inplace, activation_of, apply
 from .layers import Linear, MaxPool2d, softmax
-from .support import ACTIVATION_OPS, attrs_of, conv_geometry, is_depthwise, support_reason
+from .support import ACTIVATION_OPS, RESIDUAL_OPS, attrs_of, conv_geometry, is_depthwise, support_reason
 from .workspace import SHARED
 
 # A step's kernel takes the arrays of its runtime inputs and returns its outputs.
@@ -65,8 +65,12 @@ class Plan:
     def _build(self, graph: Graph, parameters: dict[str, np.ndarray]) -> None:
         users = graph.users()
         graph_outputs = set(self.outputs)
-        fused: set[Node] = set()  # activation nodes folded into their convolution
+        fused: set[Node] = set()  # residual adds and activations folded into their convolution
         dead = last_uses(graph)
+        position: dict[Any, int] = {}  # node, and each value it produces -> its index
+        for i, n in enumerate(graph.nodes):
+            position[n] = i
+            position.update((v, i) for v in n.outputs)
         for node, dying in zip(graph.nodes, dead):
             if node.op == "param":
                 self.constants[node.output] = parameters[node.attrs["name"]]  # type: ignore[index]
@@ -79,20 +83,22 @@ class Plan:
             reason = support_reason(node)
             if reason is not None:
                 raise UnsupportedOperatorError(f"nnpack cannot run {node.where()}: {reason}")
-            act_node = None
-            if node.op == "conv2d" and node.output not in graph_outputs:
-                readers = users.get(node.output, [])
-                if len(readers) == 1 and readers[0].op in ACTIVATION_OPS and support_reason(readers[0]) is None:
-                    act_node = readers[0]
-                    fused.add(act_node)
-            kernel, runtime_inputs = self._kernel(node, NONE if act_node is None else activation_of(act_node))
+            add_node = act_node = residual = None
+            if node.op == "conv2d":
+                add_node, residual, act_node = _epilogue_of(node, users, graph_outputs, position)
+            act = NONE if act_node is None else activation_of(act_node)
+            kernel, runtime_inputs = self._kernel(node, act if add_node is None else NONE)
             outputs = tuple(v for v in node.outputs)
-            if act_node is not None:  # the convolution binds the activation's output directly
-                outputs = (act_node.output,)
-            self.steps.append(
-                Step(node, kernel, tuple(runtime_inputs), outputs,
-                     tuple(v for v in dying))
-            )
+            dying = list(dying)
+            for extra in (add_node, act_node):
+                if extra is not None:  # the convolution binds the last fused node's output
+                    fused.add(extra)
+                    outputs = (extra.output,)
+                    dying += dead[position[extra]]
+            if add_node is not None:
+                kernel = _with_residual(kernel, act)
+                runtime_inputs = [*runtime_inputs, residual]
+            self.steps.append(Step(node, kernel, tuple(runtime_inputs), outputs, tuple(dying)))
 
     def _const(self, node: Node, index: int) -> np.ndarray | None:
         if index >= len(node.inputs):
@@ -162,6 +168,8 @@ class Plan:
                 options=run,
             )
             return (lambda args: [pool(args[0])]), ids
+        if node.op in RESIDUAL_OPS:  # a sum no convolution fused: one numpy pass
+            return (lambda args: [np.add(args[0], args[1], dtype=np.float32)]), ids
         if node.op in ACTIVATION_OPS:
             own = activation_of(node)
             if node.op != "relu":
@@ -210,6 +218,52 @@ class Plan:
             value = env[i]
             outs.append(value.copy() if i in self.constants else value)
         return outs
+
+
+def _epilogue_of(
+    conv: Node, users: dict[Value, list[Node]], graph_outputs: set[Value], position: dict[Any, int]
+) -> tuple[Node | None, Value | None, Node | None]:
+    """What the convolution ``conv`` can fuse: ``(add, residual, activation)``.
+
+    A residual ``add`` that is the only reader of the convolution's output, whose other
+    operand is already computed when the convolution runs (in ResNet's blocks that is the
+    later of the two convolutions feeding the add), then an activation that is the only
+    reader of the sum; or, without an add, an activation that is the only reader of the
+    convolution. Fused values must not be graph outputs (the step binds only the last one).
+    ``position`` maps nodes, and the values they produce, to their place in the schedule
+    (graph inputs are absent: always ready).
+    """
+
+    def only_reader(value: Value, ops: tuple[str, ...]) -> Node | None:
+        if value in graph_outputs:
+            return None
+        readers = users.get(value, [])
+        if len(readers) == 1 and readers[0].op in ops and support_reason(readers[0]) is None:
+            return readers[0]
+        return None
+
+    add = only_reader(conv.output, RESIDUAL_OPS)
+    residual = None
+    if add is not None:
+        a, b = add.inputs
+        residual = b if a is conv.output else a
+        if residual is conv.output or position.get(residual, -1) > position[conv]:
+            add, residual = None, None
+    act = only_reader(add.output if add is not None else conv.output, ACTIVATION_OPS)
+    return add, residual, act
+
+
+def _with_residual(kernel: StepKernel, act: tuple[int, float, float]) -> StepKernel:
+    """``kernel`` (a convolution without activation) followed by ``+ residual`` (the last
+    runtime input) and ``act``, in place on the convolution's fresh output."""
+
+    def run(args: list[np.ndarray]) -> list[np.ndarray]:
+        (y,) = kernel(args[:-1])
+        np.add(y, args[-1], out=y)
+        activate_inplace(y, act)
+        return [y]
+
+    return run
 
 
 def _batch_hint(dim: int | str) -> int:

@@ -13,8 +13,12 @@ from .geometry import ConvGeometry
 # NNPACK's activation is ReLU; the others are an extension, fused into the convolution
 # producing them (see activations.py).
 ACTIVATION_OPS = ("relu", "relu6", "clip", "hardswish", "hardsigmoid", "silu", "gelu")
+# A residual connection (the sum of two tensors of one shape) is an extension too: the
+# convolution producing one operand adds the other in its epilogue, before the activation.
+RESIDUAL_OPS = ("add",)
 CLAIMED_OPS = (
     "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "linear", "max_pool2d", "softmax", *ACTIVATION_OPS,
+    *RESIDUAL_OPS,
 )
 STRUCTURAL_OPS = ("param", "constant")
 MAX_KERNEL = 16
@@ -109,6 +113,11 @@ def support_reason(node: Node) -> str | None:
         dim = attrs_of(node)["dim"]
         if dim not in (-1, rank - 1):
             return f"softmax over dim {dim} of a rank-{rank} tensor unsupported (NNPACK normalises the last axis)"
+    if node.op in RESIDUAL_OPS:
+        a, b = node.inputs[0].type, node.inputs[1].type
+        if tuple(a.shape) != tuple(b.shape):
+            return (f"add of {list(a.shape)} and {list(b.shape)}: nnpack adds residual connections "
+                    "only (two operands of one shape, no broadcasting)")
     if node.op == "linear" and node.inputs[1].type.rank != 2:
         return "linear weight must be 2-D [out_features, in_features]"
     return None
@@ -136,7 +145,7 @@ def claim_reason(node: Node) -> str | None:
     if node.op == "conv2d" and _pooled_vector(node.inputs[0]):
         return ("a convolution on a 1x1 plane is a matrix-vector product: cheaper in the region "
                 "around it than as an nnpack region of its own")
-    if node.op in ACTIVATION_OPS and _pooled_vector(node.inputs[0]):
+    if (node.op in ACTIVATION_OPS or node.op in RESIDUAL_OPS) and _pooled_vector(node.inputs[0]):
         return (f"{node.op} on a pooled [N, C, 1, 1] vector: cheaper in the region around it "
                 "than as an nnpack region of its own")
     return None
