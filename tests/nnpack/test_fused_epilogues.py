@@ -173,3 +173,66 @@ def test_compiled_max_pool_matches_reference(x_shape, k, s, p):
     pool = MaxPool2d(k, s, p, options=RunOptions(threads=2))
     np.testing.assert_array_equal(pool(x), module(x))
     np.testing.assert_array_equal(lk.to_backend(module, "nnpack")(x), module(x))
+
+
+RESIDUAL_CASES = [
+    # (x shape, out channels, kernel, stride, padding, algorithm, options, tolerance)
+    ((1, 3, 23, 21), 5, 3, (1, 1), (1, 1, 1, 1), "implicit_gemm", RunOptions(2, min_parallel_flops=0), 1e-5),  # rows
+    ((1, 4, 9, 11), 5, 3, (1, 1), (1, 1, 1, 1), "implicit_gemm", RunOptions(2, min_parallel_flops=0), 1e-5),  # channels
+    ((3, 4, 9, 11), 5, 3, (2, 2), (1, 0, 0, 1), "implicit_gemm", RunOptions(2, min_parallel_flops=0), 1e-5),  # batched
+    ((2, 5, 7, 9), 4, 1, (1, 1), (0, 0, 0, 0), "direct", RunOptions(1), 1e-5),
+    ((1, 5, 7, 9), 6, 1, (1, 1), (0, 0, 0, 0), "direct", RunOptions(2, min_parallel_flops=0), 1e-5),
+    ((1, 3, 11, 13), 4, 3, (1, 1), (1, 1, 1, 1), "wt6x6", RunOptions(2, min_parallel_flops=0), 1e-4),
+    ((2, 3, 11, 13), 4, 3, (1, 1), (1, 1, 1, 1), "wt6x6", RunOptions(2, min_parallel_flops=0), 1e-4),
+    ((2, 3, 10, 9), 4, 3, (1, 1), (1, 0, 0, 1), "wt8x8", RunOptions(1), 1e-3),
+    ((1, 2, 12, 11), 3, 5, (1, 1), (2, 2, 2, 2), "ft8x8", RunOptions(1), 1e-4),
+]
+
+
+@pytest.mark.parametrize("act", [None, (1, 0.0, 0.0), (5, 0.0, 0.0)], ids=["none", "relu", "silu"])
+@pytest.mark.parametrize("case", range(len(RESIDUAL_CASES)))
+def test_fused_residual_add_matches_a_direct_convolution(case, act):
+    x_shape, oc, k, stride, padding, algorithm, options, tol = RESIDUAL_CASES[case]
+    rng = np.random.default_rng(case)
+    c = x_shape[1]
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal((oc, c, k, k)) / k).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    geom = ConvGeometry(c, oc, x_shape[2:], (k, k), stride, padding)
+    conv = Conv2d(geom, w, b, algorithm=algorithm, options=options, activation=act)
+    residual = rng.standard_normal(conv.output_shape(x_shape[0])).astype(np.float32)
+    want = _im2col_conv(x, w, b, stride, padding) + residual
+    if act is not None and act[0] == 1:
+        want = np.maximum(want, 0)
+    elif act is not None:
+        want = want / (1 + np.exp(-want))
+    for _ in range(2):
+        _close(conv(x, residual=residual), want, tol)
+
+
+@pytest.mark.parametrize("x_shape", [(1, 8, 7, 9), (2, 3, 37, 35)])
+def test_depthwise_with_residual_matches_reference(x_shape):
+    """depthwise conv + residual + relu6 lowered to nnpack (the add fuses into the conv)."""
+    c = x_shape[1]
+    g = Graph()
+    rng = np.random.default_rng(0)
+    x = g.add_input("x", TensorType("f32", x_shape))
+    params = {"w": rng.standard_normal((c, 1, 3, 3)).astype(np.float32)}
+    w = g.add_node("param", [], [TensorType("f32", (c, 1, 3, 3))], {"name": "w"}).output
+    y = _add(g, "conv2d", [x, w], {"padding": (1, 1, 1, 1), "groups": c})
+    y = _add(g, "relu6", [_add(g, "add", [y, x])])
+    g.set_outputs([y])
+    for i, node in enumerate(g.nodes):
+        node.debug_handle = i + 1
+    module = Module(params, {"forward": GraphMethod(g)}, name="DwResidual")
+    xs = (rng.standard_normal(x_shape) * 3).astype(np.float32)
+    _close(lk.to_backend(module, "nnpack")(xs), module(xs), 1e-5)
+
+
+def test_residual_of_the_wrong_shape_is_refused():
+    from lowerkit_nnpack.geometry import GeometryError
+
+    geom = ConvGeometry(2, 3, (5, 5), (1, 1))
+    conv = Conv2d(geom, np.ones((3, 2, 1, 1), np.float32))
+    with pytest.raises(GeometryError, match=r"residual must have the output's shape \[1, 3, 5, 5\]"):
+        conv(np.ones((1, 2, 5, 5), np.float32), residual=np.ones((1, 3, 5, 4), np.float32))

@@ -112,10 +112,13 @@ class Conv2d:
         weight: np.ndarray | None = None,
         bias: np.ndarray | None = None,
         out: np.ndarray | None = None,
+        residual: np.ndarray | None = None,
     ) -> np.ndarray:
         """Convolve ``x`` [N, IC, H, W] (float32); returns ``out`` [N, OC, OH, OW].
 
         ``weight``/``bias`` given here override the compiled ones for this call only.
+        ``residual`` (shaped like the output) is added after the bias and before the fused
+        activation, block by block while the output is in cache (a fused residual add).
         """
         g = self.geom
         if x.ndim != 4 or x.shape[1] != g.in_channels or tuple(x.shape[2:]) != g.in_hw:
@@ -136,6 +139,10 @@ class Conv2d:
         n = x.shape[0]
         if out is None:
             out = np.empty(self.output_shape(n), dtype=np.float32)
+        if residual is not None:
+            if residual.shape != out.shape:
+                raise GeometryError(f"residual must have the output's shape {list(out.shape)}, got {list(residual.shape)}")
+            residual = np.ascontiguousarray(residual, dtype=np.float32)
         workers = self._workers
         impl = self.impl
         with blas_limit(self._blas_threads):
@@ -146,7 +153,8 @@ class Conv2d:
                 # Batched ("output") path: each worker runs whole chunks of the batch.
                 def run_chunk(chunk: slice) -> None:
                     state = impl.transform_input(x[chunk])
-                    impl.compute_output(state, kernel, bias, slice(None), out[chunk])
+                    impl.compute_output(state, kernel, bias, slice(None), out[chunk],
+                                        None if residual is None else residual[chunk])
 
                 run_parallel(workers, run_chunk, split(n, workers))
             elif impl.splits_rows and self._out_hw[0] * self._out_hw[1] >= ROW_SPLIT_PIXELS:
@@ -155,9 +163,11 @@ class Conv2d:
                 bands = split(self._out_hw[0], workers)
                 for i in range(n):
                     image, dst = x[i], out[i]
+                    rsd = None if residual is None else residual[i]
                     window = impl.row_window(image) if cols is not None else None
                     run_parallel(
-                        workers, lambda rows: impl.compute_rows(image, window, cols, kernel, bias, rows, dst), bands
+                        workers, lambda rows: impl.compute_rows(image, window, cols, kernel, bias, rows, dst, rsd),
+                        bands,
                     )
             else:
                 # Per-image ("inference") path: split the input transform over input-channel
@@ -175,7 +185,7 @@ class Conv2d:
                 else:
                     state = impl.transform_input(x)
                 blocks = split(g.out_channels, workers)
-                run_parallel(workers, lambda b: impl.compute_output(state, kernel, bias, b, out), blocks)
+                run_parallel(workers, lambda b: impl.compute_output(state, kernel, bias, b, out, residual), blocks)
         return out
 
 

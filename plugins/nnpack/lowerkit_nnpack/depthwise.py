@@ -64,7 +64,11 @@ class DepthwiseConv2d:
     def _channels_last(weight: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(weight.reshape(weight.shape[0], -1).T)
 
-    def __call__(self, x: np.ndarray, weight: np.ndarray | None = None, bias: np.ndarray | None = None) -> np.ndarray:
+    def __call__(
+        self, x: np.ndarray, weight: np.ndarray | None = None, bias: np.ndarray | None = None,
+        residual: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Convolve ``x``; ``residual`` (shaped like the output) is added before the activation."""
         g = self.geom
         if x.ndim != 4 or x.shape[1] != g.in_channels or tuple(x.shape[2:]) != g.in_hw:
             raise GeometryError(
@@ -80,7 +84,7 @@ class DepthwiseConv2d:
         pt, pl = g.padding[0], g.padding[1]
         dh, dw = self.dilation
         out = np.empty((n, c, oh, ow), dtype=np.float32)
-        code, p0, p1 = self.activation
+        code, p0, p1 = self.activation if residual is None else (0, 0.0, 0.0)
         least = min(self.options.min_parallel_flops, DEPTHWISE_PARALLEL_MIN_FLOPS)
         workers = self.options.workers if n * c * oh * ow * kh * kw * 2 >= least else 1
         k = self.kernels
@@ -102,4 +106,9 @@ class DepthwiseConv2d:
         else:
             run_parallel(workers, lambda s: k.conv2d_grouped(x, w, b, out, sh, sw, pt, pl, dh, dw, c, code, p0, p1,
                                                              s.start, s.stop), split(n * c, workers))
+        if residual is not None:  # the kernels end with the activation: sum, then activate
+            from .activations import activate_inplace
+
+            np.add(out, residual, out=out)
+            activate_inplace(out, self.activation)
         return out

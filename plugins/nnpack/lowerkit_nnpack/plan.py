@@ -24,7 +24,7 @@ from .conv import Conv2d, RunOptions
 from .depthwise import DepthwiseConv2d
 from .geometry import GeometryError
 from .grad import Conv2dInputGrad, Conv2dWeightGrad
-from .activations import NONE, activate_inplace, activation_of, apply
+from .activations import NONE, activation_of, apply
 from .layers import Linear, MaxPool2d, softmax
 from .support import ACTIVATION_OPS, RESIDUAL_OPS, attrs_of, conv_geometry, is_depthwise, support_reason
 from .workspace import SHARED
@@ -87,7 +87,7 @@ class Plan:
             if node.op == "conv2d":
                 add_node, residual, act_node = _epilogue_of(node, users, graph_outputs, position)
             act = NONE if act_node is None else activation_of(act_node)
-            kernel, runtime_inputs = self._kernel(node, act if add_node is None else NONE)
+            kernel, runtime_inputs = self._kernel(node, act, residual)
             outputs = tuple(v for v in node.outputs)
             dying = list(dying)
             for extra in (add_node, act_node):
@@ -95,9 +95,6 @@ class Plan:
                     fused.add(extra)
                     outputs = (extra.output,)
                     dying += dead[position[extra]]
-            if add_node is not None:
-                kernel = _with_residual(kernel, act)
-                runtime_inputs = [*runtime_inputs, residual]
             self.steps.append(Step(node, kernel, tuple(runtime_inputs), outputs, tuple(dying)))
 
     def _const(self, node: Node, index: int) -> np.ndarray | None:
@@ -105,8 +102,11 @@ class Plan:
             return None
         return self.constants.get(node.inputs[index])
 
-    def _kernel(self, node: Node, act: tuple[int, float, float]) -> tuple[StepKernel, list[Value]]:
-        """The closure for ``node`` and the inputs it reads at run time."""
+    def _kernel(
+        self, node: Node, act: tuple[int, float, float], residual: Value | None = None
+    ) -> tuple[StepKernel, list[Value]]:
+        """The closure for ``node`` and the inputs it reads at run time; a convolution with a
+        fused ``residual`` add reads that value last."""
         opts, run = self.options, self.run_options
         ids = list(node.inputs)
         attrs = attrs_of(node)
@@ -126,12 +126,14 @@ class Plan:
         if node.op == "conv2d":
             live = [ids[0]] + [ids[i] for i in (1, 2) if i < len(ids) and ids[i] not in self.constants]
             has_bias = len(ids) > 2
+            if residual is not None:
+                live.append(residual)
 
             def run_conv(args: list[np.ndarray]) -> list[np.ndarray]:
                 it = iter(args[1:])
                 w = None if weight is not None else next(it)
                 b = None if (not has_bias or bias is not None) else next(it)
-                return [conv(args[0], w, b)]
+                return [conv(args[0], w, b, residual=next(it, None))]
 
             return run_conv, live
         if node.op == "conv2d_input_grad":
@@ -251,19 +253,6 @@ def _epilogue_of(
             add, residual = None, None
     act = only_reader(add.output if add is not None else conv.output, ACTIVATION_OPS)
     return add, residual, act
-
-
-def _with_residual(kernel: StepKernel, act: tuple[int, float, float]) -> StepKernel:
-    """``kernel`` (a convolution without activation) followed by ``+ residual`` (the last
-    runtime input) and ``act``, in place on the convolution's fresh output."""
-
-    def run(args: list[np.ndarray]) -> list[np.ndarray]:
-        (y,) = kernel(args[:-1])
-        np.add(y, args[-1], out=y)
-        activate_inplace(y, act)
-        return [y]
-
-    return run
 
 
 def _batch_hint(dim: int | str) -> int:

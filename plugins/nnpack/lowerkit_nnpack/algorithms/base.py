@@ -92,16 +92,24 @@ class ConvAlgorithm:
         return state
 
     def compute_output(
-        self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray
+        self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray,
+        residual: np.ndarray | None = None,
     ) -> None:
+        """Channel GEMM + output transform for output channels ``block`` of ``out``, then
+        bias, ``+ residual`` (an array shaped like ``out``) and the fused activation."""
         raise NotImplementedError
 
-    def _epilogue(self, out_block: np.ndarray, bias: np.ndarray | None, block: slice) -> None:
-        """Bias and the fused activation, in place on the block just written (still in cache)."""
+    def _epilogue(
+        self, out_block: np.ndarray, bias: np.ndarray | None, block: slice, residual: np.ndarray | None = None
+    ) -> None:
+        """Bias, the residual and the fused activation, in place on the block just written
+        (still in cache)."""
         from ..activations import activate_inplace
 
         if bias is not None:
             out_block += bias[block].reshape(-1, 1, 1)
+        if residual is not None:
+            out_block += residual[:, block]
         if self.activation[0]:
             for image in out_block:  # [OCb, OH, OW]: contiguous per image
                 activate_inplace(image, self.activation)

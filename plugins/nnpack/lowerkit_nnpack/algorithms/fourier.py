@@ -55,7 +55,8 @@ class FourierTiles(ConvAlgorithm):
         return spectrum.reshape(-1, c, n * th * tw)
 
     def compute_output(
-        self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray
+        self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray,
+        residual: np.ndarray | None = None,
     ) -> None:
         t = self.size
         n = out.shape[0]
@@ -69,7 +70,7 @@ class FourierTiles(ConvAlgorithm):
         sh, sw = self.step
         out_block = out[:, block]
         scatter_tiles(y.reshape(t, t, ocb, n, th, tw)[:sh, :sw], out_block)
-        self._epilogue(out_block, bias, block)
+        self._epilogue(out_block, bias, block, residual)
 
 
 def _forward(real: np.ndarray, spectrum: np.ndarray) -> None:

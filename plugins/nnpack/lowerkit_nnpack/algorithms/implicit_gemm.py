@@ -69,7 +69,8 @@ class ImplicitGemm(ConvAlgorithm):
         return state.reshape(ckk, -1) if self._fold(n) else state.reshape(n, ckk, -1)
 
     def compute_output(
-        self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray
+        self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray,
+        residual: np.ndarray | None = None,
     ) -> None:
         w = kernel[block]
         out_block = out[:, block]
@@ -87,7 +88,7 @@ class ImplicitGemm(ConvAlgorithm):
                     res = self.ws.get("gemm", (ocb, state.shape[2]))
                     np.matmul(w, state[i], out=res)
                     np.copyto(dst, res.reshape(dst.shape))
-        self._epilogue(out_block, bias, block)
+        self._epilogue(out_block, bias, block, residual)
 
     # -- the per-image path split by bands of output rows (one phase, no channel split) --
     splits_rows = True
@@ -116,7 +117,7 @@ class ImplicitGemm(ConvAlgorithm):
 
     def compute_rows(
         self, image: np.ndarray, window: np.ndarray, cols: np.ndarray | None, kernel: np.ndarray,
-        bias: np.ndarray | None, rows: slice, out_image: np.ndarray,
+        bias: np.ndarray | None, rows: slice, out_image: np.ndarray, residual_image: np.ndarray | None = None,
     ) -> None:
         """Output rows ``rows`` of one image: fill their columns, one GEMM into the output
         (a strided band of it: BLAS writes with the image's row stride), bias and activation."""
@@ -132,6 +133,7 @@ class ImplicitGemm(ConvAlgorithm):
             np.copyto(cols[..., a:b, :], window[..., a:b, :])
             src = cols.reshape(-1, cols.shape[-2] * ow)[:, band]
         dst = out_image.reshape(oc, -1)[:, band]
+        rsd = None if residual_image is None else residual_image.reshape(oc, -1)[:, band]
         # Each sub-band's result goes to a contiguous per-thread buffer small enough to stay
         # in cache while bias and activation run and it is copied into the output band:
         # numpy's ufuncs on the strided band itself would allocate iteration buffers on
@@ -144,5 +146,7 @@ class ImplicitGemm(ConvAlgorithm):
             np.matmul(kernel, src[:, sub], out=res)
             if bias is not None:
                 np.add(res, bias.reshape(-1, 1), out=res)
+            if rsd is not None:
+                np.add(res, rsd[:, sub], out=res)
             activate_inplace(res, self.activation)
             np.copyto(dst[:, sub], res)

@@ -73,7 +73,8 @@ class Winograd(ConvAlgorithm):
         return state.reshape(self.size * self.size, state.shape[2], state.shape[3])
 
     def compute_output(
-        self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray
+        self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray,
+        residual: np.ndarray | None = None,
     ) -> None:
         n = out.shape[0]
         t, mo = self.size, self.out
@@ -88,7 +89,7 @@ class Winograd(ConvAlgorithm):
         th, tw = self.tiles
         out_block = out[:, block]
         scatter_tiles(y.reshape(mo, mo, ocb, n, th, tw), out_block)
-        self._epilogue(out_block, bias, block)
+        self._epilogue(out_block, bias, block, residual)
 
 
 class Winograd6(Winograd):
@@ -124,7 +125,8 @@ class Winograd6(Winograd):
                                  rows, tmp)
 
     def compute_output(
-        self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray
+        self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray,
+        residual: np.ndarray | None = None,
     ) -> None:
         n = out.shape[0]
         o0, o1, _ = block.indices(self.geom.out_channels)
@@ -135,7 +137,18 @@ class Winograd6(Winograd):
         s = self.ws.get("ws", (self.size, self.out, tw))
         y = self.ws.get("wy", (self.out, self.out, tw))
         b = _NO_BIAS if bias is None else np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
-        self._jit.winograd_output(m, b, out, o0, o1, 0, n, th, tw, *self.activation, s, y)
+        if residual is None:
+            self._jit.winograd_output(m, b, out, o0, o1, 0, n, th, tw, *self.activation, s, y)
+            return
+        # The compiled output transform ends with the activation: with a residual it writes
+        # the biased block, then the sum and the activation follow while it is in cache.
+        self._jit.winograd_output(m, b, out, o0, o1, 0, n, th, tw, 0, 0.0, 0.0, s, y)
+        from ..activations import activate_inplace
+
+        for i in range(n):
+            blk = out[i, o0:o1]
+            blk += residual[i, o0:o1]
+            activate_inplace(blk, self.activation)
 
 
 class Winograd4(Winograd):
