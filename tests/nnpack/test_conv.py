@@ -41,8 +41,8 @@ def test_implicit_gemm_pool_workers_run_single_threaded_blas(rng, batch):
 
 
 def test_plan_lets_each_kernel_set_the_blas_limit(rng, monkeypatch):
-    """Each kernel of a lowered module sets the BLAS limit for its own workers (cores //
-    threads), and the process's setting is restored after the call."""
+    """Each kernel of a lowered module runs under the BLAS limit for its workers (cores //
+    threads; the plan holds it over the call), and the process's setting is restored after."""
     import lowerkit
     from lowerkit import nn
     from lowerkit_nnpack.algorithms import ImplicitGemm
@@ -53,14 +53,17 @@ def test_plan_lets_each_kernel_set_the_blas_limit(rng, monkeypatch):
     lowered = lowerkit.to_backend(lowerkit.trace(net, x), "nnpack", {"forward": {"threads": 2}})
 
     seen = []
-    inner = ImplicitGemm.compute_output
 
-    def recording(self, *args):
-        seen.append(_blas_threads())
-        inner(self, *args)
+    def recording(inner):
+        def record(self, *args):
+            seen.append(_blas_threads())
+            inner(self, *args)
+
+        return record
 
     before = _blas_threads()
-    monkeypatch.setattr(ImplicitGemm, "compute_output", recording)
+    for name in ("compute_output", "run_chunk"):  # the per-image and the batched path
+        monkeypatch.setattr(ImplicitGemm, name, recording(getattr(ImplicitGemm, name)))
     lowered(x)
     assert seen and set(seen) == {max(1, cpu_count() // 2)}
     assert _blas_threads() == before

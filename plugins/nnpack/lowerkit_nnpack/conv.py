@@ -152,9 +152,12 @@ class Conv2d:
             if workers <= 1 or (n >= self.options.batch_threshold and n > 1):
                 # Batched ("output") path: each worker runs whole chunks of the batch.
                 def run_chunk(chunk: slice) -> None:
+                    rsd = None if residual is None else residual[chunk]
+                    if hasattr(impl, "run_chunk"):  # implicit GEMM, direct: image by image
+                        impl.run_chunk(x[chunk], kernel, bias, out[chunk], rsd)
+                        return
                     state = impl.transform_input(x[chunk])
-                    impl.compute_output(state, kernel, bias, slice(None), out[chunk],
-                                        None if residual is None else residual[chunk])
+                    impl.compute_output(state, kernel, bias, slice(None), out[chunk], rsd)
 
                 run_parallel(workers, run_chunk, split(n, workers))
             elif impl.splits_rows and self._out_hw[0] * self._out_hw[1] >= ROW_SPLIT_PIXELS:

@@ -90,6 +90,34 @@ class ImplicitGemm(ConvAlgorithm):
                     np.copyto(dst, res.reshape(dst.shape))
         self._epilogue(out_block, bias, block, residual)
 
+    # -- the batched path: a worker's chunk of images, one image at a time ---------------
+    def run_chunk(
+        self, x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
+        residual: np.ndarray | None = None,
+    ) -> None:
+        """All output channels of the images ``x`` into ``out``: the batch folded into one
+        GEMM on small images; otherwise per image its columns, its GEMM, then bias, residual
+        and activation while the image's output is in cache (not columns for the whole
+        chunk first: for ResNet's first layer at batch 8 those are 29 MB)."""
+        n = x.shape[0]
+        if self._fold(n):
+            self.compute_output(self.transform_input(x), kernel, bias, slice(None), out, residual)
+            return
+        oc = self.geom.out_channels
+        for i in range(n):
+            dst = out[i].reshape(oc, -1)
+            np.matmul(kernel, self._image_columns(x[i]), out=dst)
+            self._epilogue(out[i : i + 1], bias, slice(None), None if residual is None else residual[i : i + 1])
+
+    def _image_columns(self, image: np.ndarray) -> np.ndarray:
+        """The column matrix ``[C*KH*KW, OH*OW]`` of one image (in this thread's workspace)."""
+        if self._reads_in_place():
+            return image.reshape(image.shape[0], -1)
+        g = self.geom
+        cols = self.ws.get("cols_image", (g.in_channels, *g.kernel, *self.out_hw))
+        np.copyto(cols, self.row_window(image))
+        return cols.reshape(-1, self.out_hw[0] * self.out_hw[1])
+
     # -- the per-image path split by bands of output rows (one phase, no channel split) --
     splits_rows = True
 
