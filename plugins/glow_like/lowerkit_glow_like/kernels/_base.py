@@ -76,6 +76,20 @@ def scratch_array(scratch: np.ndarray | None, dtype, shape: Sequence[int], offse
     return scratch[offset : offset + nbytes].view(dtype).reshape(tuple(shape))
 
 
+def bias_activation(attrs: dict, bias: np.ndarray | None):
+    """The epilogue of a GEMM convolution: ``epilogue(a)`` adds ``bias`` (one value per row of
+    ``a`` [rows, pixels], repeating every ``len(bias)`` rows) and applies the fused activation,
+    in one compiled pass; None when there is nothing to do."""
+    from lowerkit.backend.cpu import jit
+
+    code, p0, p1 = jit.activation_code(attrs)
+    b = np.empty(0, np.float32) if bias is None else np.ascontiguousarray(bias.reshape(-1), dtype=np.float32)
+    if b.size == 0 and code == jit.activation.NONE:
+        return None
+    kernel = jit.load("conv").bias_activation
+    return lambda a: kernel(a, b, code, p0, p1)
+
+
 def apply_activation(out: np.ndarray, attrs: dict) -> None:
     """Fused activation in place: ``act`` is none, relu, clip (``act_min``/``act_max``) or one
     of the compiled kernels' activations (hardswish, hardsigmoid, silu, gelu, gelu_tanh),

@@ -13,7 +13,7 @@ import numpy as np
 from lowerkit.backend.cpu import im2col_view, pad_into, split
 
 from . import grouped, winograd
-from ._base import apply_activation, kernel, scratch_array
+from ._base import apply_activation, bias_activation, kernel, scratch_array
 
 
 def _geometry(x_shape, w_shape, out_shape, attrs):
@@ -102,7 +102,6 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, col_dtype=np
     k = cg * kh * kw
     w2 = w.reshape(groups, ocg, k)
     b3 = bias.reshape(oc, 1, 1) if bias is not None else None
-    act = attrs.get("act", "none")
     pointwise = _is_pointwise(w.shape, stride, padding, dilation)
     if _batched(n, oh, ow, groups):
         return _prepare_batched(x, w, b3, out, attrs, (stride, padding, dilation), scratch, col_dtype, parallel)
@@ -113,6 +112,7 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, col_dtype=np
     col2 = None if col is None else col.reshape(k, oh * ow)
     im2col = None if pointwise else Im2col(cg, (h, wd), (kh, kw), (oh, ow), stride, padding, dilation,
                                            col_dtype, scratch, offset=col.nbytes)
+    epilogue = _epilogue(attrs, bias, out.dtype)
 
     def run():
         for i in range(n):
@@ -124,10 +124,8 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, col_dtype=np
                 else:
                     im2col(image, col)
                     np.matmul(w2[g], col2, out=dst)
-            if b3 is not None:
-                np.add(out[i], b3, out=out[i])
-            if act != "none":
-                apply_activation(out[i], attrs)
+            if epilogue is not None:
+                epilogue(out[i].reshape(oc, oh * ow))
 
     return run
 
@@ -140,8 +138,6 @@ def _prepare_split(x, w, bias, out, attrs, geometry, scratch, col_dtype, paralle
     oc, _, kh, kw = w.shape
     _, _, oh, ow = out.shape
     w2 = w.reshape(oc, -1)
-    b2 = bias.reshape(oc, 1) if bias is not None else None
-    act = attrs.get("act", "none")
     pointwise = _is_pointwise(w.shape, stride, padding, dilation)
     col = None if pointwise else scratch_array(scratch, col_dtype, (c, kh, kw, oh, ow))
     col2 = None if col is None else col.reshape(-1, oh * ow)
@@ -153,6 +149,8 @@ def _prepare_split(x, w, bias, out, attrs, geometry, scratch, col_dtype, paralle
         # Few pixels: split the output channels instead (rows of W), after a serial im2col.
         # (With more pixels, each thread would pack the whole shared column matrix.)
         channel_bands = split(oc, parallel.ways, keep_empty=True)
+        band_epilogues = [_epilogue(attrs, None if bias is None else bias.reshape(-1)[band], out.dtype)
+                          for band in channel_bands]
 
         def channel_task(j: int) -> None:
             band = channel_bands[j]
@@ -161,10 +159,8 @@ def _prepare_split(x, w, bias, out, attrs, geometry, scratch, col_dtype, paralle
             src = x[i].reshape(c, h * wd) if pointwise else col2
             dst = out3[i][a:b]
             np.matmul(w2[a:b], src, out=dst)
-            if b2 is not None:
-                np.add(dst, b2[a:b], out=dst)
-            if act != "none":
-                apply_activation(dst, attrs)
+            if band_epilogues[j] is not None:
+                band_epilogues[j](dst)
 
         def run_channels():
             for i in range(n):
@@ -175,6 +171,7 @@ def _prepare_split(x, w, bias, out, attrs, geometry, scratch, col_dtype, paralle
 
         return run_channels
     row_bands = split(oh, parallel.ways, keep_empty=True)
+    epilogue = _epilogue(attrs, bias, out.dtype)
 
     def task(j: int) -> None:
         a, b = row_bands[j].start, row_bands[j].stop
@@ -189,10 +186,8 @@ def _prepare_split(x, w, bias, out, attrs, geometry, scratch, col_dtype, paralle
             src = col2[:, cols]
         dst = out3[i][:, cols]
         np.matmul(w2, src, out=dst)
-        if b2 is not None:
-            np.add(dst, b2, out=dst)
-        if act != "none":
-            apply_activation(dst, attrs)
+        if epilogue is not None:
+            epilogue(dst)
 
     def run():
         for i in range(n):
@@ -215,7 +210,7 @@ def _prepare_batched(x, w, b3, out, attrs, geometry, scratch, col_dtype, paralle
     im2col = Im2col(cg, (h, wd), (kh, kw), (oh, ow), stride, padding, dilation, col_dtype, scratch,
                     offset=col.nbytes + acc.nbytes)
     col2, acc2 = col.reshape(-1, n * oh * ow), acc.reshape(oc, n * oh * ow)
-    act = attrs.get("act", "none")
+    epilogue = _epilogue(attrs, None if b3 is None else b3.reshape(-1), out.dtype)
     out3 = out.reshape(n, oc, oh * ow)
 
     column_bands = split(n * oh * ow, parallel.ways if parallel is not None else 1, keep_empty=True)
@@ -233,12 +228,28 @@ def _prepare_batched(x, w, b3, out, attrs, geometry, scratch, col_dtype, paralle
         else:
             parallel(gemm)
         np.copyto(out3, acc.transpose(1, 0, 2))
-        if b3 is not None:
-            np.add(out, b3, out=out)
-        if act != "none":
-            apply_activation(out, attrs)
+        if epilogue is not None:
+            epilogue(out.reshape(n * oc, oh * ow))
 
     return run
+
+
+def _epilogue(attrs, bias, dtype):
+    """Bias + fused activation over [channels, pixels] rows: compiled for float32, else numpy."""
+    if dtype == np.float32:
+        return bias_activation(attrs, bias)
+    b2 = None if bias is None else bias.reshape(-1, 1)
+    act = attrs.get("act", "none")
+    if b2 is None and act == "none":
+        return None
+
+    def numpy_epilogue(a: np.ndarray) -> None:
+        if b2 is not None:
+            np.add(a, b2, out=a)
+        if act != "none":
+            apply_activation(a, attrs)
+
+    return numpy_epilogue
 
 
 def _grouped(x_shape, w_shape, out_shape, attrs) -> str | None:

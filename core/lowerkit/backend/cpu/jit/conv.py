@@ -139,7 +139,7 @@ def depthwise3x3(x, w, bias, out, stride, pt, pl, code, p0, p1, first, last):
 _SIGCL = types.void(ro(4), ro(2), ro(1), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8, i8)
 
 
-@njit(_SIGCL, nogil=True, cache=True, error_model="numpy")
+@njit(_SIGCL, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 def depthwise_channels_last(xp, wt, bias, acc, oh_n, ow_n, kh_n, kw_n, sh, sw, dh, dw, code, p0, p1, c0, c1):
     """Depthwise taps on a channels-last padded image, channels [c0, c1): for small planes
     (7x7 .. 32x32), whose rows are too short for the NCHW kernels, the innermost loop runs
@@ -148,43 +148,69 @@ def depthwise_channels_last(xp, wt, bias, acc, oh_n, ow_n, kh_n, kw_n, sh, sw, d
     ``xp`` [N, Hp, Wp, C] is the zero-padded image, ``wt`` the weight as [KH*KW, C], ``acc``
     [N, OH*OW, C] receives act(bias + taps). (The caller moves NCHW in and out.) 3x3
     undilated kernels are one expression of nine taps per element; others accumulate.
+    Flat unsigned indices throughout: a slice per pixel and tap (an array view, two atomic
+    reference-count updates each) cost more than the arithmetic on 7x7 planes.
     """
-    nc = c1 - c0
+    c_n = xp.shape[3]
+    hp, wp = xp.shape[1], xp.shape[2]
+    nc = _U(c1 - c0)
     zero = np.float32(0)
     has_bias = bias.shape[0] > 0
-    b = bias[c0:c1] if has_bias else bias
     unrolled = kh_n == 3 and kw_n == 3 and dh == 1 and dw == 1
-    w0, w1, w2 = wt[0, c0:c1], wt[1 % wt.shape[0], c0:c1], wt[2 % wt.shape[0], c0:c1]
-    w3, w4, w5 = wt[3 % wt.shape[0], c0:c1], wt[4 % wt.shape[0], c0:c1], wt[5 % wt.shape[0], c0:c1]
-    w6, w7, w8 = wt[6 % wt.shape[0], c0:c1], wt[7 % wt.shape[0], c0:c1], wt[8 % wt.shape[0], c0:c1]
+    xf, wf, af = xp.reshape(-1), wt.reshape(-1), acc.reshape(-1)
+    uc = _U(c_n)
+    row = _U(wp * c_n)  # one padded row of the channels-last image
+    wk = [_U(t * c_n + c0) for t in range(9)] if unrolled else [_U(0)]
     for n in range(xp.shape[0]):
         for oh in range(oh_n):
             for ow in range(ow_n):
-                a = acc[n, oh * ow_n + ow, c0:c1]
-                i, j = oh * sh, ow * sw
+                a = _U(((n * oh_n + oh) * ow_n + ow) * c_n + c0)
+                x0 = _U(((n * hp + oh * sh) * wp + ow * sw) * c_n + c0)  # tap (0, 0)
                 if unrolled:
-                    x0, x1, x2 = xp[n, i, j, c0:c1], xp[n, i, j + 1, c0:c1], xp[n, i, j + 2, c0:c1]
-                    x3, x4, x5 = xp[n, i + 1, j, c0:c1], xp[n, i + 1, j + 1, c0:c1], xp[n, i + 1, j + 2, c0:c1]
-                    x6, x7, x8 = xp[n, i + 2, j, c0:c1], xp[n, i + 2, j + 1, c0:c1], xp[n, i + 2, j + 2, c0:c1]
+                    x1, x2 = x0 + uc, x0 + _U(2) * uc
+                    x3, x4, x5 = x0 + row, x1 + row, x2 + row
+                    x6, x7, x8 = x3 + row, x4 + row, x5 + row
+                    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7], wk[8]
                     for k in range(nc):
-                        a[k] = (w0[k] * x0[k] + w1[k] * x1[k] + w2[k] * x2[k] + w3[k] * x3[k] + w4[k] * x4[k]
-                                + w5[k] * x5[k] + w6[k] * x6[k] + w7[k] * x7[k] + w8[k] * x8[k])
+                        af[a + k] = (wf[w0 + k] * xf[x0 + k] + wf[w1 + k] * xf[x1 + k] + wf[w2 + k] * xf[x2 + k]
+                                     + wf[w3 + k] * xf[x3 + k] + wf[w4 + k] * xf[x4 + k] + wf[w5 + k] * xf[x5 + k]
+                                     + wf[w6 + k] * xf[x6 + k] + wf[w7 + k] * xf[x7 + k] + wf[w8 + k] * xf[x8 + k])
                 else:
                     for k in range(nc):
-                        a[k] = zero
+                        af[a + k] = zero
                     for kh in range(kh_n):
                         for kw in range(kw_n):
-                            xs = xp[n, i + kh * dh, j + kw * dw, c0:c1]
-                            wk = wt[kh * kw_n + kw, c0:c1]
+                            xs = x0 + _U((kh * dh * wp + kw * dw) * c_n)
+                            ws = _U((kh * kw_n + kw) * c_n + c0)
                             for k in range(nc):
-                                a[k] += wk[k] * xs[k]
+                                af[a + k] += wf[ws + k] * xf[xs + k]
                 if has_bias:
+                    bs = _U(c0)
                     for k in range(nc):
-                        a[k] += b[k]
-                act_span(a, 0, nc, code, p0, p1)
+                        af[a + k] += bias[bs + k]
+                act_span(af, a, a + nc, code, p0, p1)
 
 
 @njit(types.void(rw(1), i8, f8, f8), nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 def activate(a, code, p0, p1):
     """``a = act(a)`` in place (the fused activation of kernels whose epilogue is numpy)."""
     act_span(a, 0, a.shape[0], code, p0, p1)
+
+
+def _bias_activation(a, bias, code, p0, p1):
+    """``a[r] = act(a[r] + bias[r % len(bias)])`` for every row of ``a`` [rows, pixels] in
+    place (bias of length 0: none) — a GEMM convolution's epilogue in one pass over memory
+    (numpy would take one pass for the bias and one for the activation)."""
+    nb = bias.shape[0]
+    n = a.shape[1]
+    for r in range(a.shape[0]):
+        row = a[r]
+        if nb > 0:
+            b = bias[r % nb]
+            for i in range(n):
+                row[i] += b
+        act_span(row, 0, n, code, p0, p1)
+
+
+_BIAS_ACT = [types.void(types.Array(types.float32, 2, layout), ro(1), i8, f8, f8) for layout in ("C", "A")]
+bias_activation = njit(_BIAS_ACT, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})(_bias_activation)
