@@ -17,6 +17,8 @@ import numpy as np
 from ..geometry import ConvGeometry, GeometryError
 from ..workspace import Workspace
 
+_NO_BIAS = np.empty(0, np.float32)
+
 # Winograd algorithms and their output tile: wt8x8 is NNPACK's; wt6x6 and wt4x4 are extensions.
 WINOGRAD_TILES = {"wt8x8": 6, "wt6x6": 4, "wt4x4": 2}
 ALGORITHMS = ("auto", "wt8x8", "wt6x6", "wt4x4", "ft8x8", "ft16x16", "implicit_gemm", "direct")
@@ -45,10 +47,11 @@ class ConvAlgorithm:
         # The fused activation (code, p0, p1); ``relu=True`` is the NNPACK spelling of ReLU.
         self.activation = activation if activation is not None else (RELU if relu else NONE)
         self.relu = self.activation == RELU
-        if self.activation[0] not in (NONE[0], RELU[0]):
-            from lowerkit.backend.cpu import jit
+        from lowerkit.backend.cpu import jit
 
-            jit.load("conv")  # the compiled activation pass: at build, never inside a call
+        # The compiled epilogue (bias + activation in one pass; shared with glow_like),
+        # loaded at build, never inside a call.
+        self._bias_act = jit.load("conv").bias_activation
         self.ws = workspace if workspace is not None else Workspace()
         self._kernel = None
         if precompute and self.weight is not None:
@@ -103,16 +106,16 @@ class ConvAlgorithm:
         self, out_block: np.ndarray, bias: np.ndarray | None, block: slice, residual: np.ndarray | None = None
     ) -> None:
         """Bias, the residual and the fused activation, in place on the block just written
-        (still in cache)."""
-        from ..activations import activate_inplace
-
-        if bias is not None:
-            out_block += bias[block].reshape(-1, 1, 1)
+        (still in cache): the residual is one numpy pass, bias and activation one compiled
+        pass (``lowerkit.backend.cpu.jit.conv.bias_activation``)."""
         if residual is not None:
             out_block += residual[:, block]
-        if self.activation[0]:
-            for image in out_block:  # [OCb, OH, OW]: contiguous per image
-                activate_inplace(image, self.activation)
+        code, p0, p1 = self.activation
+        if bias is None and code == 0:
+            return
+        b = _NO_BIAS if bias is None else bias[block]
+        for image in out_block:  # [OCb, OH, OW]: one image's block of channels, contiguous
+            self._bias_act(image.reshape(image.shape[0], -1), b, code, p0, p1)
 
 
 def check_algorithm(name: str, geom: ConvGeometry) -> None:

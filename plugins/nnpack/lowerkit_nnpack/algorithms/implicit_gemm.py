@@ -6,17 +6,16 @@ import numpy as np
 
 from lowerkit.backend.cpu import im2col_view, pad_into
 
-from ..activations import activate_inplace
 
 from ..workspace import Workspace
-from .base import ConvAlgorithm
+from .base import _NO_BIAS, ConvAlgorithm
 
 
 # Below this many output pixels per image, the images of a chunk share one GEMM (batch
 # folded into the GEMM's columns) instead of one thin GEMM each; see docs/nnpack.md.
 FOLD_BATCH_BELOW_PIXELS = 1024
-# Row bands compute sub-bands of about this many result bytes, add bias, activate and copy
-# them into the output while they are in cache.
+# Row bands with a residual compute sub-bands of about this many result bytes, add the
+# residual, bias and activation and copy them into the output while they are in cache.
 SUB_BAND_BYTES = 256 * 1024
 
 
@@ -161,20 +160,25 @@ class ImplicitGemm(ConvAlgorithm):
             np.copyto(cols[..., a:b, :], window[..., a:b, :])
             src = cols.reshape(-1, cols.shape[-2] * ow)[:, band]
         dst = out_image.reshape(oc, -1)[:, band]
-        rsd = None if residual_image is None else residual_image.reshape(oc, -1)[:, band]
-        # Each sub-band's result goes to a contiguous per-thread buffer small enough to stay
-        # in cache while bias and activation run and it is copied into the output band:
-        # numpy's ufuncs on the strided band itself would allocate iteration buffers on
-        # every call (and the compiled activation wants contiguous data anyway).
+        code, p0, p1 = self.activation
+        if residual_image is None:
+            # Straight into the strided output band; bias and activation in one compiled
+            # pass over it (the kernel takes strided rows; numpy ufuncs would allocate).
+            np.matmul(kernel, src, out=dst)
+            if bias is not None or code:
+                self._bias_act(dst, _NO_BIAS if bias is None else bias, code, p0, p1)
+            return
+        rsd = residual_image.reshape(oc, -1)[:, band]
+        # With a residual: each sub-band's result goes to a contiguous per-thread buffer
+        # small enough to stay in cache while the residual is added (numpy's add on the
+        # strided band itself would allocate iteration buffers on every call), then bias
+        # and activation, then the copy into the output band.
         step = max(1, SUB_BAND_BYTES // (4 * oc * ow))
         for r0 in range(a, b, step):
             r1 = min(b, r0 + step)
             sub = slice((r0 - a) * ow, (r1 - a) * ow)
             res = self.ws.get("rows_res", (oc, (r1 - r0) * ow))
             np.matmul(kernel, src[:, sub], out=res)
-            if bias is not None:
-                np.add(res, bias.reshape(-1, 1), out=res)
-            if rsd is not None:
-                np.add(res, rsd[:, sub], out=res)
-            activate_inplace(res, self.activation)
+            np.add(res, rsd[:, sub], out=res)
+            self._bias_act(res, _NO_BIAS if bias is None else bias, code, p0, p1)
             np.copyto(dst[:, sub], res)
