@@ -250,8 +250,8 @@ def int8_accuracy(calibration: int, held_out: int, batch: int = 1) -> None:
 def instruction_times(name: str, batch: int, repeat: int) -> None:
     """Median time of every glow_like instruction (opt 2), with the default workers and with one.
 
-    Binds the compiled program the way a call does (one thread's arena and scratch, BLAS
-    single-threaded) and runs it whole ``repeat`` times, timing every kernel in schedule
+    Binds the compiled program the way a call does (one thread's arena and scratch, BLAS's
+    threads as the program sets them) and runs it whole ``repeat`` times, timing every kernel in schedule
     order (so caches hold what they would in a real call); the columns add up to about a
     whole call minus the input/output copies.
     """
@@ -270,7 +270,7 @@ def instruction_times(name: str, batch: int, repeat: int) -> None:
         calls = executable._state().calls  # the bound kernels, in schedule order
         times: list[list[float]] = [[] for _ in calls]
         try:
-            with blas_limit(1):
+            with blas_limit(executable.blas_threads or 1):  # as a call sets it
                 for _ in range(2 + repeat):  # the first two runs warm up
                     for call, kept in zip(calls, times):
                         start = time.perf_counter()

@@ -292,3 +292,11 @@ def test_mangled_text_gives_parse_or_verification_errors_only(which, edits):
         verify_graph(g)
     except (ParseError, VerificationError):
         pass
+
+
+def test_tensor_literal_with_a_free_dimension_is_a_parse_error():
+    # Found by the mangling test above: a free dimension name inside a tensor literal's type
+    # reached the element reader as a row count (TypeError).
+    text = HEADER + '  %y: f32[2, 3] = constant(value=tensor<f32[A2, 3]>[[1.0, 2.0, 3.0]])\n  return %x\n}'
+    with pytest.raises(ParseError, match="static shape"):
+        parse_graph(text)

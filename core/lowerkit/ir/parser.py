@@ -230,6 +230,9 @@ class _Parser:
         ttype = self.tensor_type()
         if ttype.rank > _MAX_TENSOR_RANK:
             raise self.error(f"a tensor of rank at most {_MAX_TENSOR_RANK}", at, f"rank {ttype.rank}")
+        free = [d for d in ttype.shape if not isinstance(d, int)]
+        if free:
+            raise self.error("a tensor literal of static shape", at, f"free dimension {free[0]!r}")
         self.expect(">", "'>' closing the tensor type")
         self.ws()
         if self.text.startswith("[...]", self.pos):

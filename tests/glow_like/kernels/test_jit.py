@@ -67,7 +67,7 @@ def assert_close(got, expected, tol=1e-4):
 
 # (x shape, weight shape, conv attrs): depthwise small planes (channels-last), depthwise 3x3
 # rows (stride 1 and 2, odd sizes), depthwise 5x5 and dilated, grouped with several channels
-# per group, channel multiplier 2.
+# per group, channel multiplier 2, channels-last kernel rows of 5, 7 and 3x5 taps.
 GROUPED = [
     ((1, 8, 7, 7), (8, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 8}),
     ((3, 5, 9, 6), (5, 1, 3, 3), {"stride": (2, 2), "padding": (1, 1, 1, 1), "groups": 5}),
@@ -79,6 +79,10 @@ GROUPED = [
     ((1, 4, 13, 12), (4, 1, 3, 3), {"padding": (2, 1, 2, 1), "dilation": (2, 1), "groups": 4}),
     ((2, 6, 9, 8), (9, 2, 3, 3), {"stride": (2, 1), "padding": (2, 0, 1, 3), "dilation": (1, 2), "groups": 3}),
     ((1, 4, 34, 34), (8, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 4}),
+    # channels-last kernel rows: 5 taps dilated, 7 taps (the generic row), 3x5
+    ((1, 6, 12, 13), (6, 1, 5, 5), {"padding": (2, 4, 2, 4), "dilation": (1, 2), "groups": 6}),
+    ((2, 5, 10, 9), (5, 1, 7, 7), {"padding": (3, 3, 3, 3), "groups": 5}),
+    ((1, 7, 9, 11), (7, 1, 3, 5), {"stride": (2, 1), "padding": (1, 2, 1, 2), "groups": 7}),
 ]
 ACTS = [None, ("relu", {}), ("relu6", {}), ("clip", {"min": -0.5, "max": 0.25}), ("hardswish", {}), ("silu", {}),
         ("gelu", {}), ("hardsigmoid", {"alpha": 0.2, "beta": 0.4}), ("gelu", {"approximate": "tanh"})]

@@ -179,11 +179,26 @@ def depthwise_channels_last(xp, wt, bias, acc, oh_n, ow_n, kh_n, kw_n, sh, sw, d
                     for k in range(nc):
                         af[a + k] = zero
                     for kh in range(kh_n):
-                        for kw in range(kw_n):
-                            xs = x0 + _U((kh * dh * wp + kw * dw) * c_n)
-                            ws = _U((kh * kw_n + kw) * c_n + c0)
+                        xs = x0 + _U(kh * dh * wp * c_n)
+                        ws = _U(kh * kw_n * c_n + c0)
+                        if kw_n == 5:  # a kernel row as one expression (5x5: EfficientNet, MixNet)
+                            d1, d2, d3, d4 = _U(dw * c_n), _U(2 * dw * c_n), _U(3 * dw * c_n), _U(4 * dw * c_n)
                             for k in range(nc):
-                                af[a + k] += wf[ws + k] * xf[xs + k]
+                                af[a + k] += (wf[ws + k] * xf[xs + k] + wf[ws + uc + k] * xf[xs + d1 + k]
+                                              + wf[ws + _U(2) * uc + k] * xf[xs + d2 + k]
+                                              + wf[ws + _U(3) * uc + k] * xf[xs + d3 + k]
+                                              + wf[ws + _U(4) * uc + k] * xf[xs + d4 + k])
+                        elif kw_n == 3:
+                            d1, d2 = _U(dw * c_n), _U(2 * dw * c_n)
+                            for k in range(nc):
+                                af[a + k] += (wf[ws + k] * xf[xs + k] + wf[ws + uc + k] * xf[xs + d1 + k]
+                                              + wf[ws + _U(2) * uc + k] * xf[xs + d2 + k])
+                        else:
+                            for kw in range(kw_n):
+                                xk = xs + _U(kw * dw * c_n)
+                                wk_ = ws + _U(kw * c_n)
+                                for k in range(nc):
+                                    af[a + k] += wf[wk_ + k] * xf[xk + k]
                 if has_bias:
                     bs = _U(c0)
                     for k in range(nc):
