@@ -84,6 +84,8 @@ class Conv2d:
             activation=activation,
         )
         self.bias = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
+        if self.bias is not None:
+            self.impl.load_epilogue()  # at build: no call loads compiled code
         self.options = options
         # Fixed per layer: computed once, not on every call (a call of a small layer is
         # tens of microseconds; these lookups were a fifth of its Python time).

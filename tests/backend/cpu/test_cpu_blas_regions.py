@@ -52,7 +52,11 @@ def test_interleaved_nnpack_and_glow_like_regions_restore_blas_threads(monkeypat
     # The nnpack hook runs inside the kernel's BLAS limit: wrap the algorithm's output step.
     from lowerkit_nnpack import conv as nnpack_conv
 
-    owners = {c for cls in nnpack_conv.ALGORITHM_CLASSES.values() for c in cls.__mro__ if "compute_output" in vars(c)}
+    # The algorithms' output step: compute_output, or run_chunk (implicit GEMM / direct on
+    # the batched path, which a small batch-1 layer takes too).
+    steps = ("compute_output", "run_chunk")
+    owners = {(c, name) for cls in nnpack_conv.ALGORITHM_CLASSES.values() for c in cls.__mro__
+              for name in steps if name in vars(c)}
 
     def make_nnpack_hook(inner):
         def compute_output(self, *args):
@@ -63,8 +67,8 @@ def test_interleaved_nnpack_and_glow_like_regions_restore_blas_threads(monkeypat
 
         return compute_output
 
-    for cls in owners:
-        monkeypatch.setattr(cls, "compute_output", make_nnpack_hook(vars(cls)["compute_output"]))
+    for cls, name in owners:
+        monkeypatch.setattr(cls, name, make_nnpack_hook(vars(cls)[name]))
 
     spec = KERNELS["sigmoid"]
 

@@ -47,15 +47,23 @@ class ConvAlgorithm:
         # The fused activation (code, p0, p1); ``relu=True`` is the NNPACK spelling of ReLU.
         self.activation = activation if activation is not None else (RELU if relu else NONE)
         self.relu = self.activation == RELU
-        from lowerkit.backend.cpu import jit
-
-        # The compiled epilogue (bias + activation in one pass; shared with glow_like),
-        # loaded at build, never inside a call.
-        self._bias_act = jit.load("conv").bias_activation
+        self._bias_act = None
+        if self.activation != NONE:
+            self.load_epilogue()
         self.ws = workspace if workspace is not None else Workspace()
         self._kernel = None
         if precompute and self.weight is not None:
             self._kernel = self._transform_kernel(None, self.weight)
+
+    def load_epilogue(self) -> None:
+        """Load the compiled epilogue (bias + activation in one pass, shared with glow_like;
+        imports numba): at build when the layer has a bias or an activation, so that no
+        call compiles or loads anything. A layer without either never needs it (the
+        availability self-test stays numba-free)."""
+        if self._bias_act is None:
+            from lowerkit.backend.cpu import jit
+
+            self._bias_act = jit.load("conv").bias_activation
 
     def kernel_data(self, weight: np.ndarray | None = None) -> np.ndarray:
         """The transformed kernel: precomputed, or transformed now (per call) in this thread's workspace."""
@@ -114,6 +122,8 @@ class ConvAlgorithm:
         if bias is None and code == 0:
             return
         b = _NO_BIAS if bias is None else bias[block]
+        if self._bias_act is None:  # a bias given only at call time
+            self.load_epilogue()
         for image in out_block:  # [OCb, OH, OW]: one image's block of channels, contiguous
             self._bias_act(image.reshape(image.shape[0], -1), b, code, p0, p1)
 

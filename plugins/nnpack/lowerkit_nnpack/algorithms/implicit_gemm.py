@@ -166,6 +166,7 @@ class ImplicitGemm(ConvAlgorithm):
             # pass over it (the kernel takes strided rows; numpy ufuncs would allocate).
             np.matmul(kernel, src, out=dst)
             if bias is not None or code:
+                self.load_epilogue()
                 self._bias_act(dst, _NO_BIAS if bias is None else bias, code, p0, p1)
             return
         rsd = residual_image.reshape(oc, -1)[:, band]
@@ -180,5 +181,6 @@ class ImplicitGemm(ConvAlgorithm):
             res = self.ws.get("rows_res", (oc, (r1 - r0) * ow))
             np.matmul(kernel, src[:, sub], out=res)
             np.add(res, rsd[:, sub], out=res)
+            self.load_epilogue()
             self._bias_act(res, _NO_BIAS if bias is None else bias, code, p0, p1)
             np.copyto(dst[:, sub], res)
