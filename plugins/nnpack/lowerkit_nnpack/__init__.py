@@ -2,8 +2,10 @@
 
 The entry point ``nnpack = "lowerkit_nnpack"`` names this module; the hook implementations
 are the module-level functions below. It claims NNPACK's layer set (convolution forward
-and stride-1 gradients, fully connected, max pooling, ReLU, softmax) in f32, and runs each
-convolution with Winograd F(6x6, 3x3), 8x8/16x16 FFT, implicit GEMM or a direct 1x1 GEMM.
+and stride-1 gradients, fully connected, max pooling, ReLU, softmax) in f32, plus
+extensions it fuses into its convolutions (depthwise convolution, relu6 / clip / hardswish /
+hardsigmoid / SiLU / GELU, residual adds), and runs each convolution with Winograd
+F(6x6, 3x3) (or F(4x4, 3x3)), 8x8/16x16 FFT, implicit GEMM or a direct 1x1 GEMM.
 See ``docs/nnpack.md``.
 """
 
