@@ -40,18 +40,23 @@ def test_implicit_gemm_pool_workers_run_single_threaded_blas(rng, batch):
     assert set(seen) == {max(1, cpu_count() // 2)}
 
 
-def test_plan_lets_each_kernel_set_the_blas_limit(rng, monkeypatch):
-    """Each kernel of a lowered module runs under the BLAS limit for its workers (cores //
-    threads; the plan holds it over the call), and the process's setting is restored after."""
+@pytest.mark.parametrize("stride, blas", [
+    (2, "workers"),  # implicit GEMM only: one BLAS call on BLAS's threads
+    (1, "beside"),  # Winograd: bands on the pool, cores // threads for BLAS
+])
+def test_plan_sets_blas_threads_by_its_algorithms(rng, monkeypatch, stride, blas):
+    """A plan's GEMM layers run under one BLAS limit held over the call: ``threads`` BLAS
+    threads and one worker when every dense convolution is a GEMM (implicit GEMM, direct),
+    ``cores // threads`` when a Winograd or FFT layer splits over the pool; the process's
+    setting is restored after."""
     import lowerkit
     from lowerkit import nn
-    from lowerkit_nnpack.algorithms import ImplicitGemm
+    from lowerkit_nnpack import algorithms as algos
 
     with nn.init_seed(0):
-        net = nn.Conv2d(4, 8, 3, stride=2, padding=1)
-    x = rng.standard_normal((1, 4, 9, 9)).astype(np.float32)
+        net = nn.Conv2d(16, 16, 3, stride=stride, padding=1)
+    x = rng.standard_normal((1, 16, 40, 40)).astype(np.float32)
     lowered = lowerkit.to_backend(lowerkit.trace(net, x), "nnpack", {"forward": {"threads": 2}})
-
     seen = []
 
     def recording(inner):
@@ -62,8 +67,11 @@ def test_plan_lets_each_kernel_set_the_blas_limit(rng, monkeypatch):
         return record
 
     before = _blas_threads()
-    for name in ("compute_output", "run_chunk"):  # the per-image and the batched path
-        monkeypatch.setattr(ImplicitGemm, name, recording(getattr(ImplicitGemm, name)))
+    for cls in algos.ALGORITHM_CLASSES.values():
+        for name in ("compute_output", "run_chunk", "compute_rows"):
+            if name in vars(cls):
+                monkeypatch.setattr(cls, name, recording(vars(cls)[name]))
     lowered(x)
-    assert seen and set(seen) == {max(1, cpu_count() // 2)}
+    expected = 2 if blas == "workers" else max(1, cpu_count() // 2)
+    assert seen and set(seen) == {expected}
     assert _blas_threads() == before

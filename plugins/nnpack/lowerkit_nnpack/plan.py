@@ -26,6 +26,7 @@ from .geometry import GeometryError
 from .grad import Conv2dInputGrad, Conv2dWeightGrad
 from .activations import NONE, activation_of, apply
 from .layers import Linear, MaxPool2d, softmax
+from .selection import select_algorithm
 from .support import ACTIVATION_OPS, RESIDUAL_OPS, attrs_of, conv_geometry, is_depthwise, support_reason
 from .workspace import SHARED
 
@@ -50,7 +51,13 @@ class Plan:
     def __init__(self, graph: Graph, parameters: dict[str, np.ndarray], options: dict[str, Any]) -> None:
         self.options = options
         self.run_options = RunOptions(int(options["threads"]), int(options["batch_threshold"]))
-        self.blas_threads = blas_threads_beside(self.run_options.workers)
+        # GEMM layers (implicit GEMM, direct, linear and the gradients) either run on the
+        # calling thread with BLAS on every worker's core, or split over the pool with BLAS
+        # single-threaded; see :func:`_gemm_on_blas`.
+        self.gemm_on_blas = _gemm_on_blas(graph, options, self.run_options)
+        self.gemm_options = RunOptions(1, self.run_options.batch_threshold) if self.gemm_on_blas else self.run_options
+        self.blas_threads = (self.run_options.workers if self.gemm_on_blas
+                             else blas_threads_beside(self.run_options.workers))
         self.inputs = tuple(v for v in graph.inputs)
         self.outputs = tuple(v for v in graph.outputs)
         self.constants: dict[Value, np.ndarray] = {}
@@ -107,7 +114,7 @@ class Plan:
     ) -> tuple[StepKernel, list[Value]]:
         """The closure for ``node`` and the inputs it reads at run time; a convolution with a
         fused ``residual`` add reads that value last."""
-        opts, run = self.options, self.run_options
+        opts, run, gemm = self.options, self.run_options, self.gemm_options
         ids = list(node.inputs)
         attrs = attrs_of(node)
         if node.op == "conv2d" and is_depthwise(node):
@@ -119,7 +126,7 @@ class Plan:
             weight, bias = self._const(node, 1), self._const(node, 2)
             conv = Conv2d(
                 conv_geometry(node), weight, bias, algorithm=opts["algorithm"], activation=act,
-                transform_strategy=opts["transform_strategy"], options=run,
+                transform_strategy=opts["transform_strategy"], options=gemm,
                 batch_hint=_batch_hint(node.inputs[0].type.shape[0]), workspace=self.workspace,
             )
             self.algorithms[node.debug_handle] = conv.algorithm
@@ -140,7 +147,7 @@ class Plan:
             weight = self._const(node, 0)
             grad = Conv2dInputGrad(
                 conv_geometry(node), weight, algorithm=opts["algorithm"],
-                transform_strategy=opts["transform_strategy"], options=run,
+                transform_strategy=opts["transform_strategy"], options=gemm,
                 batch_hint=_batch_hint(node.inputs[1].type.shape[0]), workspace=self.workspace,
             )
             self.algorithms[node.debug_handle] = grad.conv.algorithm
@@ -148,12 +155,12 @@ class Plan:
                 return (lambda args: [grad(args[0])]), [ids[1]]
             return (lambda args: [grad(args[1], args[0])]), ids
         if node.op == "conv2d_weight_grad":
-            wgrad = Conv2dWeightGrad(conv_geometry(node), options=run, workspace=self.workspace)
+            wgrad = Conv2dWeightGrad(conv_geometry(node), options=gemm, workspace=self.workspace)
             self.algorithms[node.debug_handle] = "implicit_gemm"
             return (lambda args: [wgrad(args[0], args[1])]), ids
         if node.op == "linear":
             weight, bias = self._const(node, 1), self._const(node, 2)
-            layer = Linear(weight, bias, options=run)
+            layer = Linear(weight, bias, options=gemm)
             live = [ids[0]] + [ids[i] for i in (1, 2) if i < len(ids) and ids[i] not in self.constants]
             has_bias = len(ids) > 2
 
@@ -253,6 +260,32 @@ def _epilogue_of(
             add, residual = None, None
     act = only_reader(add.output if add is not None else conv.output, ACTIVATION_OPS)
     return add, residual, act
+
+
+_POOL_ALGORITHMS = ("wt", "ft")  # Winograd and FFT: many small products, split on the pool
+
+
+def _gemm_on_blas(graph: Graph, options: dict[str, Any], run: RunOptions) -> bool:
+    """True when this plan's GEMM layers should make one BLAS call each on BLAS's own threads.
+
+    With several workers, one GEMM on OpenBLAS's threads beats the same GEMM in bands on the
+    pool (a hand-off costs ~0.1 ms; MobileNetV2 10.4 vs 13.4 ms, glow_like made the same
+    choice). Winograd and FFT layers are the exception: their many small channel products
+    are each too small for BLAS to thread, and pool bands split them all at once (ResNet-18
+    25.3 vs 27.0 ms), so a plan with any such convolution keeps BLAS single-threaded.
+    """
+    if run.workers <= 1:
+        return False
+    for node in graph.nodes:
+        if node.op != "conv2d" or is_depthwise(node):
+            continue
+        choices = {options["algorithm"]}
+        if "auto" in choices:  # as chosen for either way of running the layer
+            geom, batch = conv_geometry(node), _batch_hint(node.inputs[0].type.shape[0])
+            choices = {select_algorithm(geom, batch, workers, run.batch_threshold) for workers in (1, run.workers)}
+        if any(algorithm.startswith(_POOL_ALGORITHMS) for algorithm in choices):
+            return False
+    return True
 
 
 def _batch_hint(dim: int | str) -> int:
