@@ -11,7 +11,8 @@ Engines per model and batch:
 - ``[nnpack, glow_like] measured``: ``plan="measure"`` on the benchmark's input.
 
 Every engine runs ``--repeat`` calls per round, ``--rounds`` rounds, in a new seeded order
-each round; each keeps its best call. Only same-run ratios mean anything on a shared machine.
+each round, after a pause that lets the previous engine's spinning threads go idle; each
+keeps its best call. Only same-run ratios mean anything on a shared machine.
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ from lowerkit import models
 PEERS = ("onnxruntime", "openvino")
 OURS = ("glow_like", "[nnpack, glow_like]", "[nnpack, glow_like] measured")
 DEFAULT_MODELS = ("resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0")
+# Pause before each engine's block of calls. After a call, OpenBLAS's threads spin for their
+# timeout (2^28 cycles, ~0.1 s) and ONNX Runtime's and OpenVINO's for theirs: without the
+# pause an engine's block starts with the previous engine's spinning threads taking a core
+# (measured: ONNX Runtime's MobileNetV2 4.6 ms right after glow_like, 3.1 ms rested).
+SETTLE_S = 0.3
 
 
 @dataclass
@@ -120,6 +126,7 @@ def bench(name: str, batch: int, *, rounds: int, repeat: int, threads: int) -> R
     for _ in range(rounds):
         for i in order.permutation(len(names)):
             fn = engines[names[i]]
+            time.sleep(SETTLE_S)  # let the last engine's spinning threads go idle first
             for _ in range(repeat):
                 start = time.perf_counter()
                 fn()

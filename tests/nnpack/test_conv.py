@@ -40,6 +40,26 @@ def test_implicit_gemm_pool_workers_run_single_threaded_blas(rng, batch):
     assert set(seen) == {max(1, cpu_count() // 2)}
 
 
+def test_plan_without_dense_convolutions_keeps_blas_single_threaded(rng):
+    """A lone linear layer gains nothing from BLAS's threads, which would spin after it."""
+    import lowerkit
+    from lowerkit import nn
+
+    with nn.init_seed(0):
+        net = nn.Linear(16, 8)
+    lowered = lowerkit.to_backend(lowerkit.trace(net, rng.standard_normal((2, 16)).astype(np.float32)), "nnpack",
+                                  {"forward": {"threads": 2}})
+    plans = _plans(lowered)
+    assert plans and not any(p.gemm_on_blas for p in plans)
+
+
+def _plans(lowered):
+    """The nnpack plans behind a lowered module (its compiled handles)."""
+    from lowerkit_nnpack.plan import Plan
+
+    return [h.plan for h in lowered._handles.values() if isinstance(getattr(h, "plan", None), Plan)]
+
+
 @pytest.mark.parametrize("stride, blas", [
     (2, "workers"),  # implicit GEMM only: one BLAS call on BLAS's threads
     (1, "beside"),  # Winograd: bands on the pool, cores // threads for BLAS

@@ -81,7 +81,8 @@ class Executable:
     def _gemm_threads(self, program: Program) -> int:
         """BLAS threads during a run: ``ways`` (GEMMs on BLAS's own threads, one call from the
         calling thread; the pool runs the compiled kernels and copies, the two take turns),
-        or 1 (GEMMs cut into bands on the pool) for programs with Winograd convolutions.
+        or 1 (GEMMs cut into bands on the pool) for programs with Winograd convolutions or
+        without dense convolutions.
 
         One GEMM on BLAS's threads beats bands on the pool for every single convolution
         GEMM of the zoo (a pool hand-off costs ~100 us, BLAS's spinning threads far less),
@@ -92,7 +93,11 @@ class Executable:
         """
         if self.ways == 1 or os.environ.get("LOWERKIT_GLOW_GEMM_ON_POOL"):
             return 1
-        if any(ins.attrs.get("algo") == "winograd" for ins in program.instructions):
+        convolutions = [ins for ins in program.instructions
+                        if ins.op in ("conv2d", "glow.conv2d") and int(ins.attrs.get("groups", 1)) == 1]
+        if not convolutions or any(ins.attrs.get("algo") == "winograd" for ins in convolutions):
+            # (Without convolutions there is nothing large enough to gain, while OpenBLAS's
+            # threads would spin for ~0.1 s after the call, taking a core from what runs next.)
             return 1
         return self.ways
 

@@ -276,9 +276,12 @@ def _gemm_on_blas(graph: Graph, options: dict[str, Any], run: RunOptions) -> boo
     """
     if run.workers <= 1:
         return False
-    for node in graph.nodes:
-        if node.op != "conv2d" or is_depthwise(node):
-            continue
+    dense = [node for node in graph.nodes if node.op == "conv2d" and not is_depthwise(node)]
+    if not dense:
+        # Nothing large enough to gain (a lone linear layer), while OpenBLAS's threads would
+        # spin for ~0.1 s after it, taking a core from whatever runs next.
+        return False
+    for node in dense:
         choices = {options["algorithm"]}
         if "auto" in choices:  # as chosen for either way of running the layer
             geom, batch = conv_geometry(node), _batch_hint(node.inputs[0].type.shape[0])

@@ -78,6 +78,9 @@ def test_programs_with_winograd_band_their_gemms_on_the_pool(monkeypatch):
     assert handle.blas_threads == 2  # GEMMs on BLAS's threads
     handle, _ = run_glow(dense, np.zeros((1, 8, 12, 12), np.float32), threads=1)
     assert handle.blas_threads == 1
+    depthwise = conv_module((1, 8, 12, 12), (8, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 8})
+    handle, _ = run_glow(depthwise, np.zeros((1, 8, 12, 12), np.float32), threads=2)
+    assert handle.blas_threads == 1  # no dense GEMM to gain from BLAS's threads
     monkeypatch.setattr(algorithm, "MIN_CHANNELS", 1)
     monkeypatch.setattr(algorithm, "MIN_FLOPS", 0)
     monkeypatch.setattr(algorithm, "MIN_TILES", 1)
