@@ -120,6 +120,7 @@ def test_intra_op_parallel_threads_match_and_survive_concurrent_callers(monkeypa
     from lowerkit_glow_like.kernels import conv
 
     monkeypatch.setattr(conv, "PARALLEL_MIN_FLOPS", 0)
+    monkeypatch.setenv("LOWERKIT_GLOW_GEMM_ON_POOL", "1")  # at 64x64 no layer is Winograd: force the pool
     module, x = traced("resnet18", batch=1, hw=64)
     expected = reference(module, x)
     payload = glow.lowerkit_preprocess(module=module, compile_spec={"forward": {"threads": 2}})

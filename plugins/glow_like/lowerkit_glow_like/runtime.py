@@ -60,16 +60,20 @@ class Executable:
                         array.flags.writeable = False
                     self.derived[key] = array
         self.threads = program.options.get("threads")
-        # Decided here, on the machine that runs: intra-op workers (the process-wide pool of
-        # lowerkit.backend.cpu) with single-threaded BLAS (robust when the machine is shared:
-        # OpenBLAS's spinning threads collapse under contention), unless "blas" asks for
-        # BLAS's own threading.
+        # Decided here, on the machine that runs, for n threads: intra-op workers (the
+        # process-wide pool of lowerkit.backend.cpu) with single-threaded BLAS, or — for
+        # programs whose GEMMs do the work — no workers and BLAS's own n threads (see
+        # _gemms_on_blas); "blas" asks for BLAS's threading as configured.
+        self.parallel: Parallel | None = None
         if self.threads == "blas":
-            self.ways, self.parallel, self.blas_threads = 1, None, None
+            self.ways, self.blas_threads = 1, None
         else:
             self.ways = int(self.threads) if self.threads else max(1, min(cpu_count(), 8))
-            self.blas_threads = self._gemm_threads(program)
-            self.parallel: Parallel | None = Parallel(self.ways, self.blas_threads) if self.ways > 1 else None
+            if self.ways > 1 and self._gemms_on_blas(program):
+                self.blas_threads = self.ways
+            else:
+                self.blas_threads = 1
+                self.parallel = Parallel(self.ways) if self.ways > 1 else None
         self._local = threading.local()
         # Programs of element-wise and data-movement kernels only never reach BLAS: they skip
         # the BLAS thread limit (two library calls a run, most of a tiny program's cost).
@@ -78,28 +82,29 @@ class Executable:
             for ins in program.instructions
         )
 
-    def _gemm_threads(self, program: Program) -> int:
-        """BLAS threads during a run: ``ways`` (GEMMs on BLAS's own threads, one call from the
-        calling thread; the pool runs the compiled kernels and copies, the two take turns),
-        or 1 (GEMMs cut into bands on the pool) for programs with Winograd convolutions or
-        without dense convolutions.
+    @staticmethod
+    def _gemms_on_blas(program: Program) -> bool:
+        """True for programs with dense convolutions and no Winograd one: their GEMMs run
+        as one BLAS call each on BLAS's own threads, and everything else serially.
 
-        One GEMM on BLAS's threads beats bands on the pool for every single convolution
-        GEMM of the zoo (a pool hand-off costs ~100 us, BLAS's spinning threads far less),
-        but Winograd's 36 small channel GEMMs per layer are each too small for BLAS to
-        thread, while pool bands split all 36 at once. Measured whole-model (batch 1, same
-        run): MobileNetV2 9.2 vs 12.2 ms, EfficientNet-B0 16.5 vs 20.0 with BLAS's threads;
-        ResNet-18 24.1 vs 22.8 and at batch 8 164 vs 129 with the pool.
+        Why: a pool hand-off costs ~100 us on a 2-core VM, while one GEMM on OpenBLAS's 2
+        threads beats the same GEMM in pool bands on every convolution GEMM of the zoo; and
+        after a threaded call OpenBLAS's worker spins for ~0.1 s, so a pool worker running
+        the next compiled kernel would fight it for the core (the depthwise layers of
+        MobileNetV2 ran slower on two threads than on one). Same run, batch 1 / 8:
+        MobileNetV2 7.3 / 65.8 ms this way, 7.6 / 70.7 with the pool beside BLAS's threads,
+        9.9 / 73.5 with GEMM bands on the pool; EfficientNet-B0 12.9 / 110.9, 13.6 / 119.1,
+        17.7 / 126.4. Programs with Winograd keep the pool: its 36 small channel GEMMs per
+        layer are each too small for BLAS to thread, while two pool bands split all 36
+        (ResNet-18 22.8 vs 24.1 ms, batch 8 129 vs 164). Programs without dense
+        convolutions keep it too: nothing there gains from BLAS's threads.
+        ``LOWERKIT_GLOW_GEMM_ON_POOL=1`` (read at compile) keeps the pool for every program.
         """
-        if self.ways == 1 or os.environ.get("LOWERKIT_GLOW_GEMM_ON_POOL"):
-            return 1
+        if os.environ.get("LOWERKIT_GLOW_GEMM_ON_POOL"):
+            return False
         convolutions = [ins for ins in program.instructions
                         if ins.op in ("conv2d", "glow.conv2d") and int(ins.attrs.get("groups", 1)) == 1]
-        if not convolutions or any(ins.attrs.get("algo") == "winograd" for ins in convolutions):
-            # (Without convolutions there is nothing large enough to gain, while OpenBLAS's
-            # threads would spin for ~0.1 s after the call, taking a core from what runs next.)
-            return 1
-        return self.ways
+        return bool(convolutions) and not any(ins.attrs.get("algo") == "winograd" for ins in convolutions)
 
     @staticmethod
     def _derived_key(buf, fn, ins) -> tuple | None:

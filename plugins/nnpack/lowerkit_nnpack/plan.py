@@ -50,14 +50,13 @@ class Plan:
 
     def __init__(self, graph: Graph, parameters: dict[str, np.ndarray], options: dict[str, Any]) -> None:
         self.options = options
-        self.run_options = RunOptions(int(options["threads"]), int(options["batch_threshold"]))
-        # GEMM layers (implicit GEMM, direct, linear and the gradients) either run on the
-        # calling thread with BLAS on every worker's core, or split over the pool with BLAS
-        # single-threaded; see :func:`_gemm_on_blas`.
-        self.gemm_on_blas = _gemm_on_blas(graph, options, self.run_options)
-        self.gemm_options = RunOptions(1, self.run_options.batch_threshold) if self.gemm_on_blas else self.run_options
-        self.blas_threads = (self.run_options.workers if self.gemm_on_blas
-                             else blas_threads_beside(self.run_options.workers))
+        requested = RunOptions(int(options["threads"]), int(options["batch_threshold"]))
+        # Either every layer runs on the calling thread with BLAS on all the workers' cores
+        # (plans whose GEMMs do the work), or layers split over the pool with BLAS at
+        # cores // workers; see :func:`_gemm_on_blas`.
+        self.gemm_on_blas = _gemm_on_blas(graph, options, requested)
+        self.run_options = RunOptions(1, requested.batch_threshold) if self.gemm_on_blas else requested
+        self.blas_threads = requested.workers if self.gemm_on_blas else blas_threads_beside(requested.workers)
         self.inputs = tuple(v for v in graph.inputs)
         self.outputs = tuple(v for v in graph.outputs)
         self.constants: dict[Value, np.ndarray] = {}
@@ -114,7 +113,7 @@ class Plan:
     ) -> tuple[StepKernel, list[Value]]:
         """The closure for ``node`` and the inputs it reads at run time; a convolution with a
         fused ``residual`` add reads that value last."""
-        opts, run, gemm = self.options, self.run_options, self.gemm_options
+        opts, run = self.options, self.run_options
         ids = list(node.inputs)
         attrs = attrs_of(node)
         if node.op == "conv2d" and is_depthwise(node):
@@ -126,7 +125,7 @@ class Plan:
             weight, bias = self._const(node, 1), self._const(node, 2)
             conv = Conv2d(
                 conv_geometry(node), weight, bias, algorithm=opts["algorithm"], activation=act,
-                transform_strategy=opts["transform_strategy"], options=gemm,
+                transform_strategy=opts["transform_strategy"], options=run,
                 batch_hint=_batch_hint(node.inputs[0].type.shape[0]), workspace=self.workspace,
             )
             self.algorithms[node.debug_handle] = conv.algorithm
@@ -147,7 +146,7 @@ class Plan:
             weight = self._const(node, 0)
             grad = Conv2dInputGrad(
                 conv_geometry(node), weight, algorithm=opts["algorithm"],
-                transform_strategy=opts["transform_strategy"], options=gemm,
+                transform_strategy=opts["transform_strategy"], options=run,
                 batch_hint=_batch_hint(node.inputs[1].type.shape[0]), workspace=self.workspace,
             )
             self.algorithms[node.debug_handle] = grad.conv.algorithm
@@ -155,12 +154,12 @@ class Plan:
                 return (lambda args: [grad(args[0])]), [ids[1]]
             return (lambda args: [grad(args[1], args[0])]), ids
         if node.op == "conv2d_weight_grad":
-            wgrad = Conv2dWeightGrad(conv_geometry(node), options=gemm, workspace=self.workspace)
+            wgrad = Conv2dWeightGrad(conv_geometry(node), options=run, workspace=self.workspace)
             self.algorithms[node.debug_handle] = "implicit_gemm"
             return (lambda args: [wgrad(args[0], args[1])]), ids
         if node.op == "linear":
             weight, bias = self._const(node, 1), self._const(node, 2)
-            layer = Linear(weight, bias, options=gemm)
+            layer = Linear(weight, bias, options=run)
             live = [ids[0]] + [ids[i] for i in (1, 2) if i < len(ids) and ids[i] not in self.constants]
             has_bias = len(ids) > 2
 
@@ -266,13 +265,15 @@ _POOL_ALGORITHMS = ("wt", "ft")  # Winograd and FFT: many small products, split 
 
 
 def _gemm_on_blas(graph: Graph, options: dict[str, Any], run: RunOptions) -> bool:
-    """True when this plan's GEMM layers should make one BLAS call each on BLAS's own threads.
+    """True when this plan runs every layer on the calling thread, each GEMM one BLAS call on
+    BLAS's own threads (no pool: after a threaded call OpenBLAS's worker spins ~0.1 s, and a
+    pool worker would fight it for the core).
 
     With several workers, one GEMM on OpenBLAS's threads beats the same GEMM in bands on the
     pool (a hand-off costs ~0.1 ms; MobileNetV2 10.4 vs 13.4 ms, glow_like made the same
     choice). Winograd and FFT layers are the exception: their many small channel products
     are each too small for BLAS to thread, and pool bands split them all at once (ResNet-18
-    25.3 vs 27.0 ms), so a plan with any such convolution keeps BLAS single-threaded.
+    25.3 vs 27.0 ms), so a plan with any such convolution keeps the pool.
     """
     if run.workers <= 1:
         return False

@@ -98,3 +98,22 @@ def test_importing_the_cpu_support_does_not_import_threadpoolctl():
     code = "import sys, lowerkit.backend.cpu; print('threadpoolctl' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_rescan_between_regions_finds_libraries_loaded_since():
+    """A library loaded after the first region (numba loads SciPy's OpenBLAS) is held to the
+    limit once ``rescan`` was called, also when no region was active at the rescan."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from lowerkit.backend.cpu import BlasLimiter
+
+    before = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    if not before or max(before) < 2:
+        pytest.skip("needs a BLAS running on more than one thread")
+    limiter = BlasLimiter()
+    with limiter.limit(1):
+        pass
+    limiter._libs = []  # as if every library in use now had been loaded after the first region
+    limiter.rescan()
+    with limiter.limit(1):
+        inside = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    assert inside and all(n == 1 for n in inside)

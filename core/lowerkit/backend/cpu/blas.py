@@ -67,7 +67,7 @@ class BlasLimiter:
         may bring its own BLAS (importing numba loads scipy's OpenBLAS)."""
         with self._lock:
             if self._depth == 0:
-                self._controller = None
+                self._controller, self._libs = None, None
             else:
                 self._rescan_pending = True
 

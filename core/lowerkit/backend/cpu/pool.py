@@ -60,14 +60,9 @@ class Parallel:
 
     Kernels bound once for a given width keep one of these and index their per-worker
     bands and scratch by ``j``.
-
-    ``blas_threads`` is how many threads BLAS runs on while the kernels do: above 1, a
-    kernel must not call BLAS from its tasks (the pool's threads and BLAS's would
-    oversubscribe the cores) but make one BLAS call from the calling thread instead.
     """
 
     ways: int
-    blas_threads: int = 1
 
     def __call__(self, task: Callable[[int], None]) -> None:
         run_parallel(self.ways, task, range(self.ways))

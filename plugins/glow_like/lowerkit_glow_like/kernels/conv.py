@@ -63,9 +63,6 @@ CHANNEL_SPLIT_PIXELS = 400  # parallel convs with fewer output pixels split chan
 # Below this many output pixels per image, a batch runs as one GEMM over all images (the
 # per-image GEMM would be too skinny for BLAS); the result is then transposed into NCHW.
 BATCHED_PIXELS = 1024
-# Output elements (times taps per pixel) above which a convolution's im2col copy and epilogue
-# are split over the pool beside a GEMM on BLAS's threads: ~100 us a hand-off.
-POOL_MIN_ELEMENTS = 400_000
 
 
 def _batched(n: int, oh: int, ow: int, groups: int) -> bool:
@@ -108,23 +105,14 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, col_dtype=np
     pointwise = _is_pointwise(w.shape, stride, padding, dilation)
     if _batched(n, oh, ow, groups):
         return _prepare_batched(x, w, b3, out, attrs, (stride, padding, dilation), scratch, col_dtype, parallel)
-    # GEMM bands on the pool only where BLAS is single-threaded, and where the work pays for
-    # the hand-off (~100 us per call); else one GEMM on BLAS's threads.
-    if (parallel is not None and parallel.blas_threads == 1 and groups == 1
-            and 2 * oc * k * oh * ow >= PARALLEL_MIN_FLOPS):
+    # Parallel only where the work pays for the hand-off (~100 us per call).
+    if parallel is not None and groups == 1 and 2 * oc * k * oh * ow >= PARALLEL_MIN_FLOPS:
         return _prepare_split(x, w, bias, out, attrs, (stride, padding, dilation), scratch, col_dtype, parallel)
     col = None if pointwise else scratch_array(scratch, col_dtype, (cg, kh, kw, oh, ow))
     col2 = None if col is None else col.reshape(k, oh * ow)
     im2col = None if pointwise else Im2col(cg, (h, wd), (kh, kw), (oh, ow), stride, padding, dilation,
                                            col_dtype, scratch, offset=col.nbytes)
     epilogue = _epilogue(attrs, bias, out.dtype)
-    # Beside a GEMM on BLAS's threads, the copies and the epilogue of a large convolution
-    # run on the pool (numpy's copies and the compiled epilogue release the GIL).
-    if parallel is not None and groups == 1:
-        if im2col is not None and col.size >= POOL_MIN_ELEMENTS:
-            im2col = _pooled_im2col(im2col, col, oh, parallel)
-        if epilogue is not None and out[0].size >= POOL_MIN_ELEMENTS:
-            epilogue = _pooled_epilogue(attrs, bias, out.dtype, oc, parallel)
 
     def run():
         for i in range(n):
@@ -138,40 +126,6 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, col_dtype=np
                     np.matmul(w2[g], col2, out=dst)
             if epilogue is not None:
                 epilogue(out[i].reshape(oc, oh * ow))
-
-    return run
-
-
-def _pooled_im2col(im2col: Im2col, col: np.ndarray, oh: int, parallel):
-    """``im2col`` with its copy split by bands of output rows over the pool."""
-    bands = split(oh, parallel.ways, keep_empty=True)
-    current: list = [None]
-
-    def task(j: int) -> None:
-        a, b = bands[j].start, bands[j].stop
-        if a < b:
-            np.copyto(col[:, :, :, a:b], current[0][:, :, :, a:b])
-
-    def fill(image: np.ndarray, _col: np.ndarray) -> None:
-        current[0] = im2col.source(image)
-        parallel(task)
-
-    return fill
-
-
-def _pooled_epilogue(attrs, bias, dtype, channels: int, parallel):
-    """The epilogue of [channels, pixels] rows, split by channel bands over the pool."""
-    bands = split(channels, parallel.ways, keep_empty=True)
-    parts = [_epilogue(attrs, None if bias is None else bias.reshape(-1)[band], dtype) for band in bands]
-    current: list = [None]
-
-    def task(j: int) -> None:
-        if bands[j].start < bands[j].stop:
-            parts[j](current[0][bands[j]])
-
-    def run(a: np.ndarray) -> None:
-        current[0] = a
-        parallel(task)
 
     return run
 
@@ -259,8 +213,7 @@ def _prepare_batched(x, w, b3, out, attrs, geometry, scratch, col_dtype, paralle
     epilogue = _epilogue(attrs, None if b3 is None else b3.reshape(-1), out.dtype)
     out3 = out.reshape(n, oc, oh * ow)
 
-    on_pool = parallel is not None and parallel.blas_threads == 1
-    column_bands = split(n * oh * ow, parallel.ways if on_pool else 1, keep_empty=True)
+    column_bands = split(n * oh * ow, parallel.ways if parallel is not None else 1, keep_empty=True)
 
     def gemm(j: int) -> None:
         a, b = column_bands[j].start, column_bands[j].stop
@@ -270,10 +223,10 @@ def _prepare_batched(x, w, b3, out, attrs, geometry, scratch, col_dtype, paralle
     def run():
         for i in range(n):
             im2col(x[i], col[:, :, :, i])
-        if on_pool:
-            parallel(gemm)
+        if parallel is None:
+            gemm(0)
         else:
-            gemm(0)  # one GEMM, on BLAS's threads when there are several
+            parallel(gemm)
         np.copyto(out3, acc.transpose(1, 0, 2))
         if epilogue is not None:
             epilogue(out.reshape(n * oc, oh * ow))

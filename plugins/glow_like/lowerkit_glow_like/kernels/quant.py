@@ -106,8 +106,7 @@ def _qconv(inputs, outputs, attrs, scratch, parallel=None):
     b2 = np.asarray(bias, dtype=np.float64).reshape(oc, 1)
     m2 = np.asarray(mult, dtype=np.float64).reshape(oc, 1)
     pointwise = _is_pointwise(w.shape, stride, padding, dilation)
-    if parallel is not None and (groups > 1 or parallel.blas_threads > 1
-                                 or 2 * oc * k * oh * ow < conv.PARALLEL_MIN_FLOPS):
+    if parallel is not None and (groups > 1 or 2 * oc * k * oh * ow < conv.PARALLEL_MIN_FLOPS):
         parallel = None  # the hand-off would cost more than it saves
     if _batched(n, oh, ow, groups):
         return _qconv_batched(x, w, b2, m2, out, attrs, (stride, padding, dilation), scratch, parallel)

@@ -99,19 +99,13 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
          scratch_array(scratch, np.float32, (TILE, wp), base + 8 * TILE * wp * j + 4 * TILE * wp))
         for j in range(len(in_bands))
     ]
-    # With several BLAS threads, one GEMM call computes M for every output channel (BLAS's
-    # threads, not the pool's, split it) and the bands only transform; else each band
-    # multiplies its own channels.
-    one_gemm = parallel is not None and parallel.blas_threads > 1
     out_buffers, offset = [], base
-    m_all = scratch_array(scratch, np.float32, (TILE * TILE, oc, t), offset) if one_gemm else None
-    offset += 0 if m_all is None else m_all.nbytes
     for o0, o1 in out_bands:
-        m = m_all if one_gemm else scratch_array(scratch, np.float32, (TILE * TILE, o1 - o0, t), offset)
-        s = scratch_array(scratch, np.float32, (TILE, OUT, tw), offset + (0 if one_gemm else m.nbytes))
-        y = scratch_array(scratch, np.float32, (OUT, OUT, tw), offset + (0 if one_gemm else m.nbytes) + s.nbytes)
+        m = scratch_array(scratch, np.float32, (TILE * TILE, o1 - o0, t), offset)
+        s = scratch_array(scratch, np.float32, (TILE, OUT, tw), offset + m.nbytes)
+        y = scratch_array(scratch, np.float32, (OUT, OUT, tw), offset + m.nbytes + s.nbytes)
         out_buffers.append((m, s, y))
-        offset += (0 if one_gemm else m.nbytes) + s.nbytes + y.nbytes
+        offset += m.nbytes + s.nbytes + y.nbytes
     current = [0, 0]  # first image and image count of the chunk being computed
 
     def transform_in(j: int) -> None:
@@ -124,9 +118,6 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
             return
         o0, o1 = out_bands[j]
         m, s, y = out_buffers[j]
-        if one_gemm:
-            kernels.winograd_output_of_all(m, bias, out, o0, o1, current[0], current[1], th, tw, code, p0, p1, s, y)
-            return
         # All t columns, also those of images past k in a partial last chunk (their results
         # are never read): the GEMMs keep one shape.
         np.matmul(u[:, o0:o1], v, out=m)
@@ -140,8 +131,6 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
                 transform_out(0)
             else:
                 parallel(transform_in)
-                if one_gemm:
-                    np.matmul(u, v, out=m_all)
                 parallel(transform_out)
 
     return run

@@ -103,8 +103,9 @@ def _at(m0, m1, m2, m3, m4, m5):
             m1 - m2 + eight * (m3 - m4) + m5)
 
 
-def _output(m, m0, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y):
-    """out[i0:i0+k, o0:o1] = act(A^T m A + bias), cropped; m's channel j is output channel m0 + j.
+@njit(_OUT, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def winograd_output(m, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y):
+    """out[i0:i0+k, o0:o1] = act(A^T m A + bias), cropped; m's channel j is output channel o0 + j.
 
     ``s`` [6, 4, tw] and ``y`` [4, 4, tw] are this band's scratch. Flat unsigned indices.
     """
@@ -115,7 +116,7 @@ def _output(m, m0, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y):
     utw = _U(tw)
     stride_k = _U(ob_n * t_n)  # between m[k] and m[k + 1]
     for oc in range(o0, o1):
-        j = oc - m0
+        j = oc - o0
         b = bias[oc] if has_bias else np.float32(0)
         for img in range(k):
             n = i0 + img
@@ -153,22 +154,3 @@ def _output(m, m0, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y):
                         row = _U(dst + c)
                         for tx in range(_U(cnt)):
                             of[row + _U(4) * tx] = act(yf[src + tx] + b, code, p0, p1)
-
-
-_OUT_FULL = types.void(ro(3), i8, ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, f8, f8, rw(3), rw(3))
-_output_kernel = njit(_OUT_FULL, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})(_output)
-
-
-@njit(_OUT, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def winograd_output(m, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y):
-    """out[i0:i0+k, o0:o1] = act(A^T m A + bias), cropped; ``m`` holds this band's channels
-    only (its channel j is output channel o0 + j). ``s`` [6, 4, tw] and ``y`` [4, 4, tw] are
-    the band's scratch."""
-    _output_kernel(m, o0, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y)
-
-
-@njit(_OUT, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def winograd_output_of_all(m, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y):
-    """The same for output channels [o0, o1) of an ``m`` that holds every output channel
-    (one GEMM computed them all)."""
-    _output_kernel(m, 0, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y)
