@@ -34,7 +34,7 @@ from lowerkit_nnpack.geometry import ConvGeometry, GeometryError
 from lowerkit_nnpack.grad import Conv2dInputGrad, Conv2dWeightGrad
 from lowerkit_nnpack.selection import nnpack_rules
 from conv_depthwise import depthwise_table
-from peers import conv_model, onnxruntime_runner, openvino_runner, openvino_version
+from peers import conv_model, onnxruntime_runner, openvino_runner, openvino_version, settle
 
 ALGORITHMS = ("wt8x8", "wt6x6", "wt4x4", "ft8x8", "ft16x16", "implicit_gemm", "direct")
 
@@ -188,6 +188,7 @@ def forward_table(layers: list[Layer], batches: list[int], args) -> list[dict]:
             for _ in range(args.rounds):
                 for index in order_rng.permutation(len(engines)):
                     key, fn, blas = engines[index]
+                    settle()  # the previous engine's spinning threads go idle first (peers.py)
                     if blas is None:
                         value = gf(timeit(fn, args.budget, args.reps))
                     else:

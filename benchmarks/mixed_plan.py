@@ -16,6 +16,7 @@ import time
 
 import lowerkit as lk
 from lowerkit import models
+from peers import settle
 
 ZOO = ("resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0")
 
@@ -28,6 +29,7 @@ def best_ms(engines: dict, x, rounds: int, calls: int) -> dict[str, float]:
             engine(x)
     for _ in range(rounds):
         for name, engine in engines.items():
+            settle()  # the previous engine's spinning threads go idle first (peers.py)
             for _ in range(calls):
                 start = time.perf_counter()
                 engine(x)

@@ -9,9 +9,22 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Callable
 
 import numpy as np
+
+
+# Pause before each engine's block of timed calls. After a call, OpenBLAS's threads spin for
+# their timeout (2^28 cycles, ~0.1 s) and ONNX Runtime's and OpenVINO's for theirs: without
+# the pause an engine's block starts with the previous engine's spinning threads taking a
+# core (measured: ONNX Runtime's MobileNetV2 4.6 ms right after glow_like, 3.1-3.3 ms rested).
+SETTLE_S = 0.3
+
+
+def settle() -> None:
+    """Let the previous engine's spinning threads go idle before timing the next one."""
+    time.sleep(SETTLE_S)
 
 
 def conv_model(x_shape, w: np.ndarray, stride: int, pad: int, groups: int = 1):

@@ -28,15 +28,11 @@ import numpy as np
 
 import lowerkit as lk
 from lowerkit import models
+from peers import settle
 
 PEERS = ("onnxruntime", "openvino")
 OURS = ("glow_like", "[nnpack, glow_like]", "[nnpack, glow_like] measured")
 DEFAULT_MODELS = ("resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0")
-# Pause before each engine's block of calls. After a call, OpenBLAS's threads spin for their
-# timeout (2^28 cycles, ~0.1 s) and ONNX Runtime's and OpenVINO's for theirs: without the
-# pause an engine's block starts with the previous engine's spinning threads taking a core
-# (measured: ONNX Runtime's MobileNetV2 4.6 ms right after glow_like, 3.1 ms rested).
-SETTLE_S = 0.3
 
 
 @dataclass
@@ -126,7 +122,7 @@ def bench(name: str, batch: int, *, rounds: int, repeat: int, threads: int) -> R
     for _ in range(rounds):
         for i in order.permutation(len(names)):
             fn = engines[names[i]]
-            time.sleep(SETTLE_S)  # let the last engine's spinning threads go idle first
+            settle()  # let the last engine's spinning threads go idle first (peers.py)
             for _ in range(repeat):
                 start = time.perf_counter()
                 fn()

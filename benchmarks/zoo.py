@@ -25,7 +25,7 @@ from threadpoolctl import threadpool_info
 import lowerkit as lk
 from lowerkit import models
 from lowerkit.backend.cpu import cpu_count
-from peers import onnxruntime_runner, openvino_runner, openvino_version
+from peers import onnxruntime_runner, openvino_runner, openvino_version, settle
 
 DEFAULT = ("resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0")
 PEERS = ("onnxruntime", "openvino")
@@ -88,6 +88,7 @@ def bench_model(name: str, batch: int, args) -> dict | None:
     for _ in range(args.rounds):
         for i in order.permutation(len(names)):
             key = names[i]
+            settle()  # the previous engine's spinning threads go idle first (peers.py)
             best[key] = min(best.get(key, math.inf), _median_ms(engines[key], args.repeat))
     peer = min((best[p] for p in PEERS if p in best), default=math.nan)
     row = {"model": name, "batch": batch, **best, "best_peer": peer, "err": err, "compile_s": compile_s}
