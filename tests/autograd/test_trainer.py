@@ -68,6 +68,17 @@ def _check_params(trainer, twin):
         assert rel_error(value, state[name].numpy()) < 1e-5, name
 
 
+def _step_both(trainer, twin, opt, loss_fn, x, y, *twin_args):
+    """One trainer step and the same step in PyTorch: losses and parameters agree."""
+    ours = trainer.step(x, y)
+    opt.zero_grad()
+    loss = loss_fn(twin(torch.from_numpy(x), *twin_args), torch.from_numpy(y))
+    loss.backward()
+    opt.step()
+    assert abs(ours - loss.item()) <= 1e-5 * abs(loss.item())
+    _check_params(trainer, twin)
+
+
 @pytest.mark.parametrize("backend", ["reference", "glow_like"])
 def test_adam_matches_torch(backend):
     traced, twin = _pair()
@@ -75,13 +86,7 @@ def test_adam_matches_torch(backend):
                                   backend=backend)
     opt = torch.optim.Adam(twin.parameters(), lr=0.01, weight_decay=0.01)
     for x, y in _batches():
-        ours = trainer.step(x, y)
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(twin(torch.from_numpy(x)), torch.from_numpy(y))
-        loss.backward()
-        opt.step()
-        assert abs(ours - loss.item()) <= 1e-5 * abs(loss.item())
-        _check_params(trainer, twin)
+        _step_both(trainer, twin, opt, torch.nn.functional.cross_entropy, x, y)
     assert trainer.state["step"] == 4
 
 
@@ -90,13 +95,7 @@ def test_sgd_nesterov_with_mse_matches_torch():
     trainer = lk.autograd.Trainer(traced, "mse", lk.autograd.SGD(lr=0.1, momentum=0.5, nesterov=True))
     opt = torch.optim.SGD(twin.parameters(), lr=0.1, momentum=0.5, nesterov=True)
     for x, y in _batches(regression=True):
-        ours = trainer.step(x, y)
-        opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(twin(torch.from_numpy(x)), torch.from_numpy(y))
-        loss.backward()
-        opt.step()
-        assert abs(ours - loss.item()) <= 1e-5 * abs(loss.item())
-        _check_params(trainer, twin)
+        _step_both(trainer, twin, opt, torch.nn.functional.mse_loss, x, y)
 
 
 def test_dropout_masks_come_from_the_step_seed():
@@ -105,15 +104,8 @@ def test_dropout_masks_come_from_the_step_seed():
     assert trainer.layout.seed_input
     opt = torch.optim.SGD(twin.parameters(), lr=0.2)
     for step, (x, y) in enumerate(_batches()):
-        ours = trainer.step(x, y)
         keep = reference.kernels.training.dropout_mask((5, 8), 11 + step, 0, 0.3)
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(twin(torch.from_numpy(x), torch.from_numpy(keep)),
-                                                 torch.from_numpy(y))
-        loss.backward()
-        opt.step()
-        assert abs(ours - loss.item()) <= 1e-5 * abs(loss.item())
-        _check_params(trainer, twin)
+        _step_both(trainer, twin, opt, torch.nn.functional.cross_entropy, x, y, torch.from_numpy(keep))
 
 
 def test_dropout_op_keeps_one_minus_p_and_rescales():

@@ -101,10 +101,9 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, col_dtype=np
     ocg = oc // groups
     k = cg * kh * kw
     w2 = w.reshape(groups, ocg, k)
-    b3 = bias.reshape(oc, 1, 1) if bias is not None else None
     pointwise = _is_pointwise(w.shape, stride, padding, dilation)
     if _batched(n, oh, ow, groups):
-        return _prepare_batched(x, w, b3, out, attrs, (stride, padding, dilation), scratch, col_dtype, parallel)
+        return _prepare_batched(x, w, bias, out, attrs, (stride, padding, dilation), scratch, col_dtype, parallel)
     # Parallel only where the work pays for the hand-off (~100 us per call).
     if parallel is not None and groups == 1 and 2 * oc * k * oh * ow >= PARALLEL_MIN_FLOPS:
         return _prepare_split(x, w, bias, out, attrs, (stride, padding, dilation), scratch, col_dtype, parallel)
@@ -198,7 +197,7 @@ def _prepare_split(x, w, bias, out, attrs, geometry, scratch, col_dtype, paralle
     return run
 
 
-def _prepare_batched(x, w, b3, out, attrs, geometry, scratch, col_dtype, parallel=None):
+def _prepare_batched(x, w, bias, out, attrs, geometry, scratch, col_dtype, parallel=None):
     """One GEMM for the whole batch: columns [K, N, OH, OW], result [OC, N, OH*OW]."""
     stride, padding, dilation = geometry
     n, cg, h, wd = x.shape
@@ -210,7 +209,7 @@ def _prepare_batched(x, w, b3, out, attrs, geometry, scratch, col_dtype, paralle
     im2col = Im2col(cg, (h, wd), (kh, kw), (oh, ow), stride, padding, dilation, col_dtype, scratch,
                     offset=col.nbytes + acc.nbytes)
     col2, acc2 = col.reshape(-1, n * oh * ow), acc.reshape(oc, n * oh * ow)
-    epilogue = _epilogue(attrs, None if b3 is None else b3.reshape(-1), out.dtype)
+    epilogue = _epilogue(attrs, bias, out.dtype)
     out3 = out.reshape(n, oc, oh * ow)
 
     column_bands = split(n * oh * ow, parallel.ways if parallel is not None else 1, keep_empty=True)
