@@ -263,11 +263,18 @@ def instruction_times(name: str, batch: int, repeat: int) -> None:
     x = models.example_input(name, batch=batch)
     module = lk.trace(models.get(name), x)
     columns = {}
+    notes: list[str] = []
     for label, threads in (("default workers", None), ("1 thread", 1)):
         program = compile_method(module, "forward", Options(threads=threads))
         executable = Executable(program)
         executable.run([x])  # binds this thread's arena, scratch and kernels
-        calls = executable._state().calls  # the bound kernels, in schedule order
+        state = executable._state()
+        # The bound kernels in schedule order; a batch run as slices (one per worker): the
+        # first slice's, timed alone on this thread.
+        calls = state.calls if state.slices is None else state.slices[0].calls
+        if state.slices is not None:
+            notes.append(f"{label}: batch {batch} runs as slices {[(s.start, s.stop) for s in executable.batch_slices]}, "
+                         f"one per worker; the column times the first slice alone")
         times: list[list[float]] = [[] for _ in calls]
         try:
             with blas_limit(executable.blas_threads or 1):  # as a call sets it
@@ -287,6 +294,8 @@ def instruction_times(name: str, batch: int, repeat: int) -> None:
         print(f"  {columns['default workers'][i]:15.3f} {columns['1 thread'][i]:9.3f}  "
               f"{ins.op}{algo} -> {shape}  {ins.scope}")
     print(f"  {sum(columns['default workers']):15.3f} {sum(columns['1 thread']):9.3f}  total")
+    for note in notes:
+        print(f"  ({note})")
 
 
 def main() -> None:

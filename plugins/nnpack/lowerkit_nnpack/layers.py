@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from lowerkit.backend.cpu import blas_limit, blas_threads_beside, run_parallel, split
+from lowerkit.backend.cpu.jit.select import max_pool3x3_fits
 
 from .conv import RunOptions
 from .geometry import GeometryError
@@ -87,8 +88,13 @@ class MaxPool2d:
         planes = n * c
         workers = self.options.workers if out.size >= POOL_PARALLEL_MIN else 1
         k, unused = self._kernels, self._unused
-        run_parallel(workers, lambda s: k.pool2d(x, unused, out, True, kh, kw, sh, sw, t, l, 1, 1, s.start, s.stop),
-                     split(planes, workers))
+        if max_pool3x3_fits((kh, kw), (sh, sw), (t, l), (1, 1), (h, w), (oh, ow)):
+            def band(s: slice) -> None:
+                k.max_pool3x3(x, out, sh, t, l, s.start, s.stop)
+        else:
+            def band(s: slice) -> None:
+                k.pool2d(x, unused, out, True, kh, kw, sh, sw, t, l, 1, 1, s.start, s.stop)
+        run_parallel(workers, band, split(planes, workers))
         return out
 
 

@@ -90,3 +90,29 @@ def test_tile_view_refuses_tiles_past_the_padded_image():
     tile_view(padded, (6, 6), (4, 4), (2, 2))  # tiles end at row 4 + 6 = 10: fits
     with pytest.raises(ValueError, match="window view reads outside"):
         tile_view(padded, (6, 6), (4, 4), (3, 2))
+
+
+@pytest.mark.parametrize("c, hw, k, stride, pad, dil", [
+    (3, (17, 16), (7, 7), (2, 2), (3, 3), (1, 1)),
+    (4, (9, 11), (3, 3), (1, 1), (1, 1), (1, 1)),
+    (2, (10, 7), (3, 3), (2, 2), (1, 0), (1, 1)),
+    (2, (8, 9), (3, 2), (3, 2), (2, 1), (2, 1)),
+    (5, (6, 6), (1, 1), (2, 2), (0, 0), (1, 1)),
+    (1, (3, 4), (3, 3), (1, 1), (2, 2), (1, 1)),
+    (2, (5, 5), (5, 5), (1, 1), (0, 0), (1, 1)),
+])
+def test_compiled_im2col_matches_the_window_view(c, hw, k, stride, pad, dil):
+    pytest.importorskip("numba")
+    from lowerkit.backend.cpu import jit
+
+    (h, w), (pt, pl) = hw, pad
+    out_hw = tuple((n + 2 * p - d * (kk - 1) - 1) // s + 1 for n, p, d, kk, s in zip(hw, pad, dil, k, stride))
+    x = np.random.default_rng(c * h).standard_normal((c, h, w)).astype(np.float32)
+    padded = np.pad(x, ((0, 0), (pt, pt), (pl, pl)))
+    expected = np.ascontiguousarray(im2col_view(padded, k, out_hw, stride, dil))
+    col = np.full((c * k[0] * k[1],) + out_hw, np.nan, np.float32)
+    kernel = jit.load("conv").im2col
+    split = out_hw[0] // 2  # two row bands, as two workers fill them
+    for first, last in ((0, split), (split, out_hw[0])):
+        kernel(x, col, *k, *stride, pt, pl, *dil, first, last)
+    np.testing.assert_array_equal(col.reshape(expected.shape), expected)

@@ -1,6 +1,7 @@
 """How a glow_like program spreads over its threads: GEMMs on BLAS's own threads (no pool)
 for programs with dense convolutions and no Winograd one, GEMM bands on the pool otherwise;
-results match the serial program either way. And the one-pass GEMM epilogue kernel."""
+results match the serial program either way. And the one-pass GEMM epilogue kernel.
+(Batches that run as slices, one per worker: tests/glow_like/test_batch_slices.py.)"""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ def test_programs_choose_blas_threads_or_the_pool(monkeypatch):
 
 @pytest.mark.parametrize("winograd", [False, True], ids=["blas-threads", "pool"])
 def test_both_ways_match_the_serial_program(winograd, monkeypatch):
+    monkeypatch.setenv("LOWERKIT_GLOW_SPLIT_BATCH", "0")  # batch 2 would otherwise run as slices
     if winograd:
         _winograd_everywhere(monkeypatch)
     module = mixed_module(seed=3)

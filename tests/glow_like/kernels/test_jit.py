@@ -202,6 +202,10 @@ def test_softmax_over_the_last_axis_matches_reference(op, shape):
 
 @pytest.mark.parametrize("op, shape, attrs", [
     ("max_pool2d", (2, 3, 11, 10), {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1, 1, 1)}),
+    ("max_pool2d", (1, 4, 12, 13), {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1, 1, 1),
+                                    "ceil_mode": True}),
+    ("max_pool2d", (2, 2, 7, 9), {"kernel_size": (3, 3), "stride": (1, 1), "padding": (1, 1, 1, 1)}),
+    ("max_pool2d", (1, 3, 8, 5), {"kernel_size": (3, 3), "stride": (2, 2)}),
     ("max_pool2d", (1, 2, 9, 8), {"kernel_size": (3, 2), "stride": (2, 3), "padding": (1, 0, 0, 1),
                                   "dilation": (2, 1), "ceil_mode": True}),
     ("avg_pool2d", (3, 2, 9, 9), {"kernel_size": (3, 3), "stride": (1, 1), "padding": (1, 1, 1, 1)}),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lowerkit.backend.cpu.jit.select import max_pool3x3_fits
+
 from ._base import kernel
 from ._window import taps
 
@@ -38,8 +40,12 @@ def _prepare_window(x, out, attrs, inv, is_max: bool, parallel):
     ways = parallel.ways if parallel is not None and x.size >= PARALLEL_MIN_ELEMENTS else 1
     cut = [planes * j // ways for j in range(ways + 1)]
 
-    def band(j: int) -> None:
-        kernels.pool2d(x, inv, out, is_max, kh, kw, sh, sw, pt, pl, dh, dw, cut[j], cut[j + 1])
+    if is_max and max_pool3x3_fits((kh, kw), (sh, sw), (pt, pl), (dh, dw), x.shape[2:], out.shape[2:]):
+        def band(j: int) -> None:
+            kernels.max_pool3x3(x, out, sh, pt, pl, cut[j], cut[j + 1])
+    else:
+        def band(j: int) -> None:
+            kernels.pool2d(x, inv, out, is_max, kh, kw, sh, sw, pt, pl, dh, dw, cut[j], cut[j + 1])
 
     return (lambda: band(0)) if ways == 1 else (lambda: parallel(band))
 

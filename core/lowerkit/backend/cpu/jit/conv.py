@@ -227,5 +227,66 @@ def _bias_activation(a, bias, code, p0, p1):
         act_span(row, 0, n, code, p0, p1)
 
 
+def _bias_activation_columns(a, bias, code, p0, p1):
+    """``a[r, i] = act(a[r, i] + bias[i])`` in place (bias of length 0: none): the epilogue of
+    a GEMM convolution writing channels-last, ``a`` [pixels, channels]."""
+    nb = bias.shape[0]
+    n = a.shape[1]
+    for r in range(a.shape[0]):
+        row = a[r]
+        if nb > 0:
+            for i in range(n):
+                row[i] += bias[i]
+        act_span(row, 0, n, code, p0, p1)
+
+
 _BIAS_ACT = [types.void(types.Array(types.float32, 2, layout), ro(1), i8, f8, f8) for layout in ("C", "A")]
-bias_activation = njit(_BIAS_ACT, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})(_bias_activation)
+_FLAGS = dict(nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+bias_activation = njit(_BIAS_ACT, **_FLAGS)(_bias_activation)
+bias_activation_columns = njit(_BIAS_ACT[:1], **_FLAGS)(_bias_activation_columns)
+
+
+@njit(types.void(ro(3), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, i8), nogil=True, cache=True, error_model="numpy")
+def im2col(x, col, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last):
+    """Output rows [first, last) of the im2col matrix of one image: ``col`` [C*KH*KW, OH, OW]
+    gets ``x[c, oh*sh - pt + kh*dh, ow*sw - pl + kw*dw]`` (zero on padding) at
+    ``[(c*KH + kh)*KW + kw, oh, ow]``.
+
+    Padding is written as zeros here, so no padded copy of the image is made; strides 1
+    and 2 have loops of their own (a constant stride vectorises).
+    """
+    c_n, h, wd = x.shape[0], x.shape[1], x.shape[2]
+    ow_n = col.shape[2]
+    pixels = col.shape[1] * ow_n
+    xf, cf = x.reshape(-1), col.reshape(-1)
+    zero = np.float32(0)
+    u1, u2 = _U(1), _U(2)
+    for c in range(c_n):
+        for kh in range(kh_n):
+            for kw in range(kw_n):
+                row = ((c * kh_n + kh) * kw_n + kw) * pixels
+                off = kw * dw - pl
+                lo = 0 if off >= 0 else min(ow_n, (-off + sw - 1) // sw)
+                hi = max(lo, min(ow_n, (wd - 1 - off) // sw + 1)) if wd - 1 - off >= 0 else lo
+                for oh in range(first, last):
+                    d = row + oh * ow_n
+                    ih = oh * sh - pt + kh * dh
+                    if ih < 0 or ih >= h:
+                        for i in range(_U(ow_n)):
+                            cf[_U(d) + i] = zero
+                        continue
+                    for i in range(lo):
+                        cf[d + i] = zero
+                    for i in range(hi, ow_n):
+                        cf[d + i] = zero
+                    src, dst = _U(c * h * wd + ih * wd + lo * sw + off), _U(d + lo)
+                    if sw == 1:
+                        for i in range(_U(hi - lo)):
+                            cf[dst + i] = xf[src + i]
+                    elif sw == 2:
+                        for i in range(_U(hi - lo)):
+                            cf[dst + i] = xf[src + i * u2]
+                    else:
+                        us = _U(sw)
+                        for i in range(_U(hi - lo)):
+                            cf[dst + i] = xf[src + i * us]

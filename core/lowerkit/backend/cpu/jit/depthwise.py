@@ -2,7 +2,9 @@
 as an argument, loaded by the caller with ``jit.load("conv")``).
 
 NCHW moves in and out with numpy's strided copies (faster than a scalar gather loop in the
-kernel); the taps, bias and activation run compiled on the channel-innermost copy.
+kernel); the taps, bias and activation run compiled on the channel-innermost copy. A caller
+whose arrays are stored channels-last (an NCHW view of NHWC memory) pays neither transpose:
+the copy in becomes a row copy, and the kernel writes straight into the output's memory.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ class DepthwiseGeometry:
 
 def depthwise_cl_band(kernels, x: np.ndarray, wt: np.ndarray, bias: np.ndarray, out: np.ndarray,
                       xp: np.ndarray, acc: np.ndarray, geom: DepthwiseGeometry,
-                      act: tuple[int, float, float], c0: int, c1: int) -> None:
+                      act: tuple[int, float, float], c0: int, c1: int, acc_is_out: bool = False) -> None:
     """Depthwise convolution of channels [c0, c1) of ``x`` [N, C, H, W] into ``out``.
 
-    ``xp`` [N, Hp, Wp, C] and ``acc`` [N, OH*OW, C] are scratch; ``wt`` is [KH*KW, C].
+    ``xp`` [N, Hp, Wp, C] is scratch; ``wt`` is [KH*KW, C]. ``acc`` [N, OH*OW, C] is scratch
+    too, or, with ``acc_is_out``, the NHWC memory of a channels-last ``out`` (no copy out).
     """
     if c0 >= c1:
         return
@@ -42,4 +45,5 @@ def depthwise_cl_band(kernels, x: np.ndarray, wt: np.ndarray, bias: np.ndarray, 
     np.copyto(band[:, pt : pt + rows, pl : pl + cols], x[:, c0:c1, :rows, :cols].transpose(0, 2, 3, 1))
     (kh, kw), (sh, sw), (dh, dw) = geom.kernel, geom.stride, geom.dilation
     kernels.depthwise_channels_last(xp, wt, bias, acc, oh, ow, kh, kw, sh, sw, dh, dw, *act, c0, c1)
-    np.copyto(out[:, c0:c1], acc[:, :, c0:c1].reshape(n, oh, ow, c1 - c0).transpose(0, 3, 1, 2))
+    if not acc_is_out:
+        np.copyto(out[:, c0:c1], acc[:, :, c0:c1].reshape(n, oh, ow, c1 - c0).transpose(0, 3, 1, 2))

@@ -1,4 +1,4 @@
-"""Which compiled depthwise kernel fits a shape (plain Python: no numba)."""
+"""Which compiled depthwise or pooling kernel fits a shape (plain Python: no numba)."""
 
 from __future__ import annotations
 
@@ -23,3 +23,15 @@ def depthwise_algorithm(out_hw, kernel, stride, dilation) -> str:
 def padded_hw(out_hw, kernel, stride, dilation) -> tuple[int, int]:
     """Rows and columns of the padded image a channels-last depthwise pass reads."""
     return tuple((o - 1) * s + (k - 1) * d + 1 for o, k, s, d in zip(out_hw, kernel, stride, dilation))
+
+
+def max_pool3x3_fits(kernel, stride, padding, dilation, in_hw, out_hw) -> bool:
+    """True where the compiled ``pool.max_pool3x3`` applies (``padding`` starts top, left): a 3x3 undilated window, equal strides 1 or 2,
+    and no window lying wholly on padding (at most 2 padded rows or columns on any side)."""
+    (h, w), (oh, ow) = in_hw, out_hw
+    s = stride[0]
+    if tuple(kernel) != (3, 3) or tuple(dilation) != (1, 1) or stride[0] != stride[1] or s not in (1, 2):
+        return False
+    pt, pl = padding[0], padding[1]
+    pb, pr = (oh - 1) * s + 3 - h - pt, (ow - 1) * s + 3 - w - pl
+    return min(h, w) > 0 and max(pt, pl, pb, pr) <= 2 and min(pt, pl) >= 0

@@ -1,0 +1,74 @@
+"""Batch slicing: whether a program may run as independent slices of its batch.
+
+A program is *batch-sliceable* when images of the batch never meet: every arena buffer
+(inputs, activations and their reshape views) has the batch as its leading dimension, and
+every instruction computes each sample from that sample alone — convolutions, pools,
+element-wise ops whose constants do not vary along the batch, fully-connected layers,
+and shape ops that leave the leading axis alone. Such a program computes the same result
+when each worker runs the whole instruction list on its own rows ``[a, b)`` of every
+buffer, which is how the runtime spreads a batch over its workers (one hand-off per call
+instead of one or more per instruction). Anything not known to be per-sample keeps the
+program whole: the test is a whitelist.
+"""
+
+from __future__ import annotations
+
+from .program import Program
+
+# Ops that compute each sample independently when their constant operands are not
+# per-sample (checked below) and their axis attributes (below) leave the batch alone.
+_PER_SAMPLE_OPS = frozenset({
+    "conv2d", "glow.conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
+    "glow.fc", "linear", "glow.chain", "glow.add", "add", "sub", "mul", "div", "maximum", "minimum",
+    "relu", "relu6", "clip", "sigmoid", "tanh", "silu", "gelu", "hardswish", "hardsigmoid",
+    "leaky_relu", "erf", "exp", "sqrt", "neg", "abs", "batch_norm", "interpolate",
+    "concat", "split", "transpose", "softmax", "log_softmax", "layer_norm", "scaled_dot_product_attention",
+})
+# Ops whose operands after the first must be constants (weights and biases): an activation
+# there could be a whole-batch matrix.
+_CONSTANT_OPERANDS = frozenset({"conv2d", "glow.conv2d", "conv_transpose2d", "glow.fc", "linear", "batch_norm"})
+# Ops with an axis attribute (name, default) that must not be the batch axis.
+_AXIS_ATTRS = {"concat": ("dim", 0), "split": ("dim", 0), "softmax": ("dim", -1), "log_softmax": ("dim", -1),
+               "layer_norm": ("axis", -1)}
+
+
+def batch_size(program: Program) -> int:
+    """The leading dimension of the program's first input (0 for a program without inputs)."""
+    if not program.inputs:
+        return 0
+    shape = program.buffers[program.inputs[0]].shape
+    return shape[0] if shape else 0
+
+
+def batch_sliceable(program: Program) -> bool:
+    """True if running every instruction on rows ``[a, b)`` of every arena buffer, for
+    disjoint ``[a, b)`` covering the batch, computes the program's result (see the module)."""
+    n = batch_size(program)
+    if n < 2:
+        return False
+    buffers = program.buffers
+    if any(b.in_arena and (not b.shape or b.shape[0] != n) for b in buffers):
+        return False
+    if not all(buffers[b].in_arena for b in program.outputs):
+        return False  # a constant output is not the batch's rows
+    for ins in program.instructions:
+        if ins.op not in _PER_SAMPLE_OPS:
+            return False
+        out_rank = len(buffers[ins.outputs[0]].shape)
+        constants = [buffers[i] for i in ins.inputs if not buffers[i].in_arena]
+        if ins.op in _CONSTANT_OPERANDS:
+            if any(buffers[i].in_arena for i in ins.inputs[1:]):
+                return False
+        elif any(len(c.shape) >= out_rank and c.shape[0] != 1 for c in constants):
+            return False  # a constant that differs per sample would need slicing too
+        axis_attr = _AXIS_ATTRS.get(ins.op)
+        if axis_attr is not None:
+            rank = len(buffers[ins.inputs[0]].shape)
+            axis = int(ins.attrs.get(*axis_attr))
+            if rank == 0 or axis % rank == 0:
+                return False
+        if ins.op == "transpose":
+            perm = tuple(ins.attrs.get("perm", ()))
+            if not perm or perm[0] != 0:
+                return False
+    return True

@@ -1,0 +1,123 @@
+"""Batches as slices: a batch-sliceable program runs whole on each worker, each on its own
+rows of the batch (lowerkit_glow_like.lir.batch, runtime.Executable). Which programs qualify,
+and that slices compute what the whole program and the reference backend compute — on
+uneven slices, over repeated calls (workers run ahead of each other), from 8 threads."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from tests.glow_like.helpers import assert_close, f32, module_of, rand
+
+import lowerkit as lk
+import lowerkit_glow_like as glow
+from lowerkit import models
+from lowerkit.ir import Graph
+from lowerkit.opset import get_schema
+from lowerkit_glow_like._compiler import compile_method
+from lowerkit_glow_like._options import Options
+from lowerkit_glow_like.lir.batch import batch_sliceable
+
+
+def _add(g: Graph, op: str, ins, attrs=None):
+    schema = get_schema(op)
+    full = schema.normalize_attrs(attrs or {})
+    (t,) = schema.infer([v.type for v in ins], full)
+    return g.add_node(op, ins, [t], full).output
+
+
+def _param(g: Graph, name: str, shape) -> object:
+    return g.add_node("param", [], [f32(*shape)], {"name": name}).output
+
+
+def _program(graph: Graph, params: dict):
+    return compile_method(module_of(graph, params), "forward", Options())
+
+
+def _conv_relu(n: int) -> tuple[Graph, dict]:
+    g = Graph()
+    x = g.add_input("x", f32(n, 3, 8, 8))
+    y = _add(g, "conv2d", [x, _param(g, "w", (4, 3, 3, 3))], {"padding": (1, 1, 1, 1)})
+    g.set_outputs([_add(g, "relu", [y])])
+    return g, {"w": rand(4, 3, 3, 3)}
+
+
+def test_per_sample_programs_are_sliceable():
+    assert batch_sliceable(_program(*_conv_relu(3)))
+    assert not batch_sliceable(_program(*_conv_relu(1)))  # nothing to split
+
+
+@pytest.mark.parametrize("case", ["softmax-over-batch", "per-sample-constant", "reshape-across-batch", "matmul"])
+def test_programs_where_samples_meet_are_not_sliceable(case):
+    g = Graph()
+    x = g.add_input("x", f32(4, 6))
+    params: dict = {}
+    if case == "softmax-over-batch":
+        y = _add(g, "softmax", [x], {"dim": 0})
+    elif case == "per-sample-constant":
+        params["c"] = rand(4, 6)
+        y = _add(g, "add", [x, _param(g, "c", (4, 6))])
+    elif case == "reshape-across-batch":
+        y = _add(g, "relu", [_add(g, "reshape", [_add(g, "relu", [x])], {"shape": (2, 12)})])
+    else:
+        y = _add(g, "matmul", [x, _add(g, "transpose", [x], {"perm": (1, 0)})])
+    g.set_outputs([y])
+    program = _program(g, params)
+    assert not batch_sliceable(program)
+    (got,) = glow.lowerkit_execute(handle=_handle(module_of(g, params), threads=2), inputs=[rand(4, 6, seed=2)])
+    want = module_of(g, params).run("forward", rand(4, 6, seed=2))
+    assert_close([got], [want], rtol=1e-5)
+
+
+def _handle(module, **options):
+    payload = glow.lowerkit_preprocess(module=module, compile_spec={"forward": options})
+    return glow.lowerkit_compile(processed=payload, compile_spec={"forward": options})["forward"]
+
+
+def test_slices_are_chosen_per_batch_and_thread_count(monkeypatch):
+    module = module_of(*_conv_relu(3))
+    assert _handle(module, threads=2).batch_slices == [slice(0, 2), slice(2, 3)]
+    assert _handle(module, threads=8).batch_slices == [slice(0, 1), slice(1, 2), slice(2, 3)]
+    assert _handle(module, threads=1).batch_slices is None
+    monkeypatch.setenv("LOWERKIT_GLOW_SPLIT_BATCH", "0")
+    assert _handle(module, threads=2).batch_slices is None
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v2", "efficientnet_b0", "resnet18"])
+def test_slices_match_the_whole_program_and_the_reference(name, monkeypatch):
+    x = models.example_input(name, batch=3, small=True)
+    module = lk.trace(models.get(name, small=True), x)
+    sliced = _handle(module, threads=2)
+    assert sliced.batch_slices == [slice(0, 2), slice(2, 3)]
+    monkeypatch.setenv("LOWERKIT_GLOW_SPLIT_BATCH", "0")
+    whole = _handle(module, threads=2)
+    assert whole.batch_slices is None
+    (expected,) = whole.run([x])
+    for _ in range(5):  # the workers run ahead of each other differently on every call
+        (got,) = sliced.run([x])
+        assert_close([got], [expected], rtol=1e-5)
+    assert_close([got], [np.asarray(module(x))], rtol=1e-4)
+
+
+def test_eight_threads_share_one_sliced_handle():
+    x = models.example_input("mobilenet_v2", batch=4, small=True)
+    module = lk.trace(models.get("mobilenet_v2", small=True), x)
+    handle = _handle(module, threads=2)
+    assert handle.batch_slices is not None
+    inputs = [x + np.float32(0.1 * i) for i in range(8)]
+    expected = [handle.run([xi])[0] for xi in inputs]
+    results: list = [None] * 8
+
+    def worker(i: int) -> None:
+        for _ in range(3):
+            results[i] = handle.run([inputs[i]])[0]
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got, want in zip(results, expected):
+        np.testing.assert_array_equal(got, want)
