@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from lowerkit.backend.cpu import blas_limit, blas_threads_beside
+from lowerkit.backend.cpu import blas_limit, blas_threads_beside, run_parallel, split
 from lowerkit.errors import LowerkitError, NodeExecutionError, UnsupportedOperatorError
 from lowerkit.ir.graph import Graph
 from lowerkit.ir.interpreter import last_uses
@@ -27,7 +27,15 @@ from .grad import Conv2dInputGrad, Conv2dWeightGrad
 from .activations import NONE, activation_of, apply
 from .layers import Linear, MaxPool2d, softmax
 from .selection import select_algorithm
-from .support import ACTIVATION_OPS, RESIDUAL_OPS, attrs_of, conv_geometry, is_depthwise, support_reason
+from .support import (
+    ACTIVATION_OPS,
+    RESIDUAL_OPS,
+    STRUCTURAL_OPS,
+    attrs_of,
+    conv_geometry,
+    is_depthwise,
+    support_reason,
+)
 from .workspace import SHARED
 
 # A step's kernel takes the arrays of its runtime inputs and returns its outputs.
@@ -51,12 +59,20 @@ class Plan:
     def __init__(self, graph: Graph, parameters: dict[str, np.ndarray], options: dict[str, Any]) -> None:
         self.options = options
         requested = RunOptions(int(options["threads"]), int(options["batch_threshold"]))
-        # Either every layer runs on the calling thread with BLAS on all the workers' cores
+        # A batch of 2 or more whose images never meet runs as slices: each worker runs every
+        # layer, single-threaded, on its own images (see :func:`batch_sliceable`). Otherwise
+        # either every layer runs on the calling thread with BLAS on all the workers' cores
         # (plans whose GEMMs do the work), or layers split over the pool with BLAS at
         # cores // workers; see :func:`_gemm_on_blas`.
-        self.gemm_on_blas = _gemm_on_blas(graph, options, requested)
-        self.run_options = RunOptions(1, requested.batch_threshold) if self.gemm_on_blas else requested
-        self.blas_threads = requested.workers if self.gemm_on_blas else blas_threads_beside(requested.workers)
+        self.workers = requested.workers
+        self.sliced = requested.workers > 1 and batch_sliceable(graph)
+        self.gemm_on_blas = not self.sliced and _gemm_on_blas(graph, options, requested)
+        serial = self.sliced or self.gemm_on_blas
+        self.run_options = RunOptions(1, requested.batch_threshold) if serial else requested
+        if self.sliced:
+            self.blas_threads = 1
+        else:
+            self.blas_threads = requested.workers if self.gemm_on_blas else blas_threads_beside(requested.workers)
         self.inputs = tuple(v for v in graph.inputs)
         self.outputs = tuple(v for v in graph.outputs)
         self.constants: dict[Value, np.ndarray] = {}
@@ -195,15 +211,32 @@ class Plan:
     # -- running --------------------------------------------------------------------
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run the method on ``inputs``; thread-safe (all per-call state is local or per-thread)."""
+        keep = set(self.outputs)
+        if self.sliced:
+            rows = len(inputs[0])
+            return self._run_slices(inputs, keep, split(rows, min(rows, self.workers)))
         env: dict[Value, np.ndarray] = dict(self.constants)
         env.update(zip(self.inputs, inputs))
-        keep = set(self.outputs)
         # Every kernel of a plan asks BLAS for the same threads (cores // workers, from the
         # plan's one ``threads`` option), so the plan holds that limit over the whole call:
         # the kernels' own limits then nest at no cost (setting OpenBLAS's threads and
         # restoring them cost ~7 us a kernel).
         with blas_limit(self.blas_threads):
             return self._run(env, keep)
+
+    def _run_slices(self, inputs: Sequence[np.ndarray], keep: set[Value], slices: list[slice]) -> list[np.ndarray]:
+        """Every layer on each slice of the batch, one slice per worker; outputs joined."""
+        arrays = [np.asarray(x) for x in inputs]
+        parts: list[list[np.ndarray]] = [[] for _ in slices]
+
+        def run_slice(j: int) -> None:
+            env: dict[Value, np.ndarray] = dict(self.constants)
+            env.update((v, x[slices[j]]) for v, x in zip(self.inputs, arrays))
+            parts[j] = self._run(env, keep)
+
+        with blas_limit(1):
+            run_parallel(len(slices), run_slice, range(len(slices)))
+        return [np.concatenate([part[k] for part in parts]) for k in range(len(self.outputs))]
 
     def _run(self, env: dict[Value, np.ndarray], keep: set[Value]) -> list[np.ndarray]:
         for step in self.steps:
@@ -259,6 +292,49 @@ def _epilogue_of(
             add, residual = None, None
     act = only_reader(add.output if add is not None else conv.output, ACTIVATION_OPS)
     return add, residual, act
+
+
+# Ops that compute each image of a batch from that image alone (weights checked below).
+_PER_SAMPLE_OPS = ("conv2d", "conv2d_input_grad", "linear", "max_pool2d", "softmax", *ACTIVATION_OPS, *RESIDUAL_OPS)
+
+
+def batch_sliceable(graph: Graph) -> bool:
+    """True if the graph computes each image of its batch (static, 2 or more) from that image
+    alone, so slices of the batch may run separately: every value (but weights) has the
+    batch as its leading dimension, every op is per-sample, weights and biases are constants. Same run, ms,
+    batch 8, 2 workers, whole plan vs slices: see docs/nnpack.md.
+    """
+    if not graph.inputs or not graph.inputs[0].type.shape:
+        return False
+    batch = graph.inputs[0].type.shape[0]
+    if not isinstance(batch, int) or batch < 2:
+        return False  # one image, or a free batch size (the plan is built before it is known)
+    constants = {n.output for n in graph.nodes if n.op in STRUCTURAL_OPS}
+    if any(v in constants for v in graph.outputs):
+        return False
+
+    def batch_major(v: Value) -> bool:
+        return bool(v.type.shape) and v.type.shape[0] == batch
+
+    if not all(batch_major(v) for v in graph.inputs):
+        return False
+    for node in graph.nodes:
+        if node.op in STRUCTURAL_OPS:
+            continue
+        if node.op not in _PER_SAMPLE_OPS or not all(batch_major(v) for v in node.outputs):
+            return False
+        if node.op == "softmax" and len(node.output.type.shape) < 2:
+            return False  # over the batch itself
+        weights = node.inputs[:1] if node.op == "conv2d_input_grad" else node.inputs[1:]
+        data = node.inputs[1:] if node.op == "conv2d_input_grad" else node.inputs[:1]
+        if node.op in ("conv2d", "conv2d_input_grad", "linear"):
+            if not all(w in constants for w in weights):
+                return False
+        else:
+            data = node.inputs
+        if not all(batch_major(v) and v not in constants for v in data):
+            return False
+    return True
 
 
 _POOL_ALGORITHMS = ("wt", "ft")  # Winograd and FFT: many small products, split on the pool

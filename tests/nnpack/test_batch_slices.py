@@ -1,0 +1,85 @@
+"""Batches as slices in nnpack plans: a graph whose images never meet runs every layer on
+each worker's own images, single-threaded (lowerkit_nnpack.plan.batch_sliceable); results
+match the whole plan and the reference backend, alone and inside a mixed plan."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lowerkit
+from lowerkit import models, nn
+from lowerkit.ir import Graph, TensorType
+from lowerkit_nnpack.plan import Plan, batch_sliceable
+
+
+def _plans(lowered):
+    """The nnpack plans behind a lowered module, or behind the regions of a partitioned one."""
+    parts = lowered.regions.values() if hasattr(lowered, "regions") else [lowered]
+    return [h.plan for part in parts for h in getattr(part, "_handles", {}).values()
+            if isinstance(getattr(h, "plan", None), Plan)]
+
+
+class _Block(nn.Module):
+    """conv -> relu -> conv (+ x) -> relu6 -> max pool: residual add and pooling included."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(6, 6, 3, padding=1)
+        self.b = nn.Conv2d(6, 6, 3, padding=1)
+        self.act, self.act6, self.pool = nn.ReLU(), nn.ReLU6(), nn.MaxPool2d(2, 2)
+
+    def forward(self, x):
+        return self.pool(self.act6(self.b(self.act(self.a(x))) + x))
+
+
+@pytest.mark.parametrize("batch, threads, sliced", [(3, 2, True), (1, 2, False), (3, 1, False)])
+def test_slices_match_the_whole_plan_and_the_reference(rng, batch, threads, sliced):
+    with nn.init_seed(0):
+        net = _Block()
+    x = rng.standard_normal((batch, 6, 10, 10)).astype(np.float32)
+    module = lowerkit.trace(net, x)
+    lowered = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": threads}})
+    (plan,) = _plans(lowered)
+    assert plan.sliced is sliced
+    if sliced:
+        assert plan.blas_threads == 1 and not plan.gemm_on_blas
+    whole = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 1}})
+    for _ in range(3):
+        np.testing.assert_allclose(np.asarray(lowered(x)), np.asarray(whole(x)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(lowered(x)), np.asarray(module(x)), rtol=1e-4, atol=1e-4)
+
+
+def _f32(*shape):
+    return TensorType("f32", shape)
+
+
+def test_graphs_whose_images_meet_are_not_sliceable():
+    # A weight that is a runtime input: slicing it by rows would be wrong.
+    g = Graph()
+    x, w = g.add_input("x", _f32(4, 3, 6, 6)), g.add_input("w", _f32(4, 3, 3, 3))
+    y = g.add_node("conv2d", [x, w], [_f32(4, 4, 4, 4)], {"stride": (1, 1), "padding": (0, 0, 0, 0),
+                                                         "dilation": (1, 1), "groups": 1}).output
+    g.set_outputs([y])
+    assert not batch_sliceable(g)
+    # The weight gradient sums over the batch.
+    g = Graph()
+    x, dy = g.add_input("x", _f32(4, 3, 6, 6)), g.add_input("dy", _f32(4, 4, 4, 4))
+    dw = g.add_node("conv2d_weight_grad", [x, dy], [_f32(4, 3, 3, 3)],
+                    {"weight_shape": (4, 3, 3, 3), "stride": (1, 1), "padding": (0, 0, 0, 0),
+                     "dilation": (1, 1), "groups": 1}).output
+    g.set_outputs([dw])
+    assert not batch_sliceable(g)
+    # A softmax over a vector normalises over the batch itself.
+    g = Graph()
+    v = g.add_input("v", _f32(4))
+    g.set_outputs([g.add_node("softmax", [v], [_f32(4)], {"dim": -1}).output])
+    assert not batch_sliceable(g)
+
+
+def test_mixed_plan_with_sliced_regions_matches_the_reference():
+    x = models.example_input("mobilenet_v2", batch=3, small=True)
+    module = lowerkit.trace(models.get("mobilenet_v2", small=True), x)
+    lowered = lowerkit.to_backend(module, ["nnpack", "glow_like"])
+    assert any(p.sliced for p in _plans(lowered))
+    np.testing.assert_allclose(np.asarray(lowered(x)), np.asarray(module(x)), rtol=1e-4, atol=1e-4)
