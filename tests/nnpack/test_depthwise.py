@@ -42,9 +42,11 @@ def depthwise_module(x_shape, k, stride, padding, *, bias=True, relu=True, seed=
 
 
 CASES = [
-    ((1, 16, 7, 7), 3, (1, 1), (1, 1, 1, 1)),  # channels-last
+    ((1, 16, 7, 7), 3, (1, 1), (1, 1, 1, 1)),  # flat passes (3x3, stride 1, padding 1)
     ((3, 5, 15, 9), 5, (2, 2), (2, 2, 2, 2)),  # channels-last, batch, 5x5 stride 2
-    ((1, 4, 37, 35), 3, (1, 1), (1, 1, 1, 1)),  # rows
+    ((1, 4, 37, 35), 3, (1, 1), (1, 1, 1, 1)),  # flat passes, odd plane
+    ((2, 6, 8, 8), 3, (1, 1), (0, 0, 0, 0)),  # channels-last, 3x3 unpadded
+    ((1, 4, 37, 35), 3, (2, 2), (1, 1, 1, 1)),  # rows, stride 2
     ((2, 3, 41, 40), 3, (2, 2), (0, 1, 1, 0)),  # rows, stride 2, uneven padding
     ((1, 2, 36, 34), 3, (2, 1), (1, 1, 1, 1)),  # generic direct kernel (unequal strides)
 ]

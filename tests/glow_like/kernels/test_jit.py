@@ -65,9 +65,11 @@ def assert_close(got, expected, tol=1e-4):
     np.testing.assert_allclose(got, expected, rtol=0, atol=tol * scale)
 
 
-# (x shape, weight shape, conv attrs): depthwise small planes (channels-last), depthwise 3x3
-# rows (stride 1 and 2, odd sizes), depthwise 5x5 and dilated, grouped with several channels
-# per group, channel multiplier 2, channels-last kernel rows of 5, 7 and 3x5 taps.
+# (x shape, weight shape, conv attrs): depthwise 3x3 padding 1 (flat passes: 7x7, odd
+# sizes, the smallest planes, rows shorter or taller than wide), small planes otherwise
+# (channels-last), depthwise 3x3 rows (stride 2, odd sizes), depthwise 5x5 and dilated, grouped
+# with several channels per group, channel multiplier 2, channels-last kernel rows of 5, 7 and
+# 3x5 taps, and the unpadded 3x3 channels-last expression.
 GROUPED = [
     ((1, 8, 7, 7), (8, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 8}),
     ((3, 5, 9, 6), (5, 1, 3, 3), {"stride": (2, 2), "padding": (1, 1, 1, 1), "groups": 5}),
@@ -83,6 +85,10 @@ GROUPED = [
     ((1, 6, 12, 13), (6, 1, 5, 5), {"padding": (2, 4, 2, 4), "dilation": (1, 2), "groups": 6}),
     ((2, 5, 10, 9), (5, 1, 7, 7), {"padding": (3, 3, 3, 3), "groups": 5}),
     ((1, 7, 9, 11), (7, 1, 3, 5), {"stride": (2, 1), "padding": (1, 2, 1, 2), "groups": 7}),
+    ((2, 6, 9, 8), (6, 1, 3, 3), {"groups": 6}),
+    ((2, 5, 3, 3), (5, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 5}),
+    ((1, 3, 3, 7), (3, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 3}),
+    ((3, 2, 6, 4), (2, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 2}),
 ]
 ACTS = [None, ("relu", {}), ("relu6", {}), ("clip", {"min": -0.5, "max": 0.25}), ("hardswish", {}), ("silu", {}),
         ("gelu", {}), ("hardsigmoid", {"alpha": 0.2, "beta": 0.4}), ("gelu", {"approximate": "tanh"})]
@@ -107,8 +113,12 @@ def test_grouped_algorithm_by_shape():
     from lowerkit_glow_like.kernels.grouped import grouped_algorithm
 
     dw = {"padding": (1, 1, 1, 1), "groups": 32}
-    assert grouped_algorithm((1, 32, 112, 112), (32, 1, 3, 3), (1, 32, 112, 112), dw) == "depthwise3x3"
-    assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 14, 14), dw) == "depthwise_cl"
+    assert grouped_algorithm((1, 32, 112, 112), (32, 1, 3, 3), (1, 32, 112, 112), dw) == "depthwise3x3_same"
+    assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 14, 14), dw) == "depthwise3x3_same"
+    s2 = {**dw, "stride": (2, 2)}
+    assert grouped_algorithm((1, 32, 112, 112), (32, 1, 3, 3), (1, 32, 56, 56), s2) == "depthwise3x3"
+    assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 7, 7), s2) == "depthwise_cl"
+    assert grouped_algorithm((1, 32, 2, 2), (32, 1, 3, 3), (1, 32, 2, 2), dw) == "depthwise_cl"  # below 3x3
     assert grouped_algorithm((1, 32, 96, 96), (32, 1, 3, 3), (1, 32, 96, 96), {**dw, "dilation": (2, 2)}) == "grouped"
     assert grouped_algorithm((1, 512, 8, 8), (512, 128, 3, 3), (1, 512, 8, 8), {"groups": 4}) is None
     assert grouped_algorithm((1, 8, 8, 8), (8, 8, 3, 3), (1, 8, 8, 8), {}) is None

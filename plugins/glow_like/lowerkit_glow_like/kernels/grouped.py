@@ -1,9 +1,10 @@
 """Grouped and depthwise convolution on the compiled kernels of ``lowerkit.backend.cpu.jit``.
 
-im2col + GEMM loses on these: a depthwise layer is one tiny GEMM per channel. Three
+im2col + GEMM loses on these: a depthwise layer is one tiny GEMM per channel. Four
 compiled kernels instead, chosen by shape (:func:`grouped_algorithm`):
 
-- ``depthwise_cl`` — depthwise (one input channel per output channel) on small planes
+- ``depthwise3x3_same`` — depthwise 3x3, stride 1, padding 1: flat passes over each plane;
+- ``depthwise_cl`` — other depthwise (one input channel per output channel) on small planes
   (``lowerkit.backend.cpu.jit.select``): a channels-last copy, taps vectorised over channels;
 - ``depthwise3x3`` — depthwise 3x3, stride 1 or 2, undilated, on larger planes: rows;
 - ``grouped`` — any other grouped convolution with at most :data:`DIRECT_MAX_TAPS` taps
@@ -23,7 +24,7 @@ from ._base import scratch_array
 
 DIRECT_MAX_TAPS = 64
 PARALLEL_MIN_MACS = 1_500_000  # smaller layers run on the calling thread
-ALGORITHMS = ("depthwise_cl", "depthwise3x3", "grouped")
+ALGORITHMS = ("depthwise3x3_same", "depthwise_cl", "depthwise3x3", "grouped")
 
 
 def _geometry(attrs):
@@ -35,13 +36,13 @@ def _geometry(attrs):
 
 def grouped_algorithm(x_shape, w_shape, out_shape, attrs) -> str | None:
     """The compiled kernel for a grouped convolution, or None to keep im2col + GEMM."""
-    stride, _, dilation, groups = _geometry(attrs)
+    stride, padding, dilation, groups = _geometry(attrs)
     if groups == 1:
         return None
     oc, cg, kh, kw = w_shape
     c = x_shape[1]
     if cg == 1 and oc == c:
-        return depthwise_algorithm(out_shape[2:], (kh, kw), stride, dilation)
+        return depthwise_algorithm(out_shape[2:], (kh, kw), stride, dilation, padding)
     if cg * kh * kw <= DIRECT_MAX_TAPS:
         return "grouped"
     return None
@@ -68,6 +69,8 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
     from lowerkit.backend.cpu import jit
 
     kernels = jit.load("conv")
+    from lowerkit.backend.cpu.jit.conv import same_padding_edges
+
     x, w = inputs[0], inputs[1]
     (out,) = outputs
     algorithm = algorithm or grouped_algorithm(x.shape, w.shape, out.shape, attrs)
@@ -94,7 +97,12 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
     else:
         planes = n * oc
         cut = [planes * j // ways for j in range(ways + 1)]
-        if algorithm == "depthwise3x3":
+        if algorithm == "depthwise3x3_same":
+            edges = same_padding_edges(*out.shape[2:])
+
+            def band(j: int) -> None:
+                kernels.depthwise3x3_same(x, w, bias, edges, out, code, p0, p1, cut[j], cut[j + 1])
+        elif algorithm == "depthwise3x3":
             def band(j: int) -> None:
                 kernels.depthwise3x3(x, w, bias, out, sh, pt, pl, code, p0, p1, cut[j], cut[j + 1])
         else:

@@ -136,6 +136,77 @@ def depthwise3x3(x, w, bias, out, stride, pt, pl, code, p0, p1, first, last):
         act_span(of[ob:ob + oh_n * ow_n], 0, oh_n * ow_n, code, p0, p1)
 
 
+_SIG_SAME = types.void(ro(4), ro(4), ro(1), types.Array(types.uint8, 2, "C", readonly=True), rw(4),
+                       i8, f8, f8, i8, i8)
+
+
+@njit(_SIG_SAME, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def depthwise3x3_same(x, w, bias, edges, out, code, p0, p1, first, last):
+    """Depthwise 3x3, stride 1, padding 1 on every side (output plane = input plane, at
+    least 3x3), planes [first, last): each plane in flat passes that vectorise whole.
+
+    The rows between the first and the last are one flat loop over the plane: a tap one
+    column left or right of an output on the plane's left or right edge would read the
+    neighbouring row, so those taps are selected out with ``edges`` [2, H*W] (1 where a
+    left, resp. right, neighbour exists; made once by :func:`same_padding_edges`). The
+    first and last rows are flat loops of their own without the missing row; the six
+    elements whose taps would leave the plane are single expressions. Every read stays
+    inside the plane. Then bias is added (in the loops) and the activation applied.
+    """
+    h, wd = x.shape[2], x.shape[3]
+    hw = h * wd
+    c_n = x.shape[1]
+    xf, wf, of = x.reshape(-1), w.reshape(-1), out.reshape(-1)
+    left, right = edges[0], edges[1]
+    zero = np.float32(0)
+    has_bias = bias.shape[0] > 0
+    u1, uw = _U(1), _U(wd)
+    for p in range(first, last):
+        oc = p % c_n
+        b = bias[oc] if has_bias else zero
+        k = oc * 9
+        w00, w01, w02 = wf[k], wf[k + 1], wf[k + 2]
+        w10, w11, w12 = wf[k + 3], wf[k + 4], wf[k + 5]
+        w20, w21, w22 = wf[k + 6], wf[k + 7], wf[k + 8]
+        o = _U(p * hw)
+        for f in range(_U(wd + 1), _U(hw - wd - 1)):  # middle rows
+            a = o + f
+            up, dn = a - uw, a + uw
+            s = b + w01 * xf[up] + w11 * xf[a] + w21 * xf[dn]
+            s += (w00 * xf[up - u1] + w10 * xf[a - u1] + w20 * xf[dn - u1]) if left[f] else zero
+            s += (w02 * xf[up + u1] + w12 * xf[a + u1] + w22 * xf[dn + u1]) if right[f] else zero
+            of[a] = s
+        for f in range(u1, _U(wd - 1)):  # first row, no row above
+            a = o + f
+            of[a] = (b + w10 * xf[a - u1] + w11 * xf[a] + w12 * xf[a + u1]
+                     + w20 * xf[a + uw - u1] + w21 * xf[a + uw] + w22 * xf[a + uw + u1])
+        for f in range(_U(hw - wd + 1), _U(hw - 1)):  # last row, no row below
+            a = o + f
+            of[a] = (b + w00 * xf[a - uw - u1] + w01 * xf[a - uw] + w02 * xf[a - uw + u1]
+                     + w10 * xf[a - u1] + w11 * xf[a] + w12 * xf[a + u1])
+        a = o  # top-left corner
+        of[a] = b + w11 * xf[a] + w12 * xf[a + u1] + w21 * xf[a + uw] + w22 * xf[a + uw + u1]
+        a = o + uw - u1  # top-right corner
+        of[a] = b + w10 * xf[a - u1] + w11 * xf[a] + w20 * xf[a + uw - u1] + w21 * xf[a + uw]
+        a = o + _U(hw) - uw  # bottom-left corner
+        of[a] = b + w01 * xf[a - uw] + w02 * xf[a - uw + u1] + w11 * xf[a] + w12 * xf[a + u1]
+        a = o + _U(hw) - u1  # bottom-right corner
+        of[a] = b + w00 * xf[a - uw - u1] + w01 * xf[a - uw] + w10 * xf[a - u1] + w11 * xf[a]
+        a = o + uw  # second row, first column (the middle loop starts after it)
+        of[a] = (b + w01 * xf[a - uw] + w02 * xf[a - uw + u1] + w11 * xf[a] + w12 * xf[a + u1]
+                 + w21 * xf[a + uw] + w22 * xf[a + uw + u1])
+        a = o + _U(hw) - uw - u1  # last-but-one row, last column (the middle loop ends before it)
+        of[a] = (b + w00 * xf[a - uw - u1] + w01 * xf[a - uw] + w10 * xf[a - u1] + w11 * xf[a]
+                 + w20 * xf[a + uw - u1] + w21 * xf[a + uw])
+        act_span(of, p * hw, (p + 1) * hw, code, p0, p1)
+
+
+def same_padding_edges(h: int, w: int) -> np.ndarray:
+    """The ``edges`` argument of :func:`depthwise3x3_same` for an ``h`` x ``w`` plane."""
+    cols = np.arange(h * w) % w
+    return np.stack([cols > 0, cols < w - 1]).astype(np.uint8)
+
+
 _SIGCL = types.void(ro(4), ro(2), ro(1), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8, i8)
 
 
