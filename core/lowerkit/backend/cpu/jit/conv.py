@@ -298,23 +298,10 @@ def _bias_activation(a, bias, code, p0, p1):
         act_span(row, 0, n, code, p0, p1)
 
 
-def _bias_activation_columns(a, bias, code, p0, p1):
-    """``a[r, i] = act(a[r, i] + bias[i])`` in place (bias of length 0: none): the epilogue of
-    a GEMM convolution writing channels-last, ``a`` [pixels, channels]."""
-    nb = bias.shape[0]
-    n = a.shape[1]
-    for r in range(a.shape[0]):
-        row = a[r]
-        if nb > 0:
-            for i in range(n):
-                row[i] += bias[i]
-        act_span(row, 0, n, code, p0, p1)
-
-
 _BIAS_ACT = [types.void(types.Array(types.float32, 2, layout), ro(1), i8, f8, f8) for layout in ("C", "A")]
 _FLAGS = dict(nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 bias_activation = njit(_BIAS_ACT, **_FLAGS)(_bias_activation)
-bias_activation_columns = njit(_BIAS_ACT[:1], **_FLAGS)(_bias_activation_columns)
+
 
 
 @njit(types.void(ro(3), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, i8), nogil=True, cache=True, error_model="numpy")
