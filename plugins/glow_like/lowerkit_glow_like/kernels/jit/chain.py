@@ -19,7 +19,7 @@ import math
 import numpy as np
 from numba import njit, types
 
-from lowerkit.backend.cpu.jit._act import act_span
+from lowerkit.backend.cpu.jit._act import act_span, erf32
 from lowerkit.backend.cpu.jit._types import f8, i8, ro, rw
 
 from ..jit_codes import ACT, BINARY, MAX_INPUTS, UNARY
@@ -96,7 +96,7 @@ def _unary(op, a, d, n, p0, p1):
             d[t] = np.float32(math.tanh(a[t]))
     elif op == ERF:
         for t in range(n):
-            d[t] = np.float32(math.erf(a[t]))
+            d[t] = erf32(a[t])
     else:  # LEAKY
         slope = np.float32(p0)
         for t in range(n):
