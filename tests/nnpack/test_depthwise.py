@@ -47,6 +47,7 @@ CASES = [
     ((1, 4, 37, 35), 3, (1, 1), (1, 1, 1, 1)),  # flat passes, odd plane
     ((2, 6, 8, 8), 3, (1, 1), (0, 0, 0, 0)),  # channels-last, 3x3 unpadded
     ((1, 4, 37, 35), 3, (2, 2), (1, 1, 1, 1)),  # rows, stride 2
+    ((2, 6, 14, 12), 3, (2, 2), (1, 1, 1, 1)),  # the phases of each plane, stride 2
     ((2, 3, 41, 40), 3, (2, 2), (0, 1, 1, 0)),  # rows, stride 2, uneven padding
     ((1, 2, 36, 34), 3, (2, 1), (1, 1, 1, 1)),  # generic direct kernel (unequal strides)
 ]

@@ -2,7 +2,7 @@
 
 Runs on the compiled kernels of ``lowerkit.backend.cpu.jit.conv`` (numba, loaded when the
 layer is built, i.e. at compile): flat passes over each plane for 3x3 stride 1 padding 1,
-channels-last for other small planes, rows for large 3x3 ones, the generic direct kernel
+the four phases of each plane for small 3x3 stride-2 ones, channels-last for other small planes, rows for large 3x3 ones, the generic direct kernel
 otherwise (see ``lowerkit.backend.cpu.jit.select``); bias
 and a fused ReLU are applied inside. Work is split over the shared pool by output planes
 (or channel bands), on the calling thread alone below ``min_parallel_flops``.
@@ -55,12 +55,15 @@ class DepthwiseConv2d:
         self.geom, self.dilation, self.options = geom, tuple(dilation), options
         self.activation = activation if activation is not None else (RELU if relu else NONE)
         self.relu = self.activation == RELU
-        self.algorithm = depthwise_algorithm(geom.out_hw, geom.kernel, geom.stride, self.dilation, geom.padding)
+        self.algorithm = depthwise_algorithm(geom.out_hw, geom.kernel, geom.stride, self.dilation, geom.padding,
+                                             geom.in_hw)
         self.edges = None
-        if self.algorithm == "depthwise3x3_same":
+        if self.algorithm in ("depthwise3x3_same", "depthwise3x3_s2"):
             from lowerkit.backend.cpu.jit.conv import same_padding_edges
 
             self.edges = same_padding_edges(*geom.out_hw)
+            if self.algorithm == "depthwise3x3_s2":
+                self.edges = self.edges[0].copy()  # the left-neighbour mask only
         self.weight = None if weight is None else np.ascontiguousarray(weight, dtype=np.float32)
         self.weight_t = None if self.weight is None else self._channels_last(self.weight)
         self.bias = np.empty(0, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
@@ -110,6 +113,15 @@ class DepthwiseConv2d:
             edges = self.edges
             run_parallel(workers, lambda s: k.depthwise3x3_same(x, w, b, edges, out, code, p0, p1, s.start, s.stop),
                          split(n * c, workers))
+        elif self.algorithm == "depthwise3x3_s2":
+            edges = self.edges
+            phases = self.ws.get("dw_phases", (workers, 4 * oh * ow))  # one row per worker
+            parts = split(n * c, workers, keep_empty=True)
+
+            def phase_band(j: int) -> None:
+                k.depthwise3x3_s2(x, w, b, edges, phases[j], out, code, p0, p1, parts[j].start, parts[j].stop)
+
+            run_parallel(workers, phase_band, range(workers))
         elif self.algorithm == "depthwise3x3":
             run_parallel(workers, lambda s: k.depthwise3x3(x, w, b, out, sh, pt, pl, code, p0, p1, s.start, s.stop),
                          split(n * c, workers))

@@ -89,6 +89,9 @@ GROUPED = [
     ((2, 5, 3, 3), (5, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 5}),
     ((1, 3, 3, 7), (3, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 3}),
     ((3, 2, 6, 4), (2, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 2}),
+    # stride 2 on the phases of even planes (odd ones and 112x112 planes keep the rows)
+    ((2, 5, 14, 14), (5, 1, 3, 3), {"stride": (2, 2), "padding": (1, 1, 1, 1), "groups": 5}),
+    ((1, 3, 4, 10), (3, 1, 3, 3), {"stride": (2, 2), "padding": (1, 1, 0, 0), "groups": 3}),
 ]
 ACTS = [None, ("relu", {}), ("relu6", {}), ("clip", {"min": -0.5, "max": 0.25}), ("hardswish", {}), ("silu", {}),
         ("gelu", {}), ("hardsigmoid", {"alpha": 0.2, "beta": 0.4}), ("gelu", {"approximate": "tanh"})]
@@ -117,7 +120,8 @@ def test_grouped_algorithm_by_shape():
     assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 14, 14), dw) == "depthwise3x3_same"
     s2 = {**dw, "stride": (2, 2)}
     assert grouped_algorithm((1, 32, 112, 112), (32, 1, 3, 3), (1, 32, 56, 56), s2) == "depthwise3x3"
-    assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 7, 7), s2) == "depthwise_cl"
+    assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 7, 7), s2) == "depthwise3x3_s2"
+    assert grouped_algorithm((1, 32, 15, 15), (32, 1, 3, 3), (1, 32, 8, 8), s2) == "depthwise_cl"  # odd sides
     assert grouped_algorithm((1, 32, 2, 2), (32, 1, 3, 3), (1, 32, 2, 2), dw) == "depthwise_cl"  # below 3x3
     assert grouped_algorithm((1, 32, 96, 96), (32, 1, 3, 3), (1, 32, 96, 96), {**dw, "dilation": (2, 2)}) == "grouped"
     assert grouped_algorithm((1, 512, 8, 8), (512, 128, 3, 3), (1, 512, 8, 8), {"groups": 4}) is None

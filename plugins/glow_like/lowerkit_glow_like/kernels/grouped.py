@@ -1,9 +1,10 @@
 """Grouped and depthwise convolution on the compiled kernels of ``lowerkit.backend.cpu.jit``.
 
-im2col + GEMM loses on these: a depthwise layer is one tiny GEMM per channel. Four
+im2col + GEMM loses on these: a depthwise layer is one tiny GEMM per channel. Five
 compiled kernels instead, chosen by shape (:func:`grouped_algorithm`):
 
 - ``depthwise3x3_same`` — depthwise 3x3, stride 1, padding 1: flat passes over each plane;
+- ``depthwise3x3_s2`` — depthwise 3x3, stride 2, on the four phases of each (small) plane;
 - ``depthwise_cl`` — other depthwise (one input channel per output channel) on small planes
   (``lowerkit.backend.cpu.jit.select``): a channels-last copy, taps vectorised over channels;
 - ``depthwise3x3`` — depthwise 3x3, stride 1 or 2, undilated, on larger planes: rows;
@@ -24,7 +25,7 @@ from ._base import scratch_array
 
 DIRECT_MAX_TAPS = 64
 PARALLEL_MIN_MACS = 1_500_000  # smaller layers run on the calling thread
-ALGORITHMS = ("depthwise3x3_same", "depthwise_cl", "depthwise3x3", "grouped")
+ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_cl", "depthwise3x3", "grouped")
 
 
 def _geometry(attrs):
@@ -42,7 +43,7 @@ def grouped_algorithm(x_shape, w_shape, out_shape, attrs) -> str | None:
     oc, cg, kh, kw = w_shape
     c = x_shape[1]
     if cg == 1 and oc == c:
-        return depthwise_algorithm(out_shape[2:], (kh, kw), stride, dilation, padding)
+        return depthwise_algorithm(out_shape[2:], (kh, kw), stride, dilation, padding, x_shape[2:])
     if cg * kh * kw <= DIRECT_MAX_TAPS:
         return "grouped"
     return None
@@ -102,6 +103,12 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
 
             def band(j: int) -> None:
                 kernels.depthwise3x3_same(x, w, bias, edges, out, code, p0, p1, cut[j], cut[j + 1])
+        elif algorithm == "depthwise3x3_s2":
+            left = same_padding_edges(*out.shape[2:])[0].copy()
+            phases = [np.empty(4 * out.shape[2] * out.shape[3], np.float32) for _ in range(ways)]
+
+            def band(j: int) -> None:
+                kernels.depthwise3x3_s2(x, w, bias, left, phases[j], out, code, p0, p1, cut[j], cut[j + 1])
         elif algorithm == "depthwise3x3":
             def band(j: int) -> None:
                 kernels.depthwise3x3(x, w, bias, out, sh, pt, pl, code, p0, p1, cut[j], cut[j + 1])

@@ -201,6 +201,63 @@ def depthwise3x3_same(x, w, bias, edges, out, code, p0, p1, first, last):
         act_span(of, p * hw, (p + 1) * hw, code, p0, p1)
 
 
+_SIG_S2 = types.void(ro(4), ro(4), ro(1), types.Array(types.uint8, 1, "C", readonly=True), rw(1), rw(4),
+                     i8, f8, f8, i8, i8)
+
+
+@njit(_SIG_S2, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def depthwise3x3_s2(x, w, bias, left, phases, out, code, p0, p1, first, last):
+    """Depthwise 3x3, stride 2, padding 1 at the top and left, even input sides (output
+    H/2 x W/2, at least 2x2), planes [first, last): polyphase.
+
+    Each input plane is split into its four phases (even/odd rows x even/odd columns, each
+    the output's size) in ``phases`` scratch (at least 4*OH*OW); on them the stride-2
+    window is a stride-1 stencil of nine taps at offsets 0, -1, -OW, -OW-1 of the output's
+    flat index, run as flat passes like :func:`depthwise3x3_same` (``left`` [OH*OW] is 1
+    where a left neighbour exists). Instead of nine stride-2 loads on rows of OW outputs.
+    """
+    h, wd = x.shape[2], x.shape[3]
+    c_n = x.shape[1]
+    oh, ow = out.shape[2], out.shape[3]
+    n_out = oh * ow
+    xf, wf, of = x.reshape(-1), w.reshape(-1), out.reshape(-1)
+    ee, eo = phases[0:n_out], phases[n_out:2 * n_out]  # even rows: even, odd columns
+    oe, oo = phases[2 * n_out:3 * n_out], phases[3 * n_out:4 * n_out]  # odd rows
+    zero = np.float32(0)
+    has_bias = bias.shape[0] > 0
+    u1, u2, uo = _U(1), _U(2), _U(ow)
+    for p in range(first, last):
+        oc = p % c_n
+        b = bias[oc] if has_bias else zero
+        src = _U(p * h * wd)
+        for r in range(oh):
+            even, odd, d = src + _U(2 * r * wd), src + _U((2 * r + 1) * wd), _U(r * ow)
+            for c in range(uo):
+                j = c * u2
+                ee[d + c] = xf[even + j]
+                eo[d + c] = xf[even + j + u1]
+                oe[d + c] = xf[odd + j]
+                oo[d + c] = xf[odd + j + u1]
+        k = oc * 9
+        w00, w01, w02 = wf[k], wf[k + 1], wf[k + 2]
+        w10, w11, w12 = wf[k + 3], wf[k + 4], wf[k + 5]
+        w20, w21, w22 = wf[k + 6], wf[k + 7], wf[k + 8]
+        o = _U(p * n_out)
+        for f in range(uo + u1, _U(n_out)):  # rows after the first, bar their first column
+            s = (b + w11 * ee[f] + w12 * eo[f] + w21 * oe[f] + w22 * oo[f]
+                 + w01 * oe[f - uo] + w02 * oo[f - uo])
+            s += (w10 * eo[f - u1] + w20 * oo[f - u1] + w00 * oo[f - uo - u1]) if left[f] else zero
+            of[o + f] = s
+        for f in range(u1, uo):  # first row: no row above
+            of[o + f] = (b + w11 * ee[f] + w12 * eo[f] + w21 * oe[f] + w22 * oo[f]
+                         + w10 * eo[f - u1] + w20 * oo[f - u1])
+        of[o] = b + w11 * ee[0] + w12 * eo[0] + w21 * oe[0] + w22 * oo[0]
+        f = uo  # second row, first column
+        of[o + f] = (b + w11 * ee[f] + w12 * eo[f] + w21 * oe[f] + w22 * oo[f]
+                     + w01 * oe[f - uo] + w02 * oo[f - uo])
+        act_span(of, p * n_out, (p + 1) * n_out, code, p0, p1)
+
+
 def same_padding_edges(h: int, w: int) -> np.ndarray:
     """The ``edges`` argument of :func:`depthwise3x3_same` for an ``h`` x ``w`` plane."""
     cols = np.arange(h * w) % w

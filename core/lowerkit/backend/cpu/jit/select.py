@@ -17,16 +17,28 @@ CHANNELS_LAST_PIXELS_OTHER = 4096
 # 960x7x7 301 (cl 158) vs 69, 576x14x14 411 (cl 328) vs 114, 384x14x14 274 vs 74,
 # 192x28x28 295 vs 129, 144x56x56 666 vs 373, 32x112x112 439 vs 295.
 SAME_MIN_SIDE = 3
+# 3x3, stride 2, padding 1 top and left, even input sides: the four phases of each plane,
+# then flat passes (``depthwise3x3_s2``), up to this many output pixels. One thread, us,
+# rows kernel / channels-last pass vs polyphase: 576x14x14 90 / 74 vs 53, 192x28x28 90 /
+# 108 vs 60, 240x28x28 104 / 130 vs 75, 144x56x56 221 vs 205; but 96x112x112 419 vs 586
+# (the phases of a 112x112 plane no longer fit in L1).
+S2_MAX_PIXELS = 1024
 
 
-def depthwise_algorithm(out_hw, kernel, stride, dilation, padding=None) -> str:
-    """``depthwise3x3_same``, ``depthwise_cl``, ``depthwise3x3`` or ``grouped`` (the generic
-    direct kernel) for a depthwise convolution (one input channel per output channel);
-    ``padding`` (top, left, bottom, right), when given, admits the first."""
+def depthwise_algorithm(out_hw, kernel, stride, dilation, padding=None, in_hw=None) -> str:
+    """``depthwise3x3_same``, ``depthwise3x3_s2``, ``depthwise_cl``, ``depthwise3x3`` or
+    ``grouped`` (the generic direct kernel) for a depthwise convolution (one input channel
+    per output channel); ``padding`` (top, left, bottom, right) and ``in_hw``, when given,
+    admit the first two."""
     pixels = out_hw[0] * out_hw[1]
-    if (tuple(kernel) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
-            and padding is not None and tuple(padding) == (1, 1, 1, 1) and min(out_hw) >= SAME_MIN_SIDE):
+    three = tuple(kernel) == (3, 3) and tuple(dilation) == (1, 1) and padding is not None
+    if (three and tuple(stride) == (1, 1) and tuple(padding) == (1, 1, 1, 1)
+            and min(out_hw) >= SAME_MIN_SIDE):
         return "depthwise3x3_same"
+    if (three and in_hw is not None and tuple(stride) == (2, 2) and tuple(padding[:2]) == (1, 1)
+            and in_hw[0] % 2 == 0 and in_hw[1] % 2 == 0 and tuple(out_hw) == (in_hw[0] // 2, in_hw[1] // 2)
+            and min(out_hw) >= 2 and pixels <= S2_MAX_PIXELS):
+        return "depthwise3x3_s2"
     if tuple(kernel) == (3, 3) and tuple(dilation) == (1, 1) and stride[0] == stride[1] and stride[0] in (1, 2):
         return "depthwise_cl" if pixels <= CHANNELS_LAST_PIXELS else "depthwise3x3"
     return "depthwise_cl" if pixels <= CHANNELS_LAST_PIXELS_OTHER else "grouped"
