@@ -94,7 +94,7 @@ GROUPED = [
     ((1, 3, 4, 10), (3, 1, 3, 3), {"stride": (2, 2), "padding": (1, 1, 0, 0), "groups": 3}),
 ]
 ACTS = [None, ("relu", {}), ("relu6", {}), ("clip", {"min": -0.5, "max": 0.25}), ("hardswish", {}), ("silu", {}),
-        ("gelu", {}), ("hardsigmoid", {"alpha": 0.2, "beta": 0.4}), ("gelu", {"approximate": "tanh"})]
+        ("gelu", {}), ("hardsigmoid", {"alpha": 0.2, "beta": 0.4}), ("gelu", {"approximate": "tanh"}), ("sigmoid", {})]
 
 
 @pytest.mark.parametrize("threads", [1, 2])

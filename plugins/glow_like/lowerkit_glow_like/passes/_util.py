@@ -7,16 +7,17 @@ from lowerkit.passes import single_user
 
 __all__ = ["ACTIVATIONS", "activation_attrs", "single_user"]
 
-# hardswish/hardsigmoid/silu/gelu run in the epilogues of the compiled kernels (and in place
-# on contiguous outputs of the numpy ones); int8 programs keep nodes carrying them in fp32.
-ACTIVATIONS = ("relu", "relu6", "clip", "hardswish", "hardsigmoid", "silu", "gelu")
+# hardswish/hardsigmoid/silu/gelu/sigmoid run in the epilogues of the compiled kernels (and in
+# place on contiguous outputs of the numpy ones); int8 programs keep nodes carrying them in fp32.
+# (sigmoid: the squeeze-excitation gates of EfficientNet and MobileNetV3, after a 1x1 conv.)
+ACTIVATIONS = ("relu", "relu6", "clip", "hardswish", "hardsigmoid", "silu", "gelu", "sigmoid")
 
 
 def activation_attrs(node: Node) -> dict:
     """The fused-activation attributes equivalent to activation node ``node``."""
     if node.op == "relu":
         return {"act": "relu"}
-    if node.op in ("hardswish", "silu"):
+    if node.op in ("hardswish", "silu", "sigmoid"):
         return {"act": node.op}
     if node.op == "gelu":
         return {"act": "gelu_tanh" if node.attrs.get("approximate", "none") == "tanh" else "gelu"}
