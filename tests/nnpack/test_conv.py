@@ -95,3 +95,28 @@ def test_plan_sets_blas_threads_by_its_algorithms(rng, monkeypatch, stride, blas
     expected = 2 if blas == "workers" else max(1, cpu_count() // 2)
     assert seen and set(seen) == {expected}
     assert _blas_threads() == before
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("batch, hw, stride, padding", [
+    (1, 45, 2, (1, 1, 1, 1)),  # one image, bands of output rows (compiled columns per band)
+    (1, 30, 1, (2, 1, 0, 2)),  # stride 1, 14+ output columns, uneven padding
+    (3, 40, 2, (0, 1, 1, 0)),  # batched chunks: the image's columns in one compiled pass
+    (1, 9, 1, (1, 1, 1, 1)),  # 9 output columns: numpy's window copy
+])
+def test_implicit_gemm_columns_match_the_direct_convolution(rng, workers, batch, hw, stride, padding):
+    c, oc = 5, 7
+    t, l, b, r = padding
+    geom = ConvGeometry(c, oc, (hw, hw), (3, 3), (stride, stride), padding)
+    w = rng.standard_normal((oc, c, 3, 3)).astype(np.float32)
+    conv = Conv2d(geom, w, algorithm="implicit_gemm", options=RunOptions(workers, min_parallel_flops=0))
+    assert (conv.impl._im2col is not None) == (stride != 1 or hw >= 14)
+    x = rng.standard_normal((batch, c, hw, hw)).astype(np.float32)
+    xp = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)))
+    oh, ow = geom.out_hw
+    want = np.zeros((batch, oc, oh, ow), np.float64)
+    for i in range(3):
+        for j in range(3):
+            patch = xp[:, :, i : i + (oh - 1) * stride + 1 : stride, j : j + (ow - 1) * stride + 1 : stride]
+            want += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j])
+    np.testing.assert_allclose(conv(x), want, rtol=1e-4, atol=1e-4)

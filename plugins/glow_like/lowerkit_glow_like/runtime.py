@@ -3,7 +3,9 @@
 Binding makes read-only constant arrays once (shared by all threads). Each thread that
 executes gets, on its first call, its own arena and scratch and its own bound kernel
 calls, so concurrent calls never share writable memory. A call copies the inputs into
-their planned buffers, runs every instruction, and copies the outputs out.
+their planned buffers, runs every instruction, and copies the outputs out. A batch run as
+slices (one per worker, see ``Executable._split_batch``) binds an arena, scratch and call
+list per slice instead; each worker copies its rows in, runs, and copies them out.
 """
 
 from __future__ import annotations

@@ -301,8 +301,8 @@ _PER_SAMPLE_OPS = ("conv2d", "conv2d_input_grad", "linear", "max_pool2d", "softm
 def batch_sliceable(graph: Graph) -> bool:
     """True if the graph computes each image of its batch (static, 2 or more) from that image
     alone, so slices of the batch may run separately: every value (but weights) has the
-    batch as its leading dimension, every op is per-sample, weights and biases are constants. Same run, ms,
-    batch 8, 2 workers, whole plan vs slices: see docs/nnpack.md.
+    batch as its leading dimension, every op is per-sample, weights and biases are constants.
+    (docs/nnpack.md, "Batch slices", has what it changed inside ``[nnpack, glow_like]``.)
     """
     if not graph.inputs or not graph.inputs[0].type.shape:
         return False

@@ -1,9 +1,10 @@
 """Convolution as im2col + one GEMM per image and group, into the planned output.
 
 The column buffer ``[C/g, KH, KW, OH, OW]`` lives in per-thread scratch. :class:`Im2col`
-copies the image into a zero-bordered padded buffer (also scratch), then fills all columns
-with one copy from a strided window view of it. A 1x1, stride-1, unpadded convolution
-skips im2col: the input already is the column matrix.
+fills it with the compiled kernel (float32, strided or at least 14 output columns: padding
+written as zeros, no padded copy), or copies the image into a zero-bordered padded buffer
+(also scratch) and fills all columns with one copy from a strided window view of it. A 1x1,
+stride-1, unpadded convolution skips im2col: the input already is the column matrix.
 """
 
 from __future__ import annotations

@@ -56,7 +56,9 @@ def _prepare_window(x, out, attrs, inv, is_max: bool, parallel):
 
 
 def prepare_max_pool(inputs, outputs, attrs, scratch, parallel=None):
-    """Max pooling, compiled: each output row folds its window's input rows in place."""
+    """Max pooling, compiled: 3x3 windows of stride 1 or 2 as one expression of nine taps per
+    output (``max_pool3x3``), others row by row, each output row folding its window's input
+    rows in place."""
     (x,), (out,) = inputs, outputs
     if out.dtype != np.float32:
         return _prepare_max_pool_numpy(x, out, attrs)

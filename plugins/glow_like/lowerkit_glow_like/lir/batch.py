@@ -4,7 +4,8 @@ A program is *batch-sliceable* when images of the batch never meet: every arena 
 (inputs, activations and their reshape views) has the batch as its leading dimension, and
 every instruction computes each sample from that sample alone — convolutions, pools,
 element-wise ops whose constants do not vary along the batch, fully-connected layers,
-and shape ops that leave the leading axis alone. Such a program computes the same result
+and ``concat``/``split``/``transpose`` away from the leading axis (reshapes are views, whose
+shapes must keep the batch leading like every arena buffer's). Such a program computes the same result
 when each worker runs the whole instruction list on its own rows ``[a, b)`` of every
 buffer, which is how the runtime spreads a batch over its workers (one hand-off per call
 instead of one or more per instruction). Anything not known to be per-sample keeps the
@@ -19,9 +20,9 @@ from .program import Program
 # per-sample (checked below) and their axis attributes (below) leave the batch alone.
 _PER_SAMPLE_OPS = frozenset({
     "conv2d", "glow.conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
-    "glow.fc", "linear", "glow.chain", "glow.add", "add", "sub", "mul", "div", "maximum", "minimum",
+    "glow.fc", "linear", "glow.chain", "glow.add", "add", "sub", "mul", "div",
     "relu", "relu6", "clip", "sigmoid", "tanh", "silu", "gelu", "hardswish", "hardsigmoid",
-    "leaky_relu", "erf", "exp", "sqrt", "neg", "abs", "batch_norm", "interpolate",
+    "leaky_relu", "erf", "exp", "sqrt", "neg", "batch_norm", "interpolate",
     "concat", "split", "transpose", "softmax", "log_softmax", "layer_norm", "scaled_dot_product_attention",
 })
 # Ops whose operands after the first must be constants (weights and biases): an activation

@@ -1,4 +1,10 @@
-"""implicit_gemm: im2col into a reused column buffer, then BLAS GEMMs."""
+"""implicit_gemm: im2col into a reused column buffer, then BLAS GEMMs.
+
+Columns of one image come from the compiled im2col of ``lowerkit.backend.cpu.jit.conv``
+(float32, strided or at least 14 output columns: padding written as zeros, no padded copy),
+else from a window view of a padded copy; the batch-folded and channel-split paths keep the
+view (their column layouts are not one image's contiguous matrix).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,9 @@ FOLD_BATCH_BELOW_PIXELS = 1024
 # Row bands with a residual compute sub-bands of about this many result bytes, add the
 # residual, bias and activation and copy them into the output while they are in cache.
 SUB_BAND_BYTES = 256 * 1024
+# The compiled im2col fills stride-1 columns from this many output columns on (glow_like's
+# bound: rows of 7 are too short for it to beat numpy's window copy).
+COMPILED_IM2COL_MIN_WIDTH = 14
 
 
 class ImplicitGemm(ConvAlgorithm):
@@ -28,6 +37,16 @@ class ImplicitGemm(ConvAlgorithm):
     """
 
     name = "implicit_gemm"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # The compiled im2col, loaded here (at build) for the geometries it serves.
+        g = self.geom
+        self._im2col = None
+        if not self._reads_in_place() and (g.stride != (1, 1) or self.out_hw[1] >= COMPILED_IM2COL_MIN_WIDTH):
+            from lowerkit.backend.cpu import jit
+
+            self._im2col = jit.load("conv").im2col
 
     def _transform_kernel(self, ws: Workspace | None, weight: np.ndarray) -> np.ndarray:
         return weight.reshape(self.geom.out_channels, -1)
@@ -114,15 +133,32 @@ class ImplicitGemm(ConvAlgorithm):
             return image.reshape(image.shape[0], -1)
         g = self.geom
         cols = self.ws.get("cols_image", (g.in_channels, *g.kernel, *self.out_hw))
-        np.copyto(cols, self.row_window(image))
+        if self.compiled_im2col(image):
+            self.fill_rows(image, cols, 0, self.out_hw[0])
+        else:
+            np.copyto(cols, self.row_window(image))
         return cols.reshape(-1, self.out_hw[0] * self.out_hw[1])
+
+    def compiled_im2col(self, image: np.ndarray) -> bool:
+        """Whether :meth:`fill_rows` serves ``image`` (see the module docstring)."""
+        return self._im2col is not None and image.dtype == np.float32 and image.flags.c_contiguous
+
+    def fill_rows(self, image: np.ndarray, cols: np.ndarray, first: int, last: int) -> None:
+        """Columns of output rows [first, last) of ``image`` into ``cols`` [C, KH, KW, OH, OW],
+        by the compiled im2col (padding as zeros)."""
+        g = self.geom
+        (kh, kw), (sh, sw), (oh, ow) = g.kernel, g.stride, self.out_hw
+        self._im2col(image, cols.reshape(-1, oh, ow), kh, kw, sh, sw, g.padding[0], g.padding[1], 1, 1, first, last)
 
     # -- the per-image path split by bands of output rows (one phase, no channel split) --
     splits_rows = True
 
-    def row_window(self, image: np.ndarray) -> np.ndarray:
+    def row_window(self, image: np.ndarray) -> np.ndarray | None:
         """The window view ``[C, KH, KW, OH, OW]`` of one image ``[C, H, W]`` (padded into this
-        thread's workspace first if needed); workers copy their bands out of it."""
+        thread's workspace first if needed); workers copy their bands out of it. ``None``
+        when the compiled im2col fills the bands from the image itself."""
+        if self.compiled_im2col(image):
+            return None
         g = self.geom
         if any(g.padding):
             t, l, b, r = g.padding
@@ -157,7 +193,10 @@ class ImplicitGemm(ConvAlgorithm):
         if cols is None:
             src = image.reshape(g.in_channels, -1)[:, band]
         else:
-            np.copyto(cols[..., a:b, :], window[..., a:b, :])
+            if window is None:
+                self.fill_rows(image, cols, a, b)
+            else:
+                np.copyto(cols[..., a:b, :], window[..., a:b, :])
             src = cols.reshape(-1, cols.shape[-2] * ow)[:, band]
         dst = out_image.reshape(oc, -1)[:, band]
         code, p0, p1 = self.activation

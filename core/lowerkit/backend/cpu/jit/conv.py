@@ -1,10 +1,19 @@
-"""Direct grouped convolution (depthwise included) with bias and a fused activation.
+"""Compiled convolution kernels: direct grouped and depthwise convolution with bias and a
+fused activation, the GEMM epilogue, and im2col.
 
-Each output plane ``(n, oc)`` is built row by row in place: the row starts as the bias,
-every kernel tap adds ``w * x[row of the tap]`` over the output columns whose input
-column lies inside the image (so padding costs nothing), then the activation runs on the
-row while it is in L1. Channels of a group are the inner loop, so a depthwise plane reads
-its one input plane KH*KW times from cache. Work is split by planes: a worker gets
+- :func:`conv2d_grouped` — any grouped convolution, tap by tap (below);
+- :func:`depthwise3x3_same` / :func:`depthwise3x3_s2` — depthwise 3x3 with padding 1, stride 1
+  (flat passes over each plane) or 2 (flat passes over the plane's four phases);
+- :func:`depthwise3x3` — depthwise 3x3, stride 1 or 2, row by row;
+- :func:`depthwise_channels_last` — any depthwise kernel on a channels-last copy;
+- :func:`bias_activation` / :func:`activate` — a GEMM convolution's epilogue, in place;
+- :func:`im2col` — output rows of one image's column matrix, padding written as zeros.
+
+:func:`conv2d_grouped` builds each output plane ``(n, oc)`` row by row in place: the row
+starts as the bias, every kernel tap adds ``w * x[row of the tap]`` over the output columns
+whose input column lies inside the image (so padding costs nothing), then the activation runs
+on the row while it is in L1. Channels of a group are the inner loop, so a depthwise plane
+reads its one input plane KH*KW times from cache. Work is split by planes: a worker gets
 ``[first, last)`` of ``N * OC``.
 """
 
@@ -243,7 +252,7 @@ def depthwise3x3_s2(x, w, bias, left, phases, out, code, p0, p1, first, last):
         w10, w11, w12 = wf[k + 3], wf[k + 4], wf[k + 5]
         w20, w21, w22 = wf[k + 6], wf[k + 7], wf[k + 8]
         o = _U(p * n_out)
-        for f in range(uo + u1, _U(n_out)):  # rows after the first, bar their first column
+        for f in range(uo + u1, _U(n_out)):  # from row 1, column 1 on (first columns masked by ``left``)
             s = (b + w11 * ee[f] + w12 * eo[f] + w21 * oe[f] + w22 * oo[f]
                  + w01 * oe[f - uo] + w02 * oo[f - uo])
             s += (w10 * eo[f - u1] + w20 * oo[f - u1] + w00 * oo[f - uo - u1]) if left[f] else zero
