@@ -124,7 +124,8 @@ class Executable:
         if os.environ.get("LOWERKIT_GLOW_GEMM_ON_POOL"):
             return False
         convolutions = [ins for ins in program.instructions
-                        if ins.op in ("conv2d", "glow.conv2d") and int(ins.attrs.get("groups", 1)) == 1]
+                        if ins.op in ("conv2d", "glow.conv2d", "glow.gated_conv2d")
+                        and int(ins.attrs.get("groups", 1)) == 1]
         return bool(convolutions) and not any(ins.attrs.get("algo") == "winograd" for ins in convolutions)
 
     @staticmethod

@@ -300,6 +300,36 @@ def _scratch(in_types, out_types, attrs):
     return conv_scratch_bytes(in_types, out_types, attrs)
 
 
+def prepare_gated_conv(inputs, outputs, attrs, scratch):
+    """``glow.gated_conv2d(x, w, bias, gate)``: a 1x1 convolution of ``x * gate`` (``gate``
+    [N, C, 1, 1], see ``passes/gate.py``) as, per image, the weight scaled by the gate
+    (``[OC, C]``, in scratch) times ``x``, then bias and activation."""
+    x, w, bias, gate = inputs
+    (out,) = outputs
+    n, c, h, wd = x.shape
+    oc = w.shape[0]
+    w2 = w.reshape(oc, c)
+    scaled = scratch_array(scratch, np.float32, (oc, c))
+    gates = gate.reshape(n, 1, c)
+    epilogue = _epilogue(attrs, bias, out.dtype)
+
+    def run():
+        for i in range(n):
+            np.multiply(w2, gates[i], out=scaled)
+            dst = out[i].reshape(oc, h * wd)
+            np.matmul(scaled, x[i].reshape(c, h * wd), out=dst)
+            if epilogue is not None:
+                epilogue(dst)
+
+    return run
+
+
+def _gated_scratch(in_types, out_types, attrs):
+    return 4 * in_types[1].shape[0] * in_types[1].shape[1]
+
+
+kernel("glow.gated_conv2d", scratch_bytes=_gated_scratch)(prepare_gated_conv)
+
 _DERIVE = ((1, winograd.winograd_weights),)
 kernel("conv2d", scratch_bytes=_scratch, parallel=True, derive=_DERIVE)(prepare_conv)
 kernel("glow.conv2d", scratch_bytes=_scratch, parallel=True, derive=_DERIVE)(prepare_conv)

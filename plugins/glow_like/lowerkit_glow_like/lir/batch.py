@@ -19,7 +19,7 @@ from .program import Program
 # Ops that compute each sample independently when their constant operands are not
 # per-sample (checked below) and their axis attributes (below) leave the batch alone.
 _PER_SAMPLE_OPS = frozenset({
-    "conv2d", "glow.conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
+    "conv2d", "glow.conv2d", "glow.gated_conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
     "glow.fc", "linear", "glow.chain", "glow.add", "add", "sub", "mul", "div",
     "relu", "relu6", "clip", "sigmoid", "tanh", "silu", "gelu", "hardswish", "hardsigmoid",
     "leaky_relu", "erf", "exp", "sqrt", "neg", "batch_norm", "interpolate",
@@ -59,6 +59,9 @@ def batch_sliceable(program: Program) -> bool:
         constants = [buffers[i] for i in ins.inputs if not buffers[i].in_arena]
         if ins.op in _CONSTANT_OPERANDS:
             if any(buffers[i].in_arena for i in ins.inputs[1:]):
+                return False
+        elif ins.op == "glow.gated_conv2d":  # weight and bias constant; the gate per sample
+            if any(buffers[i].in_arena for i in ins.inputs[1:3]) or not buffers[ins.inputs[3]].in_arena:
                 return False
         elif any(len(c.shape) >= out_rank and c.shape[0] != 1 for c in constants):
             return False  # a constant that differs per sample would need slicing too

@@ -24,6 +24,7 @@ from .._evaluator import GlowInterpreter
 from .algorithm import select_conv_algorithm
 from .fuse import fuse_activations, fuse_bias
 from .fuse_chains import fuse_elementwise_chains
+from .gate import fold_gates
 from .lower import lower_high_level
 
 fold_constants = constant_folder(GlowInterpreter().run_node)
@@ -45,6 +46,7 @@ FULL: tuple[Pass, ...] = (
     fold_constants,
     fuse_bias,
     fuse_activations,
+    fold_gates,
     fuse_elementwise_chains,
     eliminate_noop_reshapes,
     eliminate_common_subexpressions,
@@ -63,6 +65,6 @@ def optimize(graph: Graph, opt_level: int) -> list[str]:
 
 __all__ = [
     "CLEANUP", "FULL", "PIPELINES", "eliminate_common_subexpressions", "eliminate_dead_code",
-    "eliminate_noop_reshapes", "fold_batch_norm", "fold_constants", "fuse_activations", "fuse_bias", "fuse_elementwise_chains",
+    "eliminate_noop_reshapes", "fold_batch_norm", "fold_constants", "fold_gates", "fuse_activations", "fuse_bias", "fuse_elementwise_chains",
     "lower_high_level", "optimize", "select_conv_algorithm",
 ]

@@ -23,6 +23,7 @@ __all__ = ["check_instruction"]
 # shapes only: True for quantized forms whose dtypes differ from the float op's)
 _FORMS: dict[str, tuple[str, int, bool]] = {
     "glow.conv2d": ("conv2d", 3, False),
+    "glow.gated_conv2d": ("conv2d", 3, False),
     "glow.add": ("add", 2, False),
     "glow.fc": ("matmul", 2, False),
     "glow.qconv2d": ("conv2d", 3, True),
@@ -37,6 +38,7 @@ _INT_EXTRAS = {"x_zp", "out_zp", "a_zp", "b_zp", "zp", "qmin", "qmax"}
 _EXTRAS: dict[str, tuple[str, ...]] = {
     "conv2d": _ACT + ("algo",),
     "glow.conv2d": _ACT + ("algo",),
+    "glow.gated_conv2d": _ACT,
     "glow.fc": _ACT,
     "glow.add": _ACT,
     "glow.qconv2d": ("x_zp", "out_zp", "qmin", "qmax", "x_scale", "out_scale"),
@@ -74,12 +76,27 @@ def check_instruction(
         _check_channel_vectors(op, inputs, outputs)
     if op == "glow.fc" and len(inputs) not in (2, 3):
         raise ShapeError(f"{op}: takes 2 or 3 inputs, got {len(inputs)}")
+    if op == "glow.gated_conv2d":
+        _check_gated(inputs, checked)
     if extras.get("algo") == "winograd":
         from ..kernels.winograd import applicable
 
         if not applicable(inputs[1].shape, checked):
             raise ShapeError(f"{op}: algo 'winograd' needs a 3x3, stride-1, undilated, dense convolution")
     return {**checked, **extras}
+
+
+def _check_gated(inputs: Sequence[TensorType], attrs: Mapping[str, object]) -> None:
+    """``glow.gated_conv2d(x, w, bias, gate)``: a biased 1x1, stride-1, unpadded, ungrouped
+    float convolution whose gate holds one value per image and input channel."""
+    if len(inputs) != 4:
+        raise ShapeError(f"glow.gated_conv2d: takes 4 inputs (x, w, bias, gate), got {len(inputs)}")
+    x, w, _, gate = inputs
+    if tuple(w.shape[2:]) != (1, 1) or int(attrs.get("groups", 1)) != 1 or any(attrs.get("padding", ())) \
+            or tuple(attrs.get("stride", (1, 1))) != (1, 1) or tuple(attrs.get("dilation", (1, 1))) != (1, 1):
+        raise ShapeError("glow.gated_conv2d: must be a 1x1, stride-1, unpadded, undilated, ungrouped convolution")
+    if x.dtype != "f32" or gate.dtype != "f32" or tuple(gate.shape) != (x.shape[0], x.shape[1], 1, 1):
+        raise ShapeError(f"glow.gated_conv2d: gate must be f32 [{x.shape[0]}, {x.shape[1]}, 1, 1], got {gate}")
 
 
 def _check_channel_vectors(op: str, inputs: Sequence[TensorType], outputs: Sequence[TensorType]) -> None:
