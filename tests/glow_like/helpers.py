@@ -41,6 +41,18 @@ def run_glow(module: Module, *inputs: np.ndarray, **options) -> list[np.ndarray]
     return glow.lowerkit_execute(handle=handles["forward"], inputs=list(inputs))
 
 
+def peak_call_bytes(handle, *inputs: np.ndarray) -> int:
+    """Peak bytes Python allocated (tracemalloc) during one steady-state ``handle.run``."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        handle.run(list(inputs))
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def assert_close(actual, expected, rtol: float = 1e-4) -> None:
     """Within ``rtol`` relative to the largest magnitude of the expected tensor."""
     for a, e in zip(actual, expected):

@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 import pytest
-from tests.glow_like.helpers import assert_close, f32, module_of, rand
+from tests.glow_like.helpers import assert_close, f32, module_of, peak_call_bytes, rand
 
 import lowerkit as lk
 import lowerkit_glow_like as glow
@@ -124,20 +124,13 @@ def test_eight_threads_share_one_sliced_handle():
 
 
 def test_sliced_steady_state_calls_allocate_only_their_outputs():
-    import tracemalloc
-
     x = models.example_input("mobilenet_v2", batch=4, small=True)
     module = lk.trace(models.get("mobilenet_v2", small=True), x)
     handle = _handle(module, threads=2)
     assert handle.batch_slices is not None
     (out,) = handle.run([x])  # binds this thread's slices
     handle.run([x])
-    tracemalloc.start()
-    try:
-        handle.run([x])
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    peak = peak_call_bytes(handle, x)
     # The output, plus small Python objects (the pool's futures, closures) and numpy's
     # fixed-size iteration buffers: nothing activation-sized (the arena is per slice).
     assert peak < out.nbytes + 128 * 1024, f"a call allocated {peak} bytes (output {out.nbytes})"

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import threading
-import tracemalloc
 
 import numpy as np
 import pytest
-from tests.glow_like.helpers import assert_close, reference, traced
+from tests.glow_like.helpers import assert_close, peak_call_bytes, reference, traced
 
 import lowerkit_glow_like as glow
 
@@ -22,12 +21,7 @@ def test_steady_state_calls_allocate_no_large_temporaries():
     handle = _handle(module)
     handle.run([x])  # first call in this thread binds the arena
     activation_bytes = handle.program.plan.peak_bytes
-    tracemalloc.start()
-    try:
-        handle.run([x])
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    peak = peak_call_bytes(handle, x)
     # Allowed: the returned output (4 KB) and numpy's fixed-size ufunc iteration buffers
     # (8192 elements per strided operand, whatever the tensor size); nothing tensor-sized.
     assert peak < 256 * 1024, f"a call allocated {peak} bytes (arena is {activation_bytes})"
