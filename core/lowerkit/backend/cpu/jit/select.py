@@ -21,7 +21,7 @@ SAME_MIN_SIDE = 3
 # then flat passes (``depthwise3x3_s2``), up to this many output pixels. One thread, us,
 # rows kernel / channels-last pass vs polyphase: 576x14x14 90 / 74 vs 53, 192x28x28 90 /
 # 108 vs 60, 240x28x28 104 / 130 vs 75, 144x56x56 221 vs 205; but 96x112x112 419 vs 586
-# (the phases of a 112x112 plane no longer fit in L1).
+# (deinterleaving bands of rows, so the phases stay in L1, did not change that).
 S2_MAX_PIXELS = 1024
 
 
