@@ -79,7 +79,8 @@ def _handle(module, **options):
 def test_slices_are_chosen_per_batch_and_thread_count(monkeypatch):
     module = module_of(*_conv_relu(3))
     assert _handle(module, threads=2).batch_slices == [slice(0, 2), slice(2, 3)]
-    assert _handle(module, threads=8).batch_slices == [slice(0, 1), slice(1, 2), slice(2, 3)]
+    assert _handle(module, threads=3).batch_slices == [slice(0, 1), slice(1, 2), slice(2, 3)]
+    assert _handle(module, threads=4).batch_slices is None  # fewer images than workers: whole
     assert _handle(module, threads=1).batch_slices is None
     monkeypatch.setenv("LOWERKIT_GLOW_SPLIT_BATCH", "0")
     assert _handle(module, threads=2).batch_slices is None

@@ -33,7 +33,7 @@ class _Block(nn.Module):
         return self.pool(self.act6(self.b(self.act(self.a(x))) + x))
 
 
-@pytest.mark.parametrize("batch, threads, sliced", [(3, 2, True), (1, 2, False), (3, 1, False)])
+@pytest.mark.parametrize("batch, threads, sliced", [(3, 2, True), (1, 2, False), (3, 1, False), (3, 4, False)])
 def test_slices_match_the_whole_plan_and_the_reference(rng, batch, threads, sliced):
     with nn.init_seed(0):
         net = _Block()

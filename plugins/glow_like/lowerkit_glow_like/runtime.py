@@ -86,10 +86,9 @@ class Executable:
             self.ways, self.blas_threads = 1, None
         else:
             self.ways = int(self.threads) if self.threads else max(1, min(cpu_count(), 8))
-            if self.ways > 1 and self._split_batch(program):
-                ways = min(self.ways, batch_size(program))
-                self.batch_slices = split(batch_size(program), ways)
-                self.blas_threads, self.parallel = 1, Parallel(ways)
+            if self.ways > 1 and batch_size(program) >= self.ways and self._split_batch(program):
+                self.batch_slices = split(batch_size(program), self.ways)
+                self.blas_threads, self.parallel = 1, Parallel(self.ways)
             elif self.ways > 1 and self._gemms_on_blas(program):
                 self.blas_threads = self.ways
             else:
@@ -130,7 +129,8 @@ class Executable:
 
     @staticmethod
     def _split_batch(program: Program) -> bool:
-        """True for batch-sliceable programs (:mod:`.lir.batch`; batch 2 or more): each
+        """True for batch-sliceable programs (:mod:`.lir.batch`) — the caller checks the batch
+        has at least one image per worker (a smaller one would leave workers idle): each
         worker then runs every instruction on its own slice of the batch, with single-threaded
         BLAS — one pool hand-off per call instead of one or more per instruction, and no
         kernel left on one core (depthwise convolutions, epilogues and pools ran on the

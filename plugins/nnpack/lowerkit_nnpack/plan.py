@@ -59,13 +59,16 @@ class Plan:
     def __init__(self, graph: Graph, parameters: dict[str, np.ndarray], options: dict[str, Any]) -> None:
         self.options = options
         requested = RunOptions(int(options["threads"]), int(options["batch_threshold"]))
-        # A batch of 2 or more whose images never meet runs as slices: each worker runs every
-        # layer, single-threaded, on its own images (see :func:`batch_sliceable`). Otherwise
+        # A batch of at least one image per worker whose images never meet runs as slices:
+        # each worker runs every layer, single-threaded, on its own images (see
+        # :func:`batch_sliceable`). Otherwise
         # either every layer runs on the calling thread with BLAS on all the workers' cores
         # (plans whose GEMMs do the work), or layers split over the pool with BLAS at
         # cores // workers; see :func:`_gemm_on_blas`.
         self.workers = requested.workers
-        self.sliced = requested.workers > 1 and batch_sliceable(graph)
+        batch = graph.inputs[0].type.shape[0] if graph.inputs and graph.inputs[0].type.shape else 0
+        self.sliced = (requested.workers > 1 and isinstance(batch, int) and batch >= requested.workers
+                       and batch_sliceable(graph))
         self.gemm_on_blas = not self.sliced and _gemm_on_blas(graph, options, requested)
         serial = self.sliced or self.gemm_on_blas
         self.run_options = RunOptions(1, requested.batch_threshold) if serial else requested
@@ -213,8 +216,7 @@ class Plan:
         """Run the method on ``inputs``; thread-safe (all per-call state is local or per-thread)."""
         keep = set(self.outputs)
         if self.sliced:
-            rows = len(inputs[0])
-            return self._run_slices(inputs, keep, split(rows, min(rows, self.workers)))
+            return self._run_slices(inputs, keep, split(len(inputs[0]), self.workers))
         env: dict[Value, np.ndarray] = dict(self.constants)
         env.update(zip(self.inputs, inputs))
         # Every kernel of a plan asks BLAS for the same threads (cores // workers, from the
