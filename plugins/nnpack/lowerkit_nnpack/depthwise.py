@@ -70,15 +70,19 @@ class DepthwiseConv2d:
         self.bias = np.empty(0, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
         self.ws = workspace if workspace is not None else Workspace()
 
+    def output_shape(self, batch: int) -> tuple[int, int, int, int]:
+        return (batch, self.geom.out_channels, *self.geom.out_hw)
+
     @staticmethod
     def _channels_last(weight: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(weight.reshape(weight.shape[0], -1).T)
 
     def __call__(
         self, x: np.ndarray, weight: np.ndarray | None = None, bias: np.ndarray | None = None,
-        residual: np.ndarray | None = None,
+        residual: np.ndarray | None = None, out: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Convolve ``x``; ``residual`` (shaped like the output) is added before the activation."""
+        """Convolve ``x`` (into ``out`` if given: float32, C order, the output's shape);
+        ``residual`` (shaped like the output) is added before the activation."""
         g = self.geom
         if x.ndim != 4 or x.shape[1] != g.in_channels or tuple(x.shape[2:]) != g.in_hw:
             raise GeometryError(
@@ -93,7 +97,10 @@ class DepthwiseConv2d:
         (oh, ow), (kh, kw), (sh, sw) = g.out_hw, g.kernel, g.stride
         pt, pl = g.padding[0], g.padding[1]
         dh, dw = self.dilation
-        out = np.empty((n, c, oh, ow), dtype=np.float32)
+        if out is None:
+            out = np.empty((n, c, oh, ow), dtype=np.float32)
+        elif out.shape != (n, c, oh, ow) or out.dtype != np.float32 or not out.flags.c_contiguous:
+            raise GeometryError(f"out must be a C-ordered float32 [{n}, {c}, {oh}, {ow}] array, got {out.shape}")
         code, p0, p1 = self.activation if residual is None else (0, 0.0, 0.0)
         least = min(self.options.min_parallel_flops, DEPTHWISE_PARALLEL_MIN_FLOPS)
         workers = self.options.workers if n * c * oh * ow * kh * kw * 2 >= least else 1

@@ -1,0 +1,61 @@
+"""Within one plan call, a convolution writes into the array of a value that died earlier
+(``plan.Spares``): never the caller's inputs, a constant, a view or an array a live value
+still holds; returned outputs stay the caller's."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import lowerkit
+from lowerkit import nn
+from lowerkit_nnpack.plan import Spares
+
+
+class _Chain(nn.Module):
+    """Four same-shaped convolutions with ReLUs: every dead activation fits the next output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.convs = [nn.Conv2d(6, 6, 3, padding=1) for _ in range(4)]
+        for i, conv in enumerate(self.convs):
+            setattr(self, f"c{i}", conv)
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        for conv in self.convs:
+            x = self.act(conv(x))
+        return x
+
+
+def test_outputs_survive_the_next_call_and_match_the_reference(rng):
+    with nn.init_seed(0):
+        net = _Chain()
+    x1 = rng.standard_normal((1, 6, 12, 12)).astype(np.float32)
+    x2 = rng.standard_normal((1, 6, 12, 12)).astype(np.float32)
+    module = lowerkit.trace(net, x1)
+    lowered = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 1}})
+    first = np.asarray(lowered(x1))
+    kept = first.copy()
+    second = np.asarray(lowered(x2))
+    np.testing.assert_array_equal(first, kept)  # the second call wrote elsewhere
+    assert not np.shares_memory(first, second)
+    np.testing.assert_allclose(first, np.asarray(module(x1)), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(second, np.asarray(module(x2)), rtol=1e-4, atol=1e-4)
+
+
+def test_spares_take_back_only_what_a_step_made_and_nobody_holds():
+    spares = Spares()
+    made, other = np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32)
+    spares.produced([made])
+    spares.died(other, {})  # never produced here (a caller's input, a constant)
+    assert spares.take((2, 3)) is None
+    spares.died(made, {"alive": made})  # a live value still holds it
+    assert spares.take((2, 3)) is None
+    spares.produced([made])
+    view = made[:1]
+    spares.produced([view])
+    spares.died(view, {})  # a view: its base may live on
+    assert spares.take((1, 3)) is None
+    spares.died(made, {})
+    assert spares.take((2, 3)) is made
+    assert spares.take((2, 3)) is None  # taken once
