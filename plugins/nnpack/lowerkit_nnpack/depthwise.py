@@ -63,8 +63,6 @@ class DepthwiseConv2d:
             from lowerkit.backend.cpu.jit.conv import same_padding_edges
 
             self.edges = same_padding_edges(*geom.out_hw)
-            if self.algorithm == "depthwise3x3_s2":
-                self.edges = self.edges[0].copy()  # the left-neighbour mask only
         self.weight = None if weight is None else np.ascontiguousarray(weight, dtype=np.float32)
         self.weight_t = None if self.weight is None else self._channels_last(self.weight)
         self.bias = np.empty(0, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)

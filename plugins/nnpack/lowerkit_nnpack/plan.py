@@ -99,9 +99,7 @@ class Plan:
         # (plans whose GEMMs do the work), or layers split over the pool with BLAS at
         # cores // workers; see :func:`_gemm_on_blas`.
         self.workers = requested.workers
-        batch = graph.inputs[0].type.shape[0] if graph.inputs and graph.inputs[0].type.shape else 0
-        self.sliced = (requested.workers > 1 and isinstance(batch, int) and batch >= requested.workers
-                       and batch_sliceable(graph))
+        self.sliced = requested.workers > 1 and batch_sliceable(graph, requested.workers)
         self.gemm_on_blas = not self.sliced and _gemm_on_blas(graph, options, requested)
         serial = self.sliced or self.gemm_on_blas
         self.run_options = RunOptions(1, requested.batch_threshold) if serial else requested
@@ -339,17 +337,17 @@ def _epilogue_of(
 _PER_SAMPLE_OPS = ("conv2d", "conv2d_input_grad", "linear", "max_pool2d", "softmax", *ACTIVATION_OPS, *RESIDUAL_OPS)
 
 
-def batch_sliceable(graph: Graph) -> bool:
-    """True if the graph computes each image of its batch (static, 2 or more) from that image
-    alone, so slices of the batch may run separately: every value (but weights) has the
+def batch_sliceable(graph: Graph, workers: int = 2) -> bool:
+    """True if the graph computes each image of its batch (static, at least ``workers`` and
+    2 images) from that image alone, so slices of the batch may run separately: every value (but weights) has the
     batch as its leading dimension, every op is per-sample, weights and biases are constants.
     (docs/nnpack.md, "Batch slices", has what it changed inside ``[nnpack, glow_like]``.)
     """
     if not graph.inputs or not graph.inputs[0].type.shape:
         return False
     batch = graph.inputs[0].type.shape[0]
-    if not isinstance(batch, int) or batch < 2:
-        return False  # one image, or a free batch size (the plan is built before it is known)
+    if not isinstance(batch, int) or batch < max(2, workers):
+        return False  # too few images, or a free batch size (the plan is built before it is known)
     constants = {n.output for n in graph.nodes if n.op in STRUCTURAL_OPS}
     if any(v in constants for v in graph.outputs):
         return False

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from lowerkit.backend.cpu import im2col_view, pad_into, split
+from lowerkit.backend.cpu.jit.select import im2col_compiled
 
 from . import grouped, winograd
 from ._base import apply_activation, bias_activation, kernel, scratch_array
@@ -35,22 +36,15 @@ def padded_bytes(c: int, hw, padding, itemsize: int) -> int:
     return c * (hw[0] + pt + pb) * (hw[1] + pl + pr) * itemsize if any(padding) else 0
 
 
-# The compiled im2col (``lowerkit.backend.cpu.jit.conv.im2col``) writes padding as zeros and
-# needs no padded copy. One thread, us, numpy's window copy vs compiled: 3x224x224 7x7/2
-# 669 vs 504, 3x224x224 3x3/2 169 vs 99, 64x56x56 3x3/2 287 vs 187, 64x56x56 3x3 454 vs
-# 313, 256x14x14 3x3 225 vs 206, but 512x7x7 3x3 219 vs 236: rows of 7 are too short.
-COMPILED_IM2COL_MIN_WIDTH = 14  # output columns, for stride 1 (strided im2col always compiles)
-
-
 class Im2col:
     """Fills columns ``[C, KH, KW, OH, OW]`` of one image ``[C, H, W]``: compiled for float32
-    (see :data:`COMPILED_IM2COL_MIN_WIDTH`), else numpy's copy from a window view of a
-    padded copy."""
+    where ``lowerkit.backend.cpu.jit.select.im2col_compiled``, else numpy's copy from a
+    window view of a padded copy."""
 
     def __init__(self, c, hw, khw, out_hw, stride, padding, dilation, dtype, scratch, offset: int = 0):
         (h, w), (pt, pl, pb, pr) = hw, padding
         self.kernels = None
-        if np.dtype(dtype) == np.float32 and (tuple(stride) != (1, 1) or out_hw[1] >= COMPILED_IM2COL_MIN_WIDTH):
+        if np.dtype(dtype) == np.float32 and im2col_compiled(stride, out_hw):
             from lowerkit.backend.cpu import jit
 
             self.kernels = jit.load("conv")

@@ -104,11 +104,11 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
             def band(j: int) -> None:
                 kernels.depthwise3x3_same(x, w, bias, edges, out, code, p0, p1, cut[j], cut[j + 1])
         elif algorithm == "depthwise3x3_s2":
-            left = same_padding_edges(*out.shape[2:])[0].copy()
+            edges = same_padding_edges(*out.shape[2:])
             phases = [np.empty(4 * out.shape[2] * out.shape[3], np.float32) for _ in range(ways)]
 
             def band(j: int) -> None:
-                kernels.depthwise3x3_s2(x, w, bias, left, phases[j], out, code, p0, p1, cut[j], cut[j + 1])
+                kernels.depthwise3x3_s2(x, w, bias, edges, phases[j], out, code, p0, p1, cut[j], cut[j + 1])
         elif algorithm == "depthwise3x3":
             def band(j: int) -> None:
                 kernels.depthwise3x3(x, w, bias, out, sh, pt, pl, code, p0, p1, cut[j], cut[j + 1])

@@ -1,7 +1,7 @@
 """implicit_gemm: im2col into a reused column buffer, then BLAS GEMMs.
 
 Columns of one image come from the compiled im2col of ``lowerkit.backend.cpu.jit.conv``
-(float32, strided or at least 14 output columns: padding written as zeros, no padded copy),
+(float32, where ``lowerkit.backend.cpu.jit.select.im2col_compiled``: padding written as zeros),
 else from a window view of a padded copy; the batch-folded and channel-split paths keep the
 view (their column layouts are not one image's contiguous matrix).
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from lowerkit.backend.cpu import im2col_view, pad_into
+from lowerkit.backend.cpu.jit.select import im2col_compiled
 
 
 from ..workspace import Workspace
@@ -23,9 +24,7 @@ FOLD_BATCH_BELOW_PIXELS = 1024
 # Row bands with a residual compute sub-bands of about this many result bytes, add the
 # residual, bias and activation and copy them into the output while they are in cache.
 SUB_BAND_BYTES = 256 * 1024
-# The compiled im2col fills stride-1 columns from this many output columns on (glow_like's
-# bound: rows of 7 are too short for it to beat numpy's window copy).
-COMPILED_IM2COL_MIN_WIDTH = 14
+
 
 
 class ImplicitGemm(ConvAlgorithm):
@@ -43,7 +42,7 @@ class ImplicitGemm(ConvAlgorithm):
         # The compiled im2col, loaded here (at build) for the geometries it serves.
         g = self.geom
         self._im2col = None
-        if not self._reads_in_place() and (g.stride != (1, 1) or self.out_hw[1] >= COMPILED_IM2COL_MIN_WIDTH):
+        if not self._reads_in_place() and im2col_compiled(g.stride, self.out_hw):
             from lowerkit.backend.cpu import jit
 
             self._im2col = jit.load("conv").im2col

@@ -210,26 +210,28 @@ def depthwise3x3_same(x, w, bias, edges, out, code, p0, p1, first, last):
         act_span(of, p * hw, (p + 1) * hw, code, p0, p1)
 
 
-_SIG_S2 = types.void(ro(4), ro(4), ro(1), types.Array(types.uint8, 1, "C", readonly=True), rw(1), rw(4),
+_SIG_S2 = types.void(ro(4), ro(4), ro(1), types.Array(types.uint8, 2, "C", readonly=True), rw(1), rw(4),
                      i8, f8, f8, i8, i8)
 
 
 @njit(_SIG_S2, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def depthwise3x3_s2(x, w, bias, left, phases, out, code, p0, p1, first, last):
+def depthwise3x3_s2(x, w, bias, edges, phases, out, code, p0, p1, first, last):
     """Depthwise 3x3, stride 2, padding 1 at the top and left, even input sides (output
     H/2 x W/2, at least 2x2), planes [first, last): polyphase.
 
     Each input plane is split into its four phases (even/odd rows x even/odd columns, each
     the output's size) in ``phases`` scratch (at least 4*OH*OW); on them the stride-2
     window is a stride-1 stencil of nine taps at offsets 0, -1, -OW, -OW-1 of the output's
-    flat index, run as flat passes like :func:`depthwise3x3_same` (``left`` [OH*OW] is 1
-    where a left neighbour exists). Instead of nine stride-2 loads on rows of OW outputs.
+    flat index, run as flat passes like :func:`depthwise3x3_same` (``edges`` as there, for
+    the output plane; only its left-neighbour row is read). Instead of nine stride-2 loads
+    on rows of OW outputs.
     """
     h, wd = x.shape[2], x.shape[3]
     c_n = x.shape[1]
     oh, ow = out.shape[2], out.shape[3]
     n_out = oh * ow
     xf, wf, of = x.reshape(-1), w.reshape(-1), out.reshape(-1)
+    left = edges[0]
     ee, eo = phases[0:n_out], phases[n_out:2 * n_out]  # even rows: even, odd columns
     oe, oo = phases[2 * n_out:3 * n_out], phases[3 * n_out:4 * n_out]  # odd rows
     zero = np.float32(0)
@@ -268,7 +270,8 @@ def depthwise3x3_s2(x, w, bias, left, phases, out, code, p0, p1, first, last):
 
 
 def same_padding_edges(h: int, w: int) -> np.ndarray:
-    """The ``edges`` argument of :func:`depthwise3x3_same` for an ``h`` x ``w`` plane."""
+    """The ``edges`` argument of :func:`depthwise3x3_same` and :func:`depthwise3x3_s2` for
+    an ``h`` x ``w`` output plane."""
     cols = np.arange(h * w) % w
     return np.stack([cols > 0, cols < w - 1]).astype(np.uint8)
 
