@@ -17,8 +17,9 @@ at every boundary. The measured plan keeps the search small and explicit:
    ``SMALL_MS`` alone moves to the backend of the region feeding it, when that backend
    supports it: one call fewer and fusion across the old boundary).
 3. **Whole plans, timed.** Every distinct candidate is lowered and timed end to end on the
-   example inputs in interleaved rounds (best call per plan), so a plan never loses to the
-   region estimates' blind spots (call overhead, fusion across regions); the fastest wins.
+   example inputs in interleaved rounds (best call per plan; a short pause before each
+   candidate's calls, :data:`SETTLE_S`), so a plan never loses to the region estimates'
+   blind spots (call overhead, fusion across regions); the fastest wins.
 
 Every timing lands in the partition report (``report.measurements``, printed under
 ``MEASURED``, kept in the file). Timings never decide correctness: every candidate computes
@@ -46,13 +47,21 @@ from ..partition.assign import Candidate
 from ..partition.plan import plan_partition
 from ..partition.report import Measurement
 
-__all__ = ["ROUNDS", "SMALL_MS", "measured_partition"]
+__all__ = ["ROUNDS", "SETTLE_S", "SMALL_MS", "measured_partition"]
 
 SMALL_MS = 0.05
 """A region faster than this alone (ms) is a candidate for merging into its producer's backend."""
 
 ROUNDS = 5
 """Interleaved timing rounds over the whole candidate plans."""
+
+SETTLE_S = 0.12
+"""Pause before each candidate's calls in a round (seconds): worker threads a library leaves
+spinning after a call (OpenBLAS's for ~0.1 s, OpenMP's) would otherwise take a core from the
+next candidate and make it look slower than it runs on its own (measured on a 2-core VM:
+glow_like's MobileNetV2 10.6 ms timed right after nnpack's plan, 5.3 ms rested)."""
+
+_PLAN_CALLS = 2  # calls per candidate and round, after the pause
 
 _REGION_CALLS = 5  # best of this many calls per region option
 _BUDGET_S = 0.5  # ...or fewer when a call is slow
@@ -131,9 +140,12 @@ def measured_partition(
         call()
     for _ in range(ROUNDS):
         for label, call in calls.items():
-            start = time.perf_counter()
-            call()
-            best[label] = min(best[label], time.perf_counter() - start)
+            if len(calls) > 1:
+                time.sleep(SETTLE_S)
+            for _ in range(_PLAN_CALLS):
+                start = time.perf_counter()
+                call()
+                best[label] = min(best[label], time.perf_counter() - start)
     winner = min(best, key=best.__getitem__)
     for label, seconds in best.items():
         summary = _backend_counts(lowered[label])

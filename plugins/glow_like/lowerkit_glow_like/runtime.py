@@ -22,6 +22,7 @@ from lowerkit.errors import InputError
 from lowerkit.ir import DTYPES
 
 from .kernels import KERNELS
+from .kernels._base import Team
 from .lir import ALIGNMENT, Program
 from .lir.batch import batch_size, batch_sliceable
 
@@ -34,6 +35,8 @@ def _aligned_bytes(nbytes: int) -> np.ndarray:
 
 # Kernel modules whose kernels call no BLAS routine (numpy ufuncs, copies, compiled chains).
 _BLAS_FREE_KERNELS = frozenset({"elementwise", "shape", "activation", "chain"})
+# Kernel modules whose kernels multiply matrices on BLAS.
+_GEMM_KERNELS = frozenset({"attention", "backward", "conv", "conv_transpose", "grad", "linalg", "quant", "winograd"})
 
 
 @dataclass
@@ -52,6 +55,25 @@ class _ThreadState:
     outputs: list[np.ndarray]
     calls: list
     slices: list[_Slice] | None = None  # batch-slice mode instead
+
+
+def _module(op: str) -> str:
+    """The kernel module (``conv``, ``linalg``, ...) of ``op``."""
+    return KERNELS[op].prepare.__module__.rsplit(".", 1)[-1]
+
+
+def _uses_blas(op: str) -> bool:
+    """Whether the kernel of ``op`` may call BLAS (its module is not a BLAS-free one)."""
+    return _module(op) not in _BLAS_FREE_KERNELS
+
+
+def _team(ways: int) -> Team | None:
+    """A :class:`Team` of ``ways`` threads where team kernels can run here, else None."""
+    from lowerkit.backend.cpu.jit.cblas import sgemm
+    from lowerkit.backend.cpu.jit.layer import team_ready
+
+    found = sgemm() if team_ready() else None
+    return None if found is None else Team(ways, found.function)
 
 
 class Executable:
@@ -81,6 +103,7 @@ class Executable:
         # A batch-sliceable program runs whole on each worker instead, each on its own slice
         # of the batch, with single-threaded BLAS (see _split_batch).
         self.parallel: Parallel | None = None
+        self.team: Team | None = None
         self.batch_slices: list[slice] | None = None
         if self.threads == "blas":
             self.ways, self.blas_threads = 1, None
@@ -89,6 +112,8 @@ class Executable:
             if self.ways > 1 and batch_size(program) >= self.ways and self._split_batch(program):
                 self.batch_slices = split(batch_size(program), self.ways)
                 self.blas_threads, self.parallel = 1, Parallel(self.ways)
+            elif self.ways > 1 and self._team_mode(program):
+                self.blas_threads, self.team = 1, _team(self.ways)
             elif self.ways > 1 and self._gemms_on_blas(program):
                 self.blas_threads = self.ways
             else:
@@ -97,10 +122,7 @@ class Executable:
         self._local = threading.local()
         # Programs of element-wise and data-movement kernels only never reach BLAS: they skip
         # the BLAS thread limit (two library calls a run, most of a tiny program's cost).
-        self.uses_blas = any(
-            KERNELS[ins.op].prepare.__module__.rsplit(".", 1)[-1] not in _BLAS_FREE_KERNELS
-            for ins in program.instructions
-        )
+        self.uses_blas = any(_uses_blas(ins.op) for ins in program.instructions)
 
     @staticmethod
     def _gemms_on_blas(program: Program) -> bool:
@@ -126,6 +148,29 @@ class Executable:
                         if ins.op in ("conv2d", "glow.conv2d", "glow.gated_conv2d")
                         and int(ins.attrs.get("groups", 1)) == 1]
         return bool(convolutions) and not any(ins.attrs.get("algo") == "winograd" for ins in convolutions)
+
+    @staticmethod
+    def _team_mode(program: Program) -> bool:
+        """True for programs whose work is dense or depthwise convolutions without Winograd
+        (the ones :meth:`_gemms_on_blas` would give BLAS's threads), where team kernels can run
+        (``lowerkit.backend.cpu.jit.layer.team_ready``, numpy's ``cblas_sgemm`` found).
+
+        Team mode runs each convolution as one compiled parallel region (numba on OpenMP,
+        whose threads spin between regions: ~3.5 us a region instead of a pool hand-off's
+        ~90 us), BLAS at one thread: every GEMM in bands of output channels with the band's
+        epilogue on the core that computed it, every depthwise layer in bands of planes.
+        Everything else runs on the calling thread. Same run, batch 1, ms, BLAS's threads vs
+        team: see docs/glow_like.md (Threads).
+        ``LOWERKIT_GLOW_TEAM=0`` (read at compile) keeps the previous forms.
+        """
+        if os.environ.get("LOWERKIT_GLOW_TEAM") == "0" or os.environ.get("LOWERKIT_GLOW_GEMM_ON_POOL"):
+            return False
+        has_work = any(ins.op in ("conv2d", "glow.conv2d", "glow.gated_conv2d") for ins in program.instructions)
+        winograd = any(ins.attrs.get("algo") == "winograd" for ins in program.instructions)
+        # BLAS runs at one thread in team mode: a GEMM kernel without a team form would lose
+        # its second core (attention's matmuls, int8 convolutions).
+        lone_gemm = any(_module(ins.op) in _GEMM_KERNELS and not KERNELS[ins.op].team for ins in program.instructions)
+        return has_work and not winograd and not lone_gemm and _team(2) is not None
 
     @staticmethod
     def _split_batch(program: Program) -> bool:
@@ -165,7 +210,7 @@ class Executable:
         views = self._views(_aligned_bytes(max(program.plan.peak_bytes, ALIGNMENT)))
         scratch = _aligned_bytes(max(program.plan.scratch_bytes, ALIGNMENT))
         return _ThreadState([views[b] for b in program.inputs], [views[b] for b in program.outputs],
-                            self._prepare(views, scratch, self.parallel))
+                            self._prepare(views, scratch, self.parallel, self.team))
 
     def _views(self, arena: np.ndarray) -> list[np.ndarray]:
         """One array per buffer: constants as they are, the others at their arena offsets."""
@@ -196,7 +241,8 @@ class Executable:
                                  self._prepare(sliced, scratch, None)))
         return _ThreadState([], [], [], slices)
 
-    def _prepare(self, views: list[np.ndarray], scratch: np.ndarray, parallel: Parallel | None) -> list:
+    def _prepare(self, views: list[np.ndarray], scratch: np.ndarray, parallel: Parallel | None,
+                 team: Team | None = None) -> list:
         """Every instruction's kernel bound to ``views`` (one per buffer) and ``scratch``."""
         program = self.program
         calls = []
@@ -208,7 +254,9 @@ class Executable:
                 if key is not None:
                     inputs[pos] = self.derived[key]
             outputs = [views[b] for b in ins.outputs]
-            if spec.parallel and parallel is not None:
+            if spec.team and team is not None:
+                calls.append(spec.prepare(inputs, outputs, ins.attrs, scratch, team=team))
+            elif spec.parallel and parallel is not None:
                 calls.append(spec.prepare(inputs, outputs, ins.attrs, scratch, parallel=parallel))
             else:
                 calls.append(spec.prepare(inputs, outputs, ins.attrs, scratch))

@@ -1,7 +1,8 @@
-"""How a glow_like program spreads over its threads: GEMMs on BLAS's own threads (no pool)
-for programs with dense convolutions and no Winograd one, GEMM bands on the pool otherwise;
-results match the serial program either way. And the one-pass GEMM epilogue kernel.
-(Batches that run as slices, one per worker: tests/glow_like/test_batch_slices.py.)"""
+"""How a glow_like program spreads over its threads: team kernels where they can run
+(tests/glow_like/test_team.py) for programs with dense or depthwise convolutions and no
+Winograd one, else GEMMs on BLAS's own threads (no pool) for those programs, GEMM bands on
+the pool otherwise; results match the serial program either way. And the one-pass GEMM
+epilogue kernel. (Batches that run as slices, one per worker: tests/glow_like/test_batch_slices.py.)"""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def _winograd_everywhere(monkeypatch):
 
 
 def test_programs_choose_blas_threads_or_the_pool(monkeypatch):
+    monkeypatch.setenv("LOWERKIT_GLOW_TEAM", "0")  # the forms without team kernels
     x = np.zeros((1, 8, 12, 12), np.float32)
     dense = conv_module((1, 8, 12, 12), (8, 8, 1, 1), {})
     handle, _ = run_glow(dense, x, threads=2)
@@ -46,6 +48,7 @@ def test_programs_choose_blas_threads_or_the_pool(monkeypatch):
 @pytest.mark.parametrize("winograd", [False, True], ids=["blas-threads", "pool"])
 def test_both_ways_match_the_serial_program(winograd, monkeypatch):
     monkeypatch.setenv("LOWERKIT_GLOW_SPLIT_BATCH", "0")  # batch 2 would otherwise run as slices
+    monkeypatch.setenv("LOWERKIT_GLOW_TEAM", "0")
     if winograd:
         _winograd_everywhere(monkeypatch)
     module = mixed_module(seed=3)

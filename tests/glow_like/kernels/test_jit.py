@@ -97,12 +97,18 @@ ACTS = [None, ("relu", {}), ("relu6", {}), ("clip", {"min": -0.5, "max": 0.25}),
         ("gelu", {}), ("hardsigmoid", {"alpha": 0.2, "beta": 0.4}), ("gelu", {"approximate": "tanh"}), ("sigmoid", {})]
 
 
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("threads", [1, 2, "team"])
 @pytest.mark.parametrize("case", range(len(GROUPED)))
 def test_grouped_conv_matches_reference(case, threads, monkeypatch):
     from lowerkit_glow_like.kernels import grouped
 
     monkeypatch.setattr(grouped, "PARALLEL_MIN_MACS", 0)  # exercise the bands on small shapes
+    if threads == "team":  # one region per layer, batches whole (tests/glow_like/test_team.py)
+        monkeypatch.setattr(grouped, "TEAM_MIN_MACS", 0)
+        monkeypatch.setenv("LOWERKIT_GLOW_SPLIT_BATCH", "0")
+        threads = 2
+    else:
+        monkeypatch.setenv("LOWERKIT_GLOW_TEAM", "0")  # the pool's bands
     x_shape, w_shape, attrs = GROUPED[case]
     module = conv_module(x_shape, w_shape, attrs, act=ACTS[case % len(ACTS)], seed=case)
     x = np.random.default_rng(case + 10).standard_normal(x_shape).astype(np.float32)

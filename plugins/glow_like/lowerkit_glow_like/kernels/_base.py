@@ -42,6 +42,9 @@ class KernelSpec:
     # True when prepare accepts ``parallel=``: a callable running ``task(j)`` for
     # j in range(parallel.ways) across the handle's worker threads.
     parallel: bool = False
+    # True when prepare accepts ``team=`` (a :class:`Team`): one compiled parallel region
+    # per call instead of the pool (see runtime.Executable._team_mode).
+    team: bool = False
 
 
 KERNELS: dict[str, KernelSpec] = {}
@@ -54,16 +57,41 @@ def kernel(
     inplace: bool = False,
     derive: tuple[tuple[int, Derive], ...] = (),
     parallel: bool = False,
+    team: bool = False,
 ):
     """Register the decorated ``prepare`` function as the kernel of ``op``."""
 
     def decorate(prepare: Prepare) -> Prepare:
         if op in KERNELS:
             raise ValueError(f"kernel {op!r} registered twice")
-        KERNELS[op] = KernelSpec(op, prepare, scratch_bytes, inplace, derive, parallel)
+        KERNELS[op] = KernelSpec(op, prepare, scratch_bytes, inplace, derive, parallel, team)
         return prepare
 
     return decorate
+
+
+@dataclass(frozen=True, slots=True)
+class Team:
+    """Team mode: a kernel runs as one compiled parallel region of ``ways`` threads
+    (``lowerkit.backend.cpu.jit.team``), BLAS at one thread inside it. ``sgemm`` is numpy's
+    ``cblas_sgemm`` as the team GEMM takes it."""
+
+    ways: int
+    sgemm: object
+
+    @staticmethod
+    def kernels():
+        """The team kernel module (compiled or loaded from the cache on first use)."""
+        from lowerkit.backend.cpu import jit
+
+        return jit.load("team")
+
+    @staticmethod
+    def usable() -> bool:
+        """False in a child forked after the parent ran team kernels: run the serial form."""
+        from lowerkit.backend.cpu.jit.layer import forked
+
+        return not forked()
 
 
 def scratch_array(scratch: np.ndarray | None, dtype, shape: Sequence[int], offset: int = 0) -> np.ndarray:

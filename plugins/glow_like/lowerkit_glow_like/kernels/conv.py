@@ -106,13 +106,16 @@ def conv_scratch_bytes(in_types, out_types, attrs, itemsize: int = 4) -> int:
     return cg * kh * kw * oh * ow * itemsize + pad
 
 
-def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, col_dtype=np.float32):
+def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, col_dtype=np.float32):
     """Bind a float convolution (optionally biased, with a fused activation) to its arrays."""
     if attrs.get("algo") == "winograd":
         return winograd.prepare_winograd(inputs, outputs, attrs, scratch, parallel)
     algorithm = _grouped(inputs[0].shape, inputs[1].shape, outputs[0].shape, attrs)
     if algorithm is not None:
-        return grouped.prepare_grouped(inputs, outputs, attrs, scratch, parallel, algorithm)
+        return grouped.prepare_grouped(inputs, outputs, attrs, scratch, parallel, algorithm, team=team)
+    if team is not None and _team_fits(inputs, outputs, attrs, col_dtype):
+        serial = prepare_conv(inputs, outputs, attrs, scratch, col_dtype=col_dtype)
+        return _prepare_team(inputs, outputs, attrs, scratch, team, serial)
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     (out,) = outputs
@@ -149,6 +152,68 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, col_dtype=np
                 epilogue(out[i].reshape(oc, oh * ow))
 
     return run
+
+
+# Smaller GEMMs stay on one thread in team mode (a team region costs ~3.5 us).
+TEAM_MIN_FLOPS = 1_000_000
+TEAM_COLUMN_SPLIT_ROWS = int(__import__("os").environ.get("XCOL", "64"))
+
+
+def _team_fits(inputs, outputs, attrs, col_dtype) -> bool:
+    x, w, out = inputs[0], inputs[1], outputs[0]
+    return (int(attrs.get("groups", 1)) == 1 and col_dtype == np.float32
+            and all(a.dtype == np.float32 for a in (*inputs, out))
+            and x.flags.c_contiguous and out.flags.c_contiguous
+            and 2 * out[0].size * w[0].size >= TEAM_MIN_FLOPS)
+
+
+def _prepare_team(inputs, outputs, attrs, scratch, team, serial):
+    """Team form (one image on ``team.ways`` cores): im2col in bands of output rows, then
+    the GEMM in bands of output channels, each band's bias and activation on the thread
+    that multiplied it (``lowerkit.backend.cpu.jit.team``)."""
+    from lowerkit.backend.cpu import jit
+
+    x, w = inputs[0], inputs[1]
+    (out,) = outputs
+    stride, padding, dilation, _ = _geometry(x.shape, w.shape, out.shape, attrs)
+    n, c, h, wd = x.shape
+    oc, _, kh, kw = w.shape
+    _, _, oh, ow = out.shape
+    w2 = np.ascontiguousarray(w.reshape(oc, -1))
+    bias = _team_bias(inputs)
+    code, p0, p1 = jit.activation_code(attrs)
+    kernels = team.kernels()
+    pointwise = _is_pointwise(w.shape, stride, padding, dilation)
+    col = None if pointwise else scratch_array(scratch, np.float32, (c, kh, kw, oh, ow))
+    im2col = None if pointwise else Im2col(c, (h, wd), (kh, kw), (oh, ow), stride, padding, dilation,
+                                           np.float32, scratch, offset=col.nbytes)
+    images = [x[i].reshape(c, h * wd) for i in range(n)]
+    dsts = [out[i].reshape(oc, oh * ow) for i in range(n)]
+    geometry = (kh, kw, *stride, *(padding[:2]), *dilation)
+    by_columns = oc < TEAM_COLUMN_SPLIT_ROWS
+
+    def run():
+        if not team.usable():
+            return serial()
+        for i in range(n):
+            if pointwise:
+                src = images[i]
+            else:
+                if im2col.compiled_for(x[i]):
+                    kernels.im2col(x[i], col.reshape(-1, oh, ow), *geometry, team.ways)
+                else:
+                    im2col(x[i], col)
+                src = col.reshape(-1, oh * ow)
+            kernels.gemm_bias_activation(w2, src, bias, dsts[i], code, p0, p1, team.ways, by_columns, team.sgemm)
+
+    return run
+
+
+def _team_bias(inputs) -> np.ndarray:
+    """The bias as the team kernels take it: float32 [OC], or empty for none."""
+    if len(inputs) < 3:
+        return np.empty(0, np.float32)
+    return np.ascontiguousarray(inputs[2].reshape(-1), dtype=np.float32)
 
 
 def _prepare_split(x, w, bias, out, attrs, geometry, scratch, col_dtype, parallel):
@@ -294,7 +359,7 @@ def _scratch(in_types, out_types, attrs):
     return conv_scratch_bytes(in_types, out_types, attrs)
 
 
-def prepare_gated_conv(inputs, outputs, attrs, scratch):
+def prepare_gated_conv(inputs, outputs, attrs, scratch, team=None):
     """``glow.gated_conv2d(x, w, bias, gate)``: a 1x1 convolution of ``x * gate`` (``gate``
     [N, C, 1, 1], see ``passes/gate.py``) as, per image, the weight scaled by the gate
     (``[OC, C]``, in scratch) times ``x``, then bias and activation."""
@@ -306,6 +371,25 @@ def prepare_gated_conv(inputs, outputs, attrs, scratch):
     scaled = scratch_array(scratch, np.float32, (oc, c))
     gates = gate.reshape(n, 1, c)
     epilogue = _epilogue(attrs, bias, out.dtype)
+    if team is not None and 2 * oc * c * h * wd >= TEAM_MIN_FLOPS and x.flags.c_contiguous:
+        from lowerkit.backend.cpu import jit
+
+        kernels, team_bias = team.kernels(), _team_bias(inputs)
+        act = jit.activation_code(attrs)
+
+        def run_team():
+            for i in range(n):
+                np.multiply(w2, gates[i], out=scaled)
+                dst = out[i].reshape(oc, h * wd)
+                if team.usable():
+                    kernels.gemm_bias_activation(scaled, x[i].reshape(c, h * wd), team_bias, dst, *act,
+                                                 team.ways, oc < TEAM_COLUMN_SPLIT_ROWS, team.sgemm)
+                else:
+                    np.matmul(scaled, x[i].reshape(c, h * wd), out=dst)
+                    if epilogue is not None:
+                        epilogue(dst)
+
+        return run_team
 
     def run():
         for i in range(n):
@@ -322,8 +406,8 @@ def _gated_scratch(in_types, out_types, attrs):
     return 4 * in_types[1].shape[0] * in_types[1].shape[1]
 
 
-kernel("glow.gated_conv2d", scratch_bytes=_gated_scratch)(prepare_gated_conv)
+kernel("glow.gated_conv2d", scratch_bytes=_gated_scratch, team=True)(prepare_gated_conv)
 
 _DERIVE = ((1, winograd.winograd_weights),)
-kernel("conv2d", scratch_bytes=_scratch, parallel=True, derive=_DERIVE)(prepare_conv)
-kernel("glow.conv2d", scratch_bytes=_scratch, parallel=True, derive=_DERIVE)(prepare_conv)
+kernel("conv2d", scratch_bytes=_scratch, parallel=True, team=True, derive=_DERIVE)(prepare_conv)
+kernel("glow.conv2d", scratch_bytes=_scratch, parallel=True, team=True, derive=_DERIVE)(prepare_conv)

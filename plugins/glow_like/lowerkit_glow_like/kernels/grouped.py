@@ -18,13 +18,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.backend.cpu.jit.depthwise import DepthwiseGeometry, depthwise_cl_band
+from lowerkit.backend.cpu.jit.depthwise import (
+    DepthwiseGeometry,
+    copy_in_channels_last,
+    copy_out_channels_last,
+    depthwise_cl_band,
+)
 from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
 
 from ._base import scratch_array
 
 DIRECT_MAX_TAPS = 64
 PARALLEL_MIN_MACS = 1_500_000  # smaller layers run on the calling thread
+TEAM_MIN_MACS = 100_000  # in team mode (a region costs ~3.5 us, not a pool hand-off's ~90)
 ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_cl", "depthwise3x3", "grouped")
 
 
@@ -65,8 +71,9 @@ def channels_last_weights(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(w.reshape(w.shape[0], -1).T, dtype=np.float32)
 
 
-def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: str | None = None):
-    """Bind a grouped convolution to the compiled kernel :func:`grouped_algorithm` picks."""
+def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: str | None = None, team=None):
+    """Bind a grouped convolution to the compiled kernel :func:`grouped_algorithm` picks
+    (its team form with ``team``, for layers of at least :data:`TEAM_MIN_MACS`)."""
     from lowerkit.backend.cpu import jit
 
     kernels = jit.load("conv")
@@ -82,6 +89,9 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
     oc, _, kh, kw = w.shape
     macs = out.size * w[0].size
     ways = parallel.ways if parallel is not None and macs >= PARALLEL_MIN_MACS else 1
+    if team is not None and macs >= TEAM_MIN_MACS and x.flags.c_contiguous:
+        serial = prepare_grouped(inputs, outputs, attrs, scratch, None, algorithm)
+        return _team_form(inputs, outputs, attrs, scratch, algorithm, team, serial)
 
     if algorithm == "depthwise_cl":
         wt = channels_last_weights(w)  # bound once per thread: depthwise weights are small
@@ -120,3 +130,57 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
     if ways == 1:
         return lambda: band(0)
     return lambda: parallel(band)
+
+
+def _team_form(inputs, outputs, attrs, scratch, algorithm: str, team, serial):
+    """One team region per call (``lowerkit.backend.cpu.jit.team``): bands of planes, or of
+    channels for the channels-last kernel, whose copies in and out stay on the calling thread."""
+    from lowerkit.backend.cpu import jit
+    from lowerkit.backend.cpu.jit.conv import same_padding_edges
+
+    kernels = team.kernels()
+    x, w = inputs[0], inputs[1]
+    (out,) = outputs
+    bias = inputs[2].reshape(-1) if len(inputs) > 2 else np.empty(0, np.float32)
+    code, p0, p1 = jit.activation_code(attrs)
+    (sh, sw), (pt, pl, _, _), (dh, dw), groups = _geometry(attrs)
+    n, c = x.shape[0], x.shape[1]
+    _, _, kh, kw = w.shape
+    ways = team.ways
+    if algorithm == "depthwise_cl":
+        wt = channels_last_weights(w)
+        hp, wp = padded_hw(out.shape[2:], (kh, kw), (sh, sw), (dh, dw))
+        xp = scratch_array(scratch, np.float32, (n, hp, wp, c))
+        acc = scratch_array(scratch, np.float32, (n, out.shape[2] * out.shape[3], c), offset=xp.nbytes)
+        geom = DepthwiseGeometry((kh, kw), (sh, sw), (pt, pl), (dh, dw))
+        oh, ow = out.shape[2], out.shape[3]
+
+        def region():
+            copy_in_channels_last(x, xp, geom, 0, c)
+            kernels.depthwise_channels_last(xp, wt, bias, acc, oh, ow, kh, kw, sh, sw, dh, dw, code, p0, p1, ways)
+            copy_out_channels_last(acc, out, 0, c)
+    elif algorithm == "depthwise3x3_same":
+        edges = same_padding_edges(*out.shape[2:])
+
+        def region():
+            kernels.depthwise3x3_same(x, w, bias, edges, out, code, p0, p1, ways)
+    elif algorithm == "depthwise3x3_s2":
+        edges = same_padding_edges(*out.shape[2:])
+        phases = np.empty((ways, 4 * out.shape[2] * out.shape[3]), np.float32)
+
+        def region():
+            kernels.depthwise3x3_s2(x, w, bias, edges, phases, out, code, p0, p1, ways)
+    elif algorithm == "depthwise3x3":
+        def region():
+            kernels.depthwise3x3(x, w, bias, out, sh, pt, pl, code, p0, p1, ways)
+    else:
+        def region():
+            kernels.conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1, ways)
+
+    def run():
+        if team.usable():
+            region()
+        else:
+            serial()
+
+    return run

@@ -32,8 +32,17 @@ def depthwise_cl_band(kernels, x: np.ndarray, wt: np.ndarray, bias: np.ndarray, 
     """
     if c0 >= c1:
         return
-    n, _, h, wd = x.shape
-    oh, ow = out.shape[2], out.shape[3]
+    copy_in_channels_last(x, xp, geom, c0, c1)
+    (kh, kw), (sh, sw), (dh, dw) = geom.kernel, geom.stride, geom.dilation
+    kernels.depthwise_channels_last(xp, wt, bias, acc, out.shape[2], out.shape[3], kh, kw, sh, sw, dh, dw, *act,
+                                    c0, c1)
+    if not acc_is_out:
+        copy_out_channels_last(acc, out, c0, c1)
+
+
+def copy_in_channels_last(x: np.ndarray, xp: np.ndarray, geom: DepthwiseGeometry, c0: int, c1: int) -> None:
+    """Channels [c0, c1) of ``x`` [N, C, H, W] into the zero-bordered ``xp`` [N, Hp, Wp, C]."""
+    h, wd = x.shape[2], x.shape[3]
     hp, wp = xp.shape[1], xp.shape[2]
     pt, pl = geom.padding
     band = xp[:, :, :, c0:c1]
@@ -43,7 +52,9 @@ def depthwise_cl_band(kernels, x: np.ndarray, wt: np.ndarray, bias: np.ndarray, 
     band[:, pt : pt + rows, :pl] = 0
     band[:, pt : pt + rows, pl + cols :] = 0
     np.copyto(band[:, pt : pt + rows, pl : pl + cols], x[:, c0:c1, :rows, :cols].transpose(0, 2, 3, 1))
-    (kh, kw), (sh, sw), (dh, dw) = geom.kernel, geom.stride, geom.dilation
-    kernels.depthwise_channels_last(xp, wt, bias, acc, oh, ow, kh, kw, sh, sw, dh, dw, *act, c0, c1)
-    if not acc_is_out:
-        np.copyto(out[:, c0:c1], acc[:, :, c0:c1].reshape(n, oh, ow, c1 - c0).transpose(0, 3, 1, 2))
+
+
+def copy_out_channels_last(acc: np.ndarray, out: np.ndarray, c0: int, c1: int) -> None:
+    """Channels [c0, c1) of ``acc`` [N, OH*OW, C] into ``out`` [N, C, OH, OW]."""
+    n, _, oh, ow = out.shape
+    np.copyto(out[:, c0:c1], acc[:, :, c0:c1].reshape(n, oh, ow, c1 - c0).transpose(0, 3, 1, 2))

@@ -1,0 +1,69 @@
+"""Whether the team kernels (:mod:`.team`) may run: numba's OpenMP threading layer.
+
+Team kernels are numba ``parallel=True`` functions: each call is one OpenMP parallel region
+whose threads spin between regions, so handing a band to the second core costs ~2 us
+instead of the ~90 us a sleeping Python pool worker takes to wake on a 2-core VM. Only the
+OpenMP layer gives that: numba's ``workqueue`` layer sleeps (140 us a region measured here)
+and is not thread-safe, and with TBB (the default when the ``tbb`` package is installed) a
+region's second band often ran on the calling thread after the first — no faster than one
+thread. So:
+
+- :func:`team_ready` puts OpenMP first in numba's layer priority, unless the user chose a
+  layer (``NUMBA_THREADING_LAYER``) or numba already started one, and answers whether the
+  layer running is OpenMP;
+- GNU OpenMP cannot be used in a child forked after the parent used it: in such a child
+  :func:`team_ready` says False from the fork on, and bound kernels fall back to their
+  serial forms (see :func:`forked`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+_forked = False
+_lock = threading.Lock()
+_ready: list[bool] = []
+
+
+def _after_fork_in_child() -> None:
+    global _forked
+    _forked = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def forked() -> bool:
+    """True in a process forked from one that imported lowerkit's compiled kernels."""
+    return _forked
+
+
+def team_ready() -> bool:
+    """True when team kernels may run here: numba's threading layer is OpenMP (put first in
+    numba's priority where the user left the choice open) and this is not a forked child."""
+    if _forked:
+        return False
+    if not _ready:
+        with _lock:
+            if not _ready:
+                _ready.append(_start_openmp())
+    return _ready[0]
+
+
+def _start_openmp() -> bool:
+    try:
+        import numba
+        from numba.core import config
+        from numba.np.ufunc import parallel
+    except ImportError:
+        return False
+    if not getattr(parallel, "_is_initialized", False) and not os.environ.get("NUMBA_THREADING_LAYER"):
+        if str(config.THREADING_LAYER).lower() == "default":
+            config.THREADING_LAYER_PRIORITY = ["omp"] + [n for n in config.THREADING_LAYER_PRIORITY if n != "omp"]
+    try:
+        parallel._launch_threads()
+        return numba.threading_layer() == "omp"
+    except (ValueError, ImportError, OSError):
+        return False

@@ -1,0 +1,153 @@
+"""Team kernels: one numba ``parallel=True`` region per call, one band per thread, for a
+single image on several cores (see :mod:`.layer` for why OpenMP, and when these may run).
+
+Each kernel cuts its work into ``ways`` contiguous bands and runs the serial kernel of
+:mod:`.conv` on each band in a ``prange`` — the bands are exactly the ``[first, last)``
+bands the pool forms use, so results are the same bit for bit.
+
+- :func:`gemm_bias_activation` — ``out = act(w @ x + bias)``: each thread multiplies a band
+  of output rows with numpy's own ``cblas_sgemm`` (:mod:`.cblas`; BLAS must be at one
+  thread) and runs the epilogue on its band while it is in that core's cache;
+- :func:`depthwise3x3_same`, :func:`depthwise3x3_s2`, :func:`depthwise3x3`,
+  :func:`conv2d_grouped`, :func:`depthwise_channels_last` — bands of planes (or channels);
+- :func:`im2col` — one image's columns in bands of output rows;
+- :func:`fc_bias_activation` — a fully-connected layer in bands of output columns.
+
+The GEMM kernels exist only where :func:`.cblas.sgemm` found a BLAS (else it is None): its
+signature carries that function's C prototype.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange, types
+from numba.core.typing.ctypes_utils import make_function_type
+
+from . import conv
+from .cblas import NO_TRANS, ROW_MAJOR, sgemm
+from ._act import act_span
+from ._types import f8, i8, ro, rw
+
+_FLAGS = dict(nogil=True, cache=True, parallel=True, error_model="numpy")
+_EDGES = types.Array(types.uint8, 2, "C", readonly=True)
+
+
+@njit(inline="always")
+def _band(total, j, ways):
+    return total * j // ways, total * (j + 1) // ways
+
+
+@njit(types.void(ro(4), ro(4), ro(1), _EDGES, rw(4), i8, f8, f8, i8), **_FLAGS)
+def depthwise3x3_same(x, w, bias, edges, out, code, p0, p1, ways):
+    """:func:`.conv.depthwise3x3_same` on ``ways`` bands of planes."""
+    planes = out.shape[0] * out.shape[1]
+    for j in prange(ways):
+        first, last = _band(planes, j, ways)
+        conv.depthwise3x3_same(x, w, bias, edges, out, code, p0, p1, first, last)
+
+
+@njit(types.void(ro(4), ro(4), ro(1), _EDGES, rw(2), rw(4), i8, f8, f8, i8), **_FLAGS)
+def depthwise3x3_s2(x, w, bias, edges, phases, out, code, p0, p1, ways):
+    """:func:`.conv.depthwise3x3_s2` on ``ways`` bands of planes; ``phases`` [ways, 4*OH*OW]
+    holds each thread's phase scratch."""
+    planes = out.shape[0] * out.shape[1]
+    for j in prange(ways):
+        first, last = _band(planes, j, ways)
+        conv.depthwise3x3_s2(x, w, bias, edges, phases[j], out, code, p0, p1, first, last)
+
+
+@njit(types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
+def depthwise3x3(x, w, bias, out, stride, pt, pl, code, p0, p1, ways):
+    """:func:`.conv.depthwise3x3` on ``ways`` bands of planes."""
+    planes = out.shape[0] * out.shape[1]
+    for j in prange(ways):
+        first, last = _band(planes, j, ways)
+        conv.depthwise3x3(x, w, bias, out, stride, pt, pl, code, p0, p1, first, last)
+
+
+@njit(types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
+def conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1, ways):
+    """:func:`.conv.conv2d_grouped` on ``ways`` bands of planes."""
+    planes = out.shape[0] * out.shape[1]
+    for j in prange(ways):
+        first, last = _band(planes, j, ways)
+        conv.conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1, first, last)
+
+
+@njit(types.void(ro(4), ro(2), ro(1), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
+def depthwise_channels_last(xp, wt, bias, acc, oh, ow, kh, kw, sh, sw, dh, dw, code, p0, p1, ways):
+    """:func:`.conv.depthwise_channels_last` on ``ways`` bands of channels."""
+    channels = xp.shape[3]
+    for j in prange(ways):
+        c0, c1 = _band(channels, j, ways)
+        conv.depthwise_channels_last(xp, wt, bias, acc, oh, ow, kh, kw, sh, sw, dh, dw, code, p0, p1, c0, c1)
+
+
+@njit(types.void(ro(3), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8), **_FLAGS)
+def im2col(x, col, kh, kw, sh, sw, pt, pl, dh, dw, ways):
+    """:func:`.conv.im2col` of one image on ``ways`` bands of output rows."""
+    rows = col.shape[1]
+    for j in prange(ways):
+        first, last = _band(rows, j, ways)
+        conv.im2col(x, col, kh, kw, sh, sw, pt, pl, dh, dw, first, last)
+
+
+def _gemm_bias_activation(w, x, bias, out, code, p0, p1, ways, by_columns, gemm):
+    """``out = act(w @ x + bias)`` (``w`` [M, K], ``x`` [K, N], ``out`` [M, N], all C order;
+    ``bias`` [M] or empty) in ``ways`` bands of output rows, or of columns with
+    ``by_columns``: each band multiplied by ``gemm`` (cblas_sgemm, row-major) and finished
+    by the epilogue on the same thread, while it is in that core's cache."""
+    m, k = w.shape
+    n = x.shape[1]
+    has_bias = bias.shape[0] > 0
+    of = out.reshape(-1)
+    one, zero = np.float32(1.0), np.float32(0.0)
+    for j in prange(ways):
+        if by_columns:
+            c0, c1 = _band(n, j, ways)
+            if c1 > c0:
+                gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, m, c1 - c0, k, one, w.ctypes.data, k,
+                     x.ctypes.data + np.uint64(4 * c0), n, zero, out.ctypes.data + np.uint64(4 * c0), n)
+                for r in range(m):
+                    lo, hi = r * n + c0, r * n + c1
+                    if has_bias:
+                        b = bias[r]
+                        for i in range(lo, hi):
+                            of[i] += b
+                    act_span(of, lo, hi, code, p0, p1)
+        else:
+            r0, r1 = _band(m, j, ways)
+            if r1 > r0:
+                gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, r1 - r0, n, k, one, w.ctypes.data + np.uint64(4 * r0 * k), k,
+                     x.ctypes.data, n, zero, out.ctypes.data + np.uint64(4 * r0 * n), n)
+                conv.bias_activation(out[r0:r1], bias[r0:r1] if has_bias else bias, code, p0, p1)
+
+
+def _fc_bias_activation(x, w, bias, out, code, p0, p1, ways, gemm):
+    """``out = act(x @ w + bias)`` (``x`` [M, K], ``w`` [K, N], ``out`` [M, N], C order;
+    ``bias`` [N] or empty — a fully-connected layer, M the batch) in ``ways`` bands of
+    output columns: each thread reads only its columns of the weight."""
+    m, k = x.shape
+    n = w.shape[1]
+    has_bias = bias.shape[0] > 0
+    of = out.reshape(-1)
+    for j in prange(ways):
+        c0, c1 = _band(n, j, ways)
+        if c1 > c0:
+            gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, m, c1 - c0, k, np.float32(1.0), x.ctypes.data, k,
+                 w.ctypes.data + np.uint64(4 * c0), n, np.float32(0.0), out.ctypes.data + np.uint64(4 * c0), n)
+            for r in range(m):
+                base = r * n
+                if has_bias:
+                    for i in range(c0, c1):
+                        of[base + i] += bias[i]
+                act_span(of, base + c0, base + c1, code, p0, p1)
+
+
+_SGEMM = sgemm()
+gemm_bias_activation = fc_bias_activation = None
+if _SGEMM is not None:
+    _GEMM_SIG = types.void(ro(2), ro(2), ro(1), rw(2), i8, f8, f8, i8, types.boolean, make_function_type(_SGEMM.function))
+    gemm_bias_activation = njit(_GEMM_SIG, **_FLAGS)(_gemm_bias_activation)
+    _FC_SIG = types.void(ro(2), ro(2), ro(1), rw(2), i8, f8, f8, i8, make_function_type(_SGEMM.function))
+    fc_bias_activation = njit(_FC_SIG, **_FLAGS)(_fc_bias_activation)

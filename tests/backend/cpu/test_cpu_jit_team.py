@@ -1,0 +1,159 @@
+"""Team kernels (lowerkit.backend.cpu.jit.team): each equals its serial kernel run over the
+same bands, for 1-3 ways and odd sizes; the team GEMMs (row and column bands, the
+fully-connected form) match numpy; numpy's cblas_sgemm is found; and where numba's
+threading layer is not OpenMP, team kernels are reported unusable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from lowerkit.backend.cpu import blas_limit, jit  # noqa: E402
+from lowerkit.backend.cpu.jit.cblas import sgemm  # noqa: E402
+from lowerkit.backend.cpu.jit.layer import team_ready  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    if not team_ready():
+        pytest.skip("numba's OpenMP threading layer is not available here: team kernels do not run")
+    return jit.load("team"), jit.load("conv")
+
+
+def _rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+ACTS = [("none", {}), ("relu", {}), ("clip", {"act_min": -0.5, "act_max": 0.5}), ("silu", {}), ("hardswish", {})]
+
+
+def _act(i):
+    name, extra = ACTS[i % len(ACTS)]
+    return jit.activation_code({"act": name, **extra})
+
+
+@pytest.mark.parametrize("ways", [1, 2, 3])
+@pytest.mark.parametrize("shape", [(1, 7, 9, 9), (2, 5, 3, 3), (1, 3, 14, 10)])
+def test_depthwise_same_team_equals_serial(kernels, shape, ways):
+    team, conv = kernels
+    x, w, b = _rand(*shape), _rand(shape[1], 1, 3, 3, seed=1), _rand(shape[1], seed=2)
+    edges = conv.same_padding_edges(*shape[2:])
+    expected, got = np.empty_like(x), np.empty_like(x)
+    act = _act(ways)
+    conv.depthwise3x3_same(x, w, b, edges, expected, *act, 0, shape[0] * shape[1])
+    team.depthwise3x3_same(x, w, b, edges, got, *act, ways)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("ways", [2, 3])
+def test_depthwise_stride2_team_equals_serial(kernels, ways):
+    team, conv = kernels
+    x, w, b = _rand(2, 5, 14, 10), _rand(5, 1, 3, 3, seed=1), np.empty(0, np.float32)
+    out_shape = (2, 5, 7, 5)
+    edges = conv.same_padding_edges(7, 5)
+    expected, got = np.empty(out_shape, np.float32), np.empty(out_shape, np.float32)
+    conv.depthwise3x3_s2(x, w, b, edges, np.empty(4 * 35, np.float32), expected, *_act(1), 0, 10)
+    team.depthwise3x3_s2(x, w, b, edges, np.empty((ways, 4 * 35), np.float32), got, *_act(1), ways)
+    np.testing.assert_array_equal(got, expected)
+    # rows kernel (large or odd planes), stride 2 and 1
+    for stride, out_hw in ((2, (7, 5)), (1, (14, 10))):
+        expected, got = np.empty((2, 5, *out_hw), np.float32), np.empty((2, 5, *out_hw), np.float32)
+        conv.depthwise3x3(x, w, b, expected, stride, 1, 1, *_act(3), 0, 10)
+        team.depthwise3x3(x, w, b, got, stride, 1, 1, *_act(3), ways)
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("ways", [2, 3])
+def test_grouped_and_channels_last_team_equal_serial(kernels, ways):
+    team, conv = kernels
+    x, b = _rand(1, 6, 9, 8), _rand(9, seed=3)
+    w = _rand(9, 2, 3, 3, seed=1)  # 3 groups of 2 channels, 3 outputs each
+    sh, sw, pt, pl, dh, dw, groups = 1, 2, 0, 1, 1, 1, 3
+    expected = np.empty((1, 9, 7, 4), np.float32)
+    got = np.empty_like(expected)
+    conv.conv2d_grouped(x, w, b, expected, sh, sw, pt, pl, dh, dw, groups, *_act(2), 0, 9)
+    team.conv2d_grouped(x, w, b, got, sh, sw, pt, pl, dh, dw, groups, *_act(2), ways)
+    np.testing.assert_array_equal(got, expected)
+    # the channels-last taps: padded [N, Hp, Wp, C] in, [N, OH*OW, C] out
+    c = 7
+    xp, wt, bias = _rand(2, 9, 9, c), _rand(25, c, seed=4), _rand(c, seed=5)
+    expected, got = np.zeros((2, 25, c), np.float32), np.zeros((2, 25, c), np.float32)
+    conv.depthwise_channels_last(xp, wt, bias, expected, 5, 5, 5, 5, 1, 1, 1, 1, *_act(4), 0, c)
+    team.depthwise_channels_last(xp, wt, bias, got, 5, 5, 5, 5, 1, 1, 1, 1, *_act(4), ways)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("ways", [2, 3])
+def test_im2col_team_equals_serial(kernels, ways):
+    team, conv = kernels
+    x = _rand(3, 11, 13)
+    geometry = (3, 3, 2, 2, 1, 1, 1, 1)  # 3x3, stride 2, padding 1
+    expected, got = np.empty((27, 6, 7), np.float32), np.empty((27, 6, 7), np.float32)
+    conv.im2col(x, expected, *geometry, 0, 6)
+    team.im2col(x, got, *geometry, ways)
+    np.testing.assert_array_equal(got, expected)
+
+
+def _np_act(a, name, extra):
+    if name == "none":
+        return a
+    if name == "relu":
+        return np.maximum(a, 0)
+    if name == "clip":
+        return np.clip(a, extra["act_min"], extra["act_max"])
+    if name == "silu":
+        return a / (1 + np.exp(-a))
+    return a * np.clip(a + 3, 0, 6) / 6  # hardswish
+
+
+@pytest.mark.parametrize("by_columns", [False, True], ids=["rows", "columns"])
+@pytest.mark.parametrize("ways", [1, 2, 3])
+@pytest.mark.parametrize("m, k, n", [(5, 7, 9), (24, 16, 130), (1, 33, 4)])
+def test_team_gemm_matches_numpy(kernels, m, k, n, ways, by_columns):
+    team, _ = kernels
+    fn = sgemm().function
+    w, x = _rand(m, k), _rand(k, n, seed=1)
+    for i, with_bias in enumerate((True, False)):
+        bias = _rand(m, seed=2) if with_bias else np.empty(0, np.float32)
+        act = ACTS[(m + ways + i) % len(ACTS)]
+        out = np.full((m, n), np.nan, np.float32)
+        with blas_limit(1):
+            team.gemm_bias_activation(w, x, bias, out, *jit.activation_code({"act": act[0], **act[1]}), ways,
+                                      by_columns, fn)
+        expected = _np_act(w.astype(np.float64) @ x + (bias[:, None] if with_bias else 0), *act)
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("ways", [1, 2, 3])
+def test_team_fully_connected_matches_numpy(kernels, ways):
+    team, _ = kernels
+    x, w, bias = _rand(3, 40), _rand(40, 17, seed=1), _rand(17, seed=2)
+    out = np.full((3, 17), np.nan, np.float32)
+    with blas_limit(1):
+        team.fc_bias_activation(x, w, bias, out, *jit.activation_code({"act": "relu"}), ways, sgemm().function)
+    np.testing.assert_allclose(out, np.maximum(x.astype(np.float64) @ w + bias, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_numpy_sgemm_is_found_in_numpy_blas():
+    found = sgemm()
+    assert found is not None, "numpy's BLAS exports no cblas_sgemm lowerkit recognises"
+    assert found.symbol.endswith(("cblas_sgemm64_", "cblas_sgemm"))
+    assert os.path.exists(found.path)
+
+
+def test_team_is_unusable_on_another_threading_layer():
+    """A user who chose numba's workqueue layer gets no team kernels (and glow_like's
+    programs then keep BLAS's threads) — checked in a fresh process."""
+    code = ("from lowerkit.backend.cpu.jit.layer import team_ready; "
+            "import numba; from numba import njit, prange\n"
+            "print(team_ready())\n")
+    env = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"

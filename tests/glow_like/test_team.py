@@ -1,0 +1,181 @@
+"""glow_like's team mode (one image on several cores, each convolution one compiled parallel
+region): which programs take it, results against the reference and the serial program
+(pointwise, im2col, depthwise of every kernel family, squeeze-excitation gates, the
+fully-connected head), 8 threads on one handle, steady-state allocation, and a forked child
+falling back to the serial forms."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import pytest
+from tests.glow_like.helpers import assert_close, f32, module_of, peak_call_bytes
+
+from lowerkit.ir import Graph
+from lowerkit.opset import get_schema
+
+glow = pytest.importorskip("lowerkit_glow_like")
+pytest.importorskip("numba")
+
+from lowerkit_glow_like.runtime import _team  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _team_everywhere(monkeypatch):
+    """Team forms on the tests' small layers; batches stay whole (not slices)."""
+    if _team(2) is None:
+        pytest.skip("team kernels cannot run here (numba's OpenMP layer or numpy's cblas_sgemm missing)")
+    from lowerkit_glow_like.kernels import conv, grouped, linalg
+
+    monkeypatch.setattr(conv, "TEAM_MIN_FLOPS", 0)
+    monkeypatch.setattr(grouped, "TEAM_MIN_MACS", 0)
+    monkeypatch.setattr(linalg, "TEAM_MIN_WEIGHTS", 0)
+    monkeypatch.setenv("LOWERKIT_GLOW_SPLIT_BATCH", "0")
+
+
+def _add(g: Graph, op: str, ins, attrs=None):
+    schema = get_schema(op)
+    full = schema.normalize_attrs(attrs or {})
+    (t,) = schema.infer([v.type for v in ins], full)
+    return g.add_node(op, ins, [t], full).output
+
+
+def mobile_block(n=1, c=6, hw=15, *, seed=0):
+    """A MobileNet/EfficientNet-like program: strided 3x3 stem (im2col), pointwise expand
+    (row bands) + relu6, depthwise 3x3 stride 1 and 2, 5x5 depthwise (channels-last),
+    squeeze-excitation gate (folded into the next 1x1), pointwise project to few channels
+    (column bands), global pool and a fully-connected head."""
+    rng = np.random.default_rng(seed)
+    g, params = Graph(), {}
+
+    def param(name, shape, scale=0.4):
+        params[name] = (rng.standard_normal(shape) * scale).astype(np.float32)
+        return g.add_node("param", [], [f32(*shape)], {"name": name}).output
+
+    x = g.add_input("x", f32(n, 3, 2 * hw, 2 * hw))
+    y = _add(g, "conv2d", [x, param("stem", (c, 3, 3, 3)), param("stem_b", (c,))], {"stride": (2, 2), "padding": (1, 1, 1, 1)})
+    y = _add(g, "relu6", [_add(g, "conv2d", [y, param("expand", (4 * c, c, 1, 1)), param("expand_b", (4 * c,))])])
+    e = 4 * c
+    y = _add(g, "relu6", [_add(g, "conv2d", [y, param("dw1", (e, 1, 3, 3))], {"padding": (1, 1, 1, 1), "groups": e})])
+    y = _add(g, "silu", [_add(g, "conv2d", [y, param("dw5", (e, 1, 5, 5))], {"padding": (2, 2, 2, 2), "groups": e})])
+    s = _add(g, "global_avg_pool2d", [y])
+    s = _add(g, "relu", [_add(g, "conv2d", [s, param("se1", (4, e, 1, 1)), param("se1_b", (4,))])])
+    gate = _add(g, "sigmoid", [_add(g, "conv2d", [s, param("se2", (e, 4, 1, 1)), param("se2_b", (e,))])])
+    y = _add(g, "conv2d", [_add(g, "mul", [y, gate]), param("project", (3, e, 1, 1)), param("project_b", (3,))])
+    y = _add(g, "relu", [_add(g, "conv2d", [y, param("up", (e, 3, 1, 1))])])
+    y = _add(g, "conv2d", [y, param("dw2", (e, 1, 3, 3))], {"stride": (2, 2), "padding": (1, 1, 1, 1), "groups": e})
+    y = _add(g, "reshape", [_add(g, "global_avg_pool2d", [y])], {"shape": (n, e)})
+    w_fc = param("fc", (7, e))
+    g.set_outputs([_add(g, "linear", [y, w_fc, param("fc_b", (7,))])])
+    return module_of(g, params)
+
+
+def _compile(module, **options):
+    payload = glow.lowerkit_preprocess(module=module, compile_spec={"forward": options})
+    return glow.lowerkit_compile(processed=payload, compile_spec={"forward": options})["forward"]
+
+
+def _input(n=1, hw=15, seed=1):
+    return np.random.default_rng(seed).standard_normal((n, 3, 2 * hw, 2 * hw)).astype(np.float32)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_mobile_block_runs_as_a_team_and_matches_the_reference(n):
+    module, x = mobile_block(n=n), _input(n)
+    handle = _compile(module, threads=2)
+    assert handle.team is not None and handle.team.ways == 2
+    assert handle.blas_threads == 1 and handle.parallel is None
+    ops = [(ins.op, ins.attrs.get("algo")) for ins in handle.program.instructions]
+    assert ("glow.gated_conv2d", None) in ops and ("glow.fc", None) in ops
+    (got,) = handle.run([x])
+    assert_close([got], [module.run("forward", x)], rtol=1e-4)
+    serial = _compile(module, threads=1)
+    assert serial.team is None
+    assert_close([got], serial.run([x]), rtol=1e-5)
+
+
+def test_team_is_off_by_environment_and_beside_a_gemm_without_team_form(monkeypatch):
+    module = mobile_block()
+    monkeypatch.setenv("LOWERKIT_GLOW_TEAM", "0")
+    assert _compile(module, threads=2).team is None
+    monkeypatch.delenv("LOWERKIT_GLOW_TEAM")
+    # A matmul (no team form) would run on one BLAS thread in team mode: the program keeps BLAS's threads.
+    g = Graph()
+    x = g.add_input("x", f32(1, 4, 6, 6))
+    w = g.add_node("param", [], [f32(4, 4, 1, 1)], {"name": "w"}).output
+    y = _add(g, "reshape", [_add(g, "conv2d", [x, w])], {"shape": (4, 36)})
+    g.set_outputs([_add(g, "matmul", [y, _add(g, "transpose", [y], {"perm": (1, 0)})])])
+    handle = _compile(module_of(g, {"w": np.ones((4, 4, 1, 1), np.float32)}), threads=2)
+    assert handle.team is None and handle.blas_threads == 2
+
+
+def test_eight_threads_share_a_team_handle_and_calls_allocate_only_outputs():
+    module = mobile_block()
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal((1, 3, 30, 30)).astype(np.float32) for _ in range(8)]
+    expected = [module.run("forward", x) for x in xs]
+    handle = _compile(module, threads=2)
+    for _ in range(2):
+        handle.run([xs[0]])
+    assert peak_call_bytes(handle, xs[0]) < 8192  # small Python objects, no arrays
+    results: dict[int, list] = {}
+    barrier = threading.Barrier(8)
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        results[i] = [handle.run([xs[i]])[0] for _ in range(4)]
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(8):
+        for got in results[i]:
+            assert_close([got], [expected[i]], rtol=1e-4)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_runs_the_serial_forms():
+    """GNU OpenMP cannot run in a child forked after the parent used it: the child's calls
+    take the serial forms and still compute the same result."""
+    module, x = mobile_block(), _input()
+    handle = _compile(module, threads=2)
+    (expected,) = handle.run([x])  # the parent has run team regions
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never return into pytest
+        code = 1
+        try:
+            from lowerkit.backend.cpu.jit.layer import forked
+
+            (got,) = handle.run([x])
+            code = 0 if forked() and np.allclose(got, expected, rtol=0, atol=1e-5 * np.abs(expected).max()) else 3
+        finally:
+            os.write(write, bytes([code]))
+            os._exit(code)
+    os.close(write)
+    status = os.read(read, 1)
+    os.close(read)
+    _, exit_status = os.waitpid(pid, 0)
+    assert status == b"\x00" and os.waitstatus_to_exitcode(exit_status) == 0
+
+
+def test_every_team_kernel_family_runs_in_the_mobile_block(monkeypatch):
+    from lowerkit.backend.cpu import jit
+
+    kernels = jit.load("team")
+    ran: list[str] = []
+    for name in ("gemm_bias_activation", "fc_bias_activation", "im2col", "depthwise3x3_same", "depthwise3x3_s2",
+                 "depthwise3x3", "depthwise_channels_last", "conv2d_grouped"):
+        original = getattr(kernels, name)
+        monkeypatch.setattr(kernels, name, lambda *a, _f=original, _n=name: (ran.append(_n), _f(*a))[1])
+    module = mobile_block(hw=16)  # even planes: the stride-2 depthwise runs on phases
+    x = _input(hw=16)
+    handle = _compile(module, threads=2)
+    (got,) = handle.run([x])
+    assert_close([got], [module.run("forward", x)], rtol=1e-4)
+    assert {"gemm_bias_activation", "fc_bias_activation", "im2col", "depthwise3x3_same", "depthwise3x3_s2",
+            "depthwise_channels_last"} <= set(ran), ran
