@@ -44,7 +44,7 @@ def _add(g: Graph, op: str, ins, attrs=None):
 
 def mobile_block(n=1, c=6, hw=15, *, seed=0):
     """A MobileNet/EfficientNet-like program: strided 3x3 stem (im2col), pointwise expand
-    (row bands) + relu6, depthwise 3x3 stride 1 and 2, 5x5 depthwise (channels-last),
+    (row bands) + relu6, depthwise 3x3 stride 1 and 2, 5x5 (phases) and 7x7 (channels-last),
     squeeze-excitation gate (folded into the next 1x1), pointwise project to few channels
     (column bands), global pool and a fully-connected head."""
     rng = np.random.default_rng(seed)
@@ -60,6 +60,7 @@ def mobile_block(n=1, c=6, hw=15, *, seed=0):
     e = 4 * c
     y = _add(g, "relu6", [_add(g, "conv2d", [y, param("dw1", (e, 1, 3, 3))], {"padding": (1, 1, 1, 1), "groups": e})])
     y = _add(g, "silu", [_add(g, "conv2d", [y, param("dw5", (e, 1, 5, 5))], {"padding": (2, 2, 2, 2), "groups": e})])
+    y = _add(g, "conv2d", [y, param("dw7", (e, 1, 7, 7), 0.1)], {"padding": (3, 3, 3, 3), "groups": e})
     s = _add(g, "global_avg_pool2d", [y])
     s = _add(g, "relu", [_add(g, "conv2d", [s, param("se1", (4, e, 1, 1)), param("se1_b", (4,))])])
     gate = _add(g, "sigmoid", [_add(g, "conv2d", [s, param("se2", (e, 4, 1, 1)), param("se2_b", (e,))])])
@@ -169,7 +170,7 @@ def test_every_team_kernel_family_runs_in_the_mobile_block(monkeypatch):
     kernels = jit.load("team")
     ran: list[str] = []
     for name in ("gemm_bias_activation", "fc_bias_activation", "im2col", "depthwise3x3_same", "depthwise3x3_s2",
-                 "depthwise3x3", "depthwise_channels_last", "conv2d_grouped"):
+                 "depthwise5x5", "depthwise3x3", "depthwise_channels_last", "conv2d_grouped"):
         original = getattr(kernels, name)
         monkeypatch.setattr(kernels, name, lambda *a, _f=original, _n=name: (ran.append(_n), _f(*a))[1])
     module = mobile_block(hw=16)  # even planes: the stride-2 depthwise runs on phases
@@ -178,4 +179,4 @@ def test_every_team_kernel_family_runs_in_the_mobile_block(monkeypatch):
     (got,) = handle.run([x])
     assert_close([got], [module.run("forward", x)], rtol=1e-4)
     assert {"gemm_bias_activation", "fc_bias_activation", "im2col", "depthwise3x3_same", "depthwise3x3_s2",
-            "depthwise_channels_last"} <= set(ran), ran
+            "depthwise5x5", "depthwise_channels_last"} <= set(ran), ran

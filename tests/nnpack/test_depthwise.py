@@ -43,7 +43,9 @@ def depthwise_module(x_shape, k, stride, padding, *, bias=True, relu=True, seed=
 
 CASES = [
     ((1, 16, 7, 7), 3, (1, 1), (1, 1, 1, 1)),  # flat passes (3x3, stride 1, padding 1)
-    ((3, 5, 15, 9), 5, (2, 2), (2, 2, 2, 2)),  # channels-last, batch, 5x5 stride 2
+    ((3, 5, 15, 9), 5, (2, 2), (2, 2, 2, 2)),  # 5x5 phases, batch, stride 2, odd sides
+    ((1, 7, 13, 10), 5, (1, 1), (2, 1, 2, 3)),  # 5x5 padded plane, stride 1, uneven padding
+    ((2, 3, 9, 8), 7, (1, 1), (3, 3, 3, 3)),  # channels-last, 7x7
     ((1, 4, 37, 35), 3, (1, 1), (1, 1, 1, 1)),  # flat passes, odd plane
     ((2, 6, 8, 8), 3, (1, 1), (0, 0, 0, 0)),  # channels-last, 3x3 unpadded
     ((1, 4, 37, 35), 3, (2, 2), (1, 1, 1, 1)),  # rows, stride 2

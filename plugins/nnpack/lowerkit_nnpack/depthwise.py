@@ -128,6 +128,17 @@ class DepthwiseConv2d:
                 k.depthwise3x3_s2(x, w, b, edges, phases[j], out, code, p0, p1, parts[j].start, parts[j].stop)
 
             run_parallel(workers, phase_band, range(workers))
+        elif self.algorithm == "depthwise5x5":
+            from lowerkit.backend.cpu.jit.conv import depthwise5x5_rows, depthwise5x5_scratch
+
+            rows = depthwise5x5_rows((oh, ow), sh)
+            ph = self.ws.get("dw_phases", (workers, depthwise5x5_scratch((oh, ow), sh)))  # a row per worker
+            parts = split(n * c, workers, keep_empty=True)
+
+            def phases_band(j: int) -> None:
+                k.depthwise5x5(x, w, b, rows, ph[j], out, sh, pt, pl, code, p0, p1, parts[j].start, parts[j].stop)
+
+            run_parallel(workers, phases_band, range(workers))
         elif self.algorithm == "depthwise3x3":
             run_parallel(workers, lambda s: k.depthwise3x3(x, w, b, out, sh, pt, pl, code, p0, p1, s.start, s.stop),
                          split(n * c, workers))

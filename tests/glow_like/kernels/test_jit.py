@@ -89,6 +89,9 @@ GROUPED = [
     ((2, 5, 3, 3), (5, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 5}),
     ((1, 3, 3, 7), (3, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 3}),
     ((3, 2, 6, 4), (2, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 2}),
+    # 5x5 phases: stride 2 with uneven padding, stride 1 on a plane smaller than the kernel
+    ((1, 5, 9, 12), (5, 1, 5, 5), {"stride": (2, 2), "padding": (0, 1, 2, 3), "groups": 5}),
+    ((2, 3, 3, 4), (3, 1, 5, 5), {"padding": (2, 0, 1, 2), "groups": 3}),
     # stride 2 on the phases of even planes (odd ones and 112x112 planes keep the rows)
     ((2, 5, 14, 14), (5, 1, 3, 3), {"stride": (2, 2), "padding": (1, 1, 1, 1), "groups": 5}),
     ((1, 3, 4, 10), (3, 1, 3, 3), {"stride": (2, 2), "padding": (1, 1, 0, 0), "groups": 3}),
@@ -129,6 +132,10 @@ def test_grouped_algorithm_by_shape():
     assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 7, 7), s2) == "depthwise3x3_s2"
     assert grouped_algorithm((1, 32, 15, 15), (32, 1, 3, 3), (1, 32, 8, 8), s2) == "depthwise_cl"  # odd sides
     assert grouped_algorithm((1, 32, 2, 2), (32, 1, 3, 3), (1, 32, 2, 2), dw) == "depthwise_cl"  # below 3x3
+    five = {"padding": (2, 2, 2, 2), "groups": 32}
+    assert grouped_algorithm((1, 32, 56, 56), (32, 1, 5, 5), (1, 32, 28, 28), {**five, "stride": (2, 2)}) == "depthwise5x5"
+    assert grouped_algorithm((1, 32, 7, 7), (32, 1, 5, 5), (1, 32, 7, 7), five) == "depthwise5x5"
+    assert grouped_algorithm((1, 32, 7, 7), (32, 1, 7, 7), (1, 32, 7, 7), {**five, "padding": (3,) * 4}) == "depthwise_cl"
     assert grouped_algorithm((1, 32, 96, 96), (32, 1, 3, 3), (1, 32, 96, 96), {**dw, "dilation": (2, 2)}) == "grouped"
     assert grouped_algorithm((1, 512, 8, 8), (512, 128, 3, 3), (1, 512, 8, 8), {"groups": 4}) is None
     assert grouped_algorithm((1, 8, 8, 8), (8, 8, 3, 3), (1, 8, 8, 8), {}) is None

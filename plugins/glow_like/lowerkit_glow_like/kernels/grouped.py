@@ -1,10 +1,11 @@
 """Grouped and depthwise convolution on the compiled kernels of ``lowerkit.backend.cpu.jit``.
 
-im2col + GEMM loses on these: a depthwise layer is one tiny GEMM per channel. Five
+im2col + GEMM loses on these: a depthwise layer is one tiny GEMM per channel. Six
 compiled kernels instead, chosen by shape (:func:`grouped_algorithm`):
 
 - ``depthwise3x3_same`` — depthwise 3x3, stride 1, padding 1: flat passes over each plane;
 - ``depthwise3x3_s2`` — depthwise 3x3, stride 2, on the four phases of each (small) plane;
+- ``depthwise5x5`` — depthwise 5x5, stride 1 or 2, on zero-bordered phases of each plane;
 - ``depthwise_cl`` — other depthwise (one input channel per output channel) on small planes
   (``lowerkit.backend.cpu.jit.select``): a channels-last copy, taps vectorised over channels;
 - ``depthwise3x3`` — depthwise 3x3, stride 1 or 2, undilated, on larger planes: rows;
@@ -31,7 +32,7 @@ from ._base import scratch_array
 DIRECT_MAX_TAPS = 64
 PARALLEL_MIN_MACS = 1_500_000  # smaller layers run on the calling thread
 TEAM_MIN_MACS = 100_000  # in team mode (a region costs ~3.5 us, not a pool hand-off's ~90)
-ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_cl", "depthwise3x3", "grouped")
+ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise5x5", "depthwise_cl", "depthwise3x3", "grouped")
 
 
 def _geometry(attrs):
@@ -119,6 +120,11 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
 
             def band(j: int) -> None:
                 kernels.depthwise3x3_s2(x, w, bias, edges, phases[j], out, code, p0, p1, cut[j], cut[j + 1])
+        elif algorithm == "depthwise5x5":
+            rows, ph = _depthwise5x5_scratch(out.shape[2:], sh, ways)
+
+            def band(j: int) -> None:
+                kernels.depthwise5x5(x, w, bias, rows, ph[j], out, sh, pt, pl, code, p0, p1, cut[j], cut[j + 1])
         elif algorithm == "depthwise3x3":
             def band(j: int) -> None:
                 kernels.depthwise3x3(x, w, bias, out, sh, pt, pl, code, p0, p1, cut[j], cut[j + 1])
@@ -130,6 +136,13 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
     if ways == 1:
         return lambda: band(0)
     return lambda: parallel(band)
+
+
+def _depthwise5x5_scratch(out_hw, stride: int, ways: int) -> tuple[np.ndarray, np.ndarray]:
+    """The tap rows of ``depthwise5x5`` and one row of phase scratch per thread (bound once)."""
+    from lowerkit.backend.cpu.jit.conv import depthwise5x5_rows, depthwise5x5_scratch
+
+    return depthwise5x5_rows(out_hw, stride), np.empty((ways, depthwise5x5_scratch(out_hw, stride)), np.float32)
 
 
 def _team_form(inputs, outputs, attrs, scratch, algorithm: str, team, serial):
@@ -170,6 +183,11 @@ def _team_form(inputs, outputs, attrs, scratch, algorithm: str, team, serial):
 
         def region():
             kernels.depthwise3x3_s2(x, w, bias, edges, phases, out, code, p0, p1, ways)
+    elif algorithm == "depthwise5x5":
+        rows, ph = _depthwise5x5_scratch(out.shape[2:], sh, ways)
+
+        def region():
+            kernels.depthwise5x5(x, w, bias, rows, ph, out, sh, pt, pl, code, p0, p1, ways)
     elif algorithm == "depthwise3x3":
         def region():
             kernels.depthwise3x3(x, w, bias, out, sh, pt, pl, code, p0, p1, ways)

@@ -8,7 +8,7 @@ bands the pool forms use, so results are the same bit for bit.
 - :func:`gemm_bias_activation` — ``out = act(w @ x + bias)``: each thread multiplies a band
   of output rows with numpy's own ``cblas_sgemm`` (:mod:`.cblas`; BLAS must be at one
   thread) and runs the epilogue on its band while it is in that core's cache;
-- :func:`depthwise3x3_same`, :func:`depthwise3x3_s2`, :func:`depthwise3x3`,
+- :func:`depthwise3x3_same`, :func:`depthwise3x3_s2`, :func:`depthwise5x5`, :func:`depthwise3x3`,
   :func:`conv2d_grouped`, :func:`depthwise_channels_last` — bands of planes (or channels);
 - :func:`im2col` — one image's columns in bands of output rows;
 - :func:`fc_bias_activation` — a fully-connected layer in bands of output columns.
@@ -54,6 +54,19 @@ def depthwise3x3_s2(x, w, bias, edges, phases, out, code, p0, p1, ways):
     for j in prange(ways):
         first, last = _band(planes, j, ways)
         conv.depthwise3x3_s2(x, w, bias, edges, phases[j], out, code, p0, p1, first, last)
+
+
+_ROWS = types.Array(types.uint64, 2, "C", readonly=True)
+
+
+@njit(types.void(ro(4), ro(4), ro(1), _ROWS, rw(2), rw(4), i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
+def depthwise5x5(x, w, bias, rows, ph, out, stride, pt, pl, code, p0, p1, ways):
+    """:func:`.conv.depthwise5x5` on ``ways`` bands of planes; ``ph`` [ways, scratch] holds
+    each thread's phases."""
+    planes = out.shape[0] * out.shape[1]
+    for j in prange(ways):
+        first, last = _band(planes, j, ways)
+        conv.depthwise5x5(x, w, bias, rows, ph[j], out, stride, pt, pl, code, p0, p1, first, last)
 
 
 @njit(types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
