@@ -166,11 +166,10 @@ class Executable:
         if os.environ.get("LOWERKIT_GLOW_TEAM") == "0" or os.environ.get("LOWERKIT_GLOW_GEMM_ON_POOL"):
             return False
         has_work = any(ins.op in ("conv2d", "glow.conv2d", "glow.gated_conv2d") for ins in program.instructions)
-        winograd = any(ins.attrs.get("algo") == "winograd" for ins in program.instructions)
         # BLAS runs at one thread in team mode: a GEMM kernel without a team form would lose
         # its second core (attention's matmuls, int8 convolutions).
         lone_gemm = any(_module(ins.op) in _GEMM_KERNELS and not KERNELS[ins.op].team for ins in program.instructions)
-        return has_work and not winograd and not lone_gemm and _team(2) is not None
+        return has_work and not lone_gemm and _team(2) is not None
 
     @staticmethod
     def _split_batch(program: Program) -> bool:

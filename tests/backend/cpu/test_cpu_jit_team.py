@@ -157,3 +157,60 @@ def test_team_is_unusable_on_another_threading_layer():
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("ways, tile_rows", [(1, 3), (2, 2), (3, 4)])
+@pytest.mark.parametrize("geometry", [
+    ((3, 17, 15), (5, 3, 7, 7), (2, 2), (3, 3)),  # a stem: 7x7 stride 2
+    ((4, 9, 11), (6, 4, 3, 3), (1, 1), (1, 0)),  # 3x3, uneven padding
+])
+def test_tiled_implicit_gemm_matches_numpy(kernels, geometry, ways, tile_rows):
+    team, _ = kernels
+    (c, h, w_), (oc, _, kh, kw), (sh, sw), (pt, pl) = geometry
+    x, w, bias = _rand(c, h, w_), _rand(oc, c, kh, kw, seed=1), _rand(oc, seed=2)
+    oh, ow = (h + 2 * pt - kh) // sh + 1, (w_ + 2 * pl - kw) // sw + 1
+    padded = np.pad(x.astype(np.float64), ((0, 0), (pt, pt), (pl, pl)))
+    expected = np.empty((oc, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            patch = padded[:, i * sh:i * sh + kh, j * sw:j * sw + kw]
+            expected[:, i, j] = np.tensordot(w, patch, axes=3) + bias
+    expected = np.maximum(expected, 0)
+    out = np.full((oc, oh, ow), np.nan, np.float32)
+    cols = np.empty((ways, c * kh * kw * tile_rows * ow), np.float32)
+    with blas_limit(1):
+        team.conv_tiles(x, w.reshape(oc, -1), bias, out, kh, kw, sh, sw, pt, pl, 1, 1, tile_rows, cols,
+                        *jit.activation_code({"act": "relu"}), ways, sgemm().function)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("ways", [1, 2, 3])
+def test_winograd_team_equals_serial_transforms_and_products(kernels, ways):
+    team, _ = kernels
+    wino = jit.load("winograd")
+    from lowerkit.backend.cpu import winograd_matrices
+
+    n, c, oc, h, w_ = 2, 5, 7, 9, 10
+    x, bias = _rand(n, c, h, w_), _rand(oc, seed=2)
+    _, g, _ = winograd_matrices(4, 3)  # U = G g G^T, [36, OC, C]
+    u = np.einsum("ai,ocij,bj->aboc", g, _rand(oc, c, 3, 3, seed=1).astype(np.float64), g)
+    u = np.ascontiguousarray(u.reshape(36, oc, c), dtype=np.float32)
+    th, tw = 3, 3  # 4x4 tiles over the 9x10 output (padding 1)
+    t = n * th * tw
+    act = jit.activation_code({"act": "relu"})
+    v_serial, v_team = np.empty((36, c, t), np.float32), np.empty((36, c, t), np.float32)
+    rows, tmp = np.empty((6, 4 * tw + 2), np.float32), np.empty((6, 4 * tw + 2), np.float32)
+    wino.winograd_input(x, v_serial, 1, 1, th, tw, 0, n, 0, c, rows, tmp)
+    team.winograd_input(x, v_team, 1, 1, th, tw, 0, n, np.empty((ways, 6, 4 * tw + 2), np.float32),
+                        np.empty((ways, 6, 4 * tw + 2), np.float32), ways)
+    np.testing.assert_array_equal(v_team, v_serial)
+    expected, got = np.empty((n, oc, h, w_), np.float32), np.empty((n, oc, h, w_), np.float32)
+    m = np.matmul(u, v_serial)
+    wino.winograd_output(m, bias, expected, 0, oc, 0, n, th, tw, *act, np.empty((6, 4, tw), np.float32),
+                         np.empty((4, 4, tw), np.float32))
+    band = -(-oc // ways)
+    with blas_limit(1):
+        team.winograd_products_output(u, v_team, bias, got, np.empty((ways, 36, band, t), np.float32),
+                                      np.empty((ways, 6, 4, tw), np.float32), np.empty((ways, 4, 4, tw), np.float32),
+                                      0, n, th, tw, *act, ways, sgemm().function)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

@@ -109,7 +109,8 @@ def conv_scratch_bytes(in_types, out_types, attrs, itemsize: int = 4) -> int:
 def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, col_dtype=np.float32):
     """Bind a float convolution (optionally biased, with a fused activation) to its arrays."""
     if attrs.get("algo") == "winograd":
-        return winograd.prepare_winograd(inputs, outputs, attrs, scratch, parallel)
+        usable = team is not None and all(a.dtype == np.float32 for a in (*inputs, *outputs))
+        return winograd.prepare_winograd(inputs, outputs, attrs, scratch, parallel, team=team if usable else None)
     algorithm = _grouped(inputs[0].shape, inputs[1].shape, outputs[0].shape, attrs)
     if algorithm is not None:
         return grouped.prepare_grouped(inputs, outputs, attrs, scratch, parallel, algorithm, team=team)
@@ -156,7 +157,15 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, c
 
 # Smaller GEMMs stay on one thread in team mode (a team region costs ~3.5 us).
 TEAM_MIN_FLOPS = 1_000_000
-TEAM_COLUMN_SPLIT_ROWS = int(__import__("os").environ.get("XCOL", "64"))
+# GEMMs of at most this many output channels and at least twice as many inputs split
+# columns (pixels) between threads, not rows: each thread then packs half the columns.
+TEAM_COLUMN_SPLIT_ROWS = 64
+# Convolutions (not 1x1) with at least this many output pixels run as implicit GEMM in
+# tiles of about TEAM_TILE_BYTES of columns per thread (jit.team.conv_tiles): ResNet-18's
+# 7x7 stem, batch 1, 2.78 -> 1.70 ms (the whole column matrix is 7.4 MB). Smaller outputs
+# gained nothing (28x28: 0.78 vs 0.79 ms).
+TEAM_TILED_PIXELS = 1024
+TEAM_TILE_BYTES = 384 * 1024
 
 
 def _team_fits(inputs, outputs, attrs, col_dtype) -> bool:
@@ -168,9 +177,10 @@ def _team_fits(inputs, outputs, attrs, col_dtype) -> bool:
 
 
 def _prepare_team(inputs, outputs, attrs, scratch, team, serial):
-    """Team form (one image on ``team.ways`` cores): im2col in bands of output rows, then
-    the GEMM in bands of output channels, each band's bias and activation on the thread
-    that multiplied it (``lowerkit.backend.cpu.jit.team``)."""
+    """Team form (one image on ``team.ways`` cores, ``lowerkit.backend.cpu.jit.team``): large
+    outputs as implicit GEMM in tiles; otherwise im2col in bands of output rows, then the GEMM
+    in bands of output channels (or of pixels, for few channels over many inputs), each
+    band's bias and activation on the thread that multiplied it."""
     from lowerkit.backend.cpu import jit
 
     x, w = inputs[0], inputs[1]
@@ -190,7 +200,21 @@ def _prepare_team(inputs, outputs, attrs, scratch, team, serial):
     images = [x[i].reshape(c, h * wd) for i in range(n)]
     dsts = [out[i].reshape(oc, oh * ow) for i in range(n)]
     geometry = (kh, kw, *stride, *(padding[:2]), *dilation)
-    by_columns = oc < TEAM_COLUMN_SPLIT_ROWS
+    k = w2.shape[1]
+    by_columns = oc <= TEAM_COLUMN_SPLIT_ROWS and k >= 2 * oc
+    tiled = not pointwise and oh * ow >= TEAM_TILED_PIXELS
+    if tiled:
+        tile_rows = max(1, min(oh, TEAM_TILE_BYTES // (4 * k * ow)))
+        cols = np.empty((team.ways, k * tile_rows * ow), np.float32)
+
+        def run_tiles():
+            if not team.usable():
+                return serial()
+            for i in range(n):
+                kernels.conv_tiles(x[i], w2, bias, out[i], *geometry, tile_rows, cols, code, p0, p1, team.ways,
+                                   team.sgemm)
+
+        return run_tiles
 
     def run():
         if not team.usable():

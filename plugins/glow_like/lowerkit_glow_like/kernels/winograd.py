@@ -75,7 +75,7 @@ def scratch_bytes(in_types, out_types, attrs) -> int:
     return 4 * (TILE * TILE * c * t + max(_in_band_floats(c, tw), _out_band_floats(oc, t, tw)))
 
 
-def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
+def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None):
     """Bind an F(4x4, 3x3) convolution (weights raw or already transformed)."""
     from lowerkit.backend.cpu import jit
 
@@ -88,6 +88,9 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
     pt, pl = attrs.get("padding", (0, 0, 0, 0))[:2]
     code, p0, p1 = jit.activation_code(attrs)
     t = chunk * th * tw
+    if team is not None and x.flags.c_contiguous and out.flags.c_contiguous:
+        serial = prepare_winograd(inputs, outputs, attrs, scratch)
+        return _team_form(x, u, bias, out, (pt, pl), (code, p0, p1), scratch, team, serial)
     ways = parallel.ways if parallel is not None else 1
     in_bands = [(b.start, b.stop) for b in split(c, ways)]
     out_bands = [(b.start, b.stop) for b in split(oc, ways)]
@@ -132,5 +135,35 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None):
             else:
                 parallel(transform_in)
                 parallel(transform_out)
+
+    return run
+
+
+def _team_form(x, u, bias, out, padding, act, scratch, team, serial):
+    """Two team regions per chunk of images: the input transform in bands of input channels,
+    then per band of output channels its 36 channel GEMMs (numpy's cblas_sgemm, BLAS at one
+    thread) and its output transform, on the thread that computed them."""
+    kernels = team.kernels()
+    n, c, h, wd, oc, oh, ow, th, tw, chunk = _plan(x.shape, out.shape)
+    t = chunk * th * tw
+    ways = team.ways
+    u = np.ascontiguousarray(u, dtype=np.float32)
+    bias = np.ascontiguousarray(bias, dtype=np.float32)
+    v = scratch_array(scratch, np.float32, (TILE * TILE, c, t))
+    wp = OUT * tw + 2
+    rows, tmp = (np.empty((ways, TILE, wp), np.float32) for _ in range(2))
+    band_rows = -(-oc // ways)
+    m = np.empty((ways, TILE * TILE, band_rows, t), np.float32)
+    s = np.empty((ways, TILE, OUT, tw), np.float32)
+    y = np.empty((ways, OUT, OUT, tw), np.float32)
+    pt, pl = padding
+
+    def run() -> None:
+        if not team.usable():
+            return serial()
+        for i0 in range(0, n, chunk):
+            k = min(chunk, n - i0)
+            kernels.winograd_input(x, v, pt, pl, th, tw, i0, k, rows, tmp, ways)
+            kernels.winograd_products_output(u, v, bias, out, m, s, y, i0, k, th, tw, *act, ways, team.sgemm)
 
     return run

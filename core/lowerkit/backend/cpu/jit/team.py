@@ -11,7 +11,11 @@ bands the pool forms use, so results are the same bit for bit.
 - :func:`depthwise3x3_same`, :func:`depthwise3x3_s2`, :func:`depthwise5x5`, :func:`depthwise3x3`,
   :func:`conv2d_grouped`, :func:`depthwise_channels_last` — bands of planes (or channels);
 - :func:`im2col` — one image's columns in bands of output rows;
-- :func:`fc_bias_activation` — a fully-connected layer in bands of output columns.
+- :func:`conv_tiles` — a convolution as implicit GEMM: bands of output rows, im2col and GEMM
+  a few rows at a time, in each thread's cache;
+- :func:`fc_bias_activation` — a fully-connected layer in bands of output columns;
+- :func:`winograd_input` (bands of input channels) and :func:`winograd_products_output`
+  (bands of output channels: the band's 36 channel GEMMs, then its output transform).
 
 The GEMM kernels exist only where :func:`.cblas.sgemm` found a BLAS (else it is None): its
 signature carries that function's C prototype.
@@ -23,7 +27,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.core.typing.ctypes_utils import make_function_type
 
-from . import conv
+from . import conv, winograd
 from .cblas import NO_TRANS, ROW_MAJOR, sgemm
 from ._act import act_span
 from ._types import f8, i8, ro, rw
@@ -136,6 +140,65 @@ def _gemm_bias_activation(w, x, bias, out, code, p0, p1, ways, by_columns, gemm)
                 conv.bias_activation(out[r0:r1], bias[r0:r1] if has_bias else bias, code, p0, p1)
 
 
+@njit(types.void(ro(4), rw(3), i8, i8, i8, i8, i8, i8, rw(3), rw(3), i8), **_FLAGS)
+def winograd_input(x, v, pt, pl, th, tw, i0, k, rows, tmp, ways):
+    """:func:`.winograd.winograd_input` on ``ways`` bands of input channels; ``rows`` and
+    ``tmp`` [ways, 6, Wp] are each thread's buffers."""
+    channels = x.shape[1]
+    for j in prange(ways):
+        c0, c1 = _band(channels, j, ways)
+        if c1 > c0:
+            winograd.winograd_input(x, v, pt, pl, th, tw, i0, k, c0, c1, rows[j], tmp[j])
+
+
+def _winograd_products_output(u, v, bias, out, m, s, y, i0, k, th, tw, code, p0, p1, ways, gemm):
+    """Per band of output channels: the band's 36 channel GEMMs ``m[j][a] = u[a][band] @ v[a]``
+    (``gemm``, cblas_sgemm), then :func:`.winograd.winograd_output` of the band on the same
+    thread. ``m`` [ways, 36, rows, T] (rows at least the largest band), ``s`` and ``y`` are
+    each thread's buffers."""
+    oc, c = u.shape[1], u.shape[2]
+    t = v.shape[2]
+    rows = m.shape[2]
+    for j in prange(ways):
+        o0, o1 = _band(oc, j, ways)
+        if o1 > o0:
+            mj = m[j]
+            for a in range(36):
+                gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, o1 - o0, t, c, np.float32(1.0),
+                     u.ctypes.data + np.uint64(4 * (a * oc + o0) * c), c, v.ctypes.data + np.uint64(4 * a * c * t), t,
+                     np.float32(0.0), mj.ctypes.data + np.uint64(4 * a * rows * t), t)
+            winograd.winograd_output(mj, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s[j], y[j])
+
+
+def _conv_tiles(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, tile_rows, cols, code, p0, p1, ways, gemm):
+    """One image's convolution as implicit GEMM in tiles: ``out`` [OC, OH, OW] = act(``w``
+    [OC, K] @ columns + bias), each thread taking a band of output rows and, ``tile_rows``
+    rows at a time, filling the tile's columns with :func:`.conv.im2col` into its own
+    ``cols[j]`` (at least K * tile_rows * OW floats) and multiplying them while they are in
+    its cache; the epilogue runs on the tile. No column matrix for the whole image."""
+    oc, k = w.shape
+    oh, ow = out.shape[1], out.shape[2]
+    n = oh * ow
+    has_bias = bias.shape[0] > 0
+    of = out.reshape(-1)
+    for j in prange(ways):
+        r0, r1 = _band(oh, j, ways)
+        col = cols[j]
+        for a in range(r0, r1, tile_rows):
+            rows = min(tile_rows, r1 - a)
+            tile = col[:k * rows * ow].reshape(k, rows, ow)
+            conv.im2col(x, tile, kh, kw, sh, sw, pt - a * sh, pl, dh, dw, 0, rows)
+            gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, oc, rows * ow, k, np.float32(1.0), w.ctypes.data, k,
+                 tile.ctypes.data, rows * ow, np.float32(0.0), out.ctypes.data + np.uint64(4 * a * ow), n)
+            for r in range(oc):
+                lo, hi = r * n + a * ow, r * n + (a + rows) * ow
+                if has_bias:
+                    b = bias[r]
+                    for i in range(lo, hi):
+                        of[i] += b
+                act_span(of, lo, hi, code, p0, p1)
+
+
 def _fc_bias_activation(x, w, bias, out, code, p0, p1, ways, gemm):
     """``out = act(x @ w + bias)`` (``x`` [M, K], ``w`` [K, N], ``out`` [M, N], C order;
     ``bias`` [N] or empty — a fully-connected layer, M the batch) in ``ways`` bands of
@@ -158,9 +221,15 @@ def _fc_bias_activation(x, w, bias, out, code, p0, p1, ways, gemm):
 
 
 _SGEMM = sgemm()
-gemm_bias_activation = fc_bias_activation = None
+gemm_bias_activation = fc_bias_activation = winograd_products_output = conv_tiles = None
 if _SGEMM is not None:
     _GEMM_SIG = types.void(ro(2), ro(2), ro(1), rw(2), i8, f8, f8, i8, types.boolean, make_function_type(_SGEMM.function))
     gemm_bias_activation = njit(_GEMM_SIG, **_FLAGS)(_gemm_bias_activation)
     _FC_SIG = types.void(ro(2), ro(2), ro(1), rw(2), i8, f8, f8, i8, make_function_type(_SGEMM.function))
     fc_bias_activation = njit(_FC_SIG, **_FLAGS)(_fc_bias_activation)
+    _WINO_SIG = types.void(ro(3), ro(3), ro(1), rw(4), rw(4), rw(4), rw(4), i8, i8, i8, i8, i8, f8, f8, i8,
+                           make_function_type(_SGEMM.function))
+    winograd_products_output = njit(_WINO_SIG, **_FLAGS)(_winograd_products_output)
+    _TILES_SIG = types.void(ro(3), ro(2), ro(1), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, rw(2), i8, f8, f8, i8,
+                            make_function_type(_SGEMM.function))
+    conv_tiles = njit(_TILES_SIG, **_FLAGS)(_conv_tiles)
