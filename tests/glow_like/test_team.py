@@ -180,3 +180,27 @@ def test_every_team_kernel_family_runs_in_the_mobile_block(monkeypatch):
     assert_close([got], [module.run("forward", x)], rtol=1e-4)
     assert {"gemm_bias_activation", "fc_bias_activation", "im2col", "depthwise3x3_same", "depthwise3x3_s2",
             "depthwise5x5", "depthwise_channels_last"} <= set(ran), ran
+
+
+def test_a_stalling_handle_runs_its_serial_forms_until_a_probe(monkeypatch):
+    """The handle's StallGuard switched off (as after a streak of stalled calls): calls run
+    the serial forms — no team region — and compute the same result."""
+    from lowerkit.backend.cpu import jit
+
+    module, x = mobile_block(), _input()
+    handle = _compile(module, threads=2)
+    (expected,) = handle.run([x])
+    kernels = jit.load("team")
+    ran: list[str] = []
+    for name in ("gemm_bias_activation", "fc_bias_activation", "im2col", "depthwise3x3_same", "depthwise3x3_s2",
+                 "depthwise5x5", "depthwise_channels_last"):
+        original = getattr(kernels, name)
+        monkeypatch.setattr(kernels, name, lambda *a, _f=original, _n=name: (ran.append(_n), _f(*a))[1])
+    guard = handle.team.guard
+    guard.on, guard._serial_left = False, 3
+    for _ in range(2):
+        (got,) = handle.run([x])
+        assert_close([got], [expected], rtol=1e-5)
+    assert ran == [] and not guard.on
+    handle.run([x])  # the third call probes the team again
+    assert ran and guard.on

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lowerkit.backend.cpu import Parallel, blas_limit, cpu_count, split
+from lowerkit.backend.cpu import Parallel, StallGuard, blas_limit, cpu_count, split
 from lowerkit.errors import InputError
 from lowerkit.ir import DTYPES
 
@@ -73,7 +73,7 @@ def _team(ways: int) -> Team | None:
     from lowerkit.backend.cpu.jit.layer import team_ready
 
     found = sgemm() if team_ready() else None
-    return None if found is None else Team(ways, found.function)
+    return None if found is None else Team(ways, found.function, StallGuard())
 
 
 class Executable:
@@ -282,6 +282,8 @@ class Executable:
                 dst[...] = src  # a quarter of np.copyto's cost on tiny inputs
             else:
                 np.copyto(dst, src, casting="same_kind")
+        guard = self.team.guard if self.team is not None else None
+        start = guard.begin() if guard is not None else 0.0
         if self.blas_threads is not None and self.uses_blas:
             with blas_limit(self.blas_threads):
                 for call in state.calls:
@@ -289,6 +291,8 @@ class Executable:
         else:
             for call in state.calls:
                 call()
+        if guard is not None:
+            guard.end(start)
         return [out.copy() for out in state.outputs]
 
     def _run_slices(self, slices: list[_Slice], inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

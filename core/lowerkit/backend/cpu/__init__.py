@@ -4,6 +4,7 @@
 - :func:`run_parallel`, :class:`Parallel`, :func:`pool` — one process-wide worker pool per
   thread count; the calling thread runs one share.
 - :func:`split` — a range of work cut into contiguous, nearly equal parts.
+- :class:`StallGuard` — turns a handle's team regions off while another process holds a core.
 - :func:`blas_limit`, :func:`blas_threads_beside` — one process-wide, reference-counted
   BLAS thread limit (threadpoolctl, imported on first use).
 - :func:`winograd_matrices`, :func:`interpolation_points` — Winograd/Toom-Cook F(m, r)
@@ -22,11 +23,13 @@ from .cores import cpu_count
 from .im2col import im2col_view, merge_last, pad_into, tile_view
 from .pool import Parallel, pool, run_parallel
 from .split import split
+from .stall import StallGuard
 from .winograd import interpolation_points, winograd_matrices
 
 __all__ = [
     "BlasLimiter",
     "Parallel",
+    "StallGuard",
     "blas_limit",
     "blas_threads_beside",
     "cpu_count",

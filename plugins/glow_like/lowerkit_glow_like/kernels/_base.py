@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lowerkit.backend.cpu import StallGuard
 from lowerkit.ir import TensorType
 
 Run = Callable[[], None]
@@ -74,10 +75,12 @@ def kernel(
 class Team:
     """Team mode: a kernel runs as one compiled parallel region of ``ways`` threads
     (``lowerkit.backend.cpu.jit.team``), BLAS at one thread inside it. ``sgemm`` is numpy's
-    ``cblas_sgemm`` as the team GEMM takes it."""
+    ``cblas_sgemm`` as the team GEMM takes it; ``guard`` (one per handle) turns the regions
+    off while they stall."""
 
     ways: int
     sgemm: object
+    guard: StallGuard
 
     @staticmethod
     def kernels():
@@ -86,12 +89,12 @@ class Team:
 
         return jit.load("team")
 
-    @staticmethod
-    def usable() -> bool:
-        """False in a child forked after the parent ran team kernels: run the serial form."""
+    def usable(self) -> bool:
+        """False while the guard has turned regions off, and in a child forked after the
+        parent ran team kernels: run the serial form then."""
         from lowerkit.backend.cpu.jit.layer import forked
 
-        return not forked()
+        return self.guard.on and not forked()
 
 
 def scratch_array(scratch: np.ndarray | None, dtype, shape: Sequence[int], offset: int = 0) -> np.ndarray:

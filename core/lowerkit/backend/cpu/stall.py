@@ -1,0 +1,64 @@
+"""A guard that turns a handle's team regions off while they stall.
+
+A team region (``lowerkit.backend.cpu.jit.team``) is fork-join: the calling thread waits at
+its end for every team thread. When another process holds a core, the team thread on that
+core runs only when the scheduler gives it a slice, and every region waits for it (measured,
+MobileNetV2 batch 1 on the 2-core VM beside one busy process: median 36.7 ms, p90 186 ms,
+against 6.4 ms idle). The guard watches whole calls: a call more than :attr:`STALL` times
+slower than the best call seen stalls; :attr:`STREAK` stalls in a row switch the handle to
+its serial forms for :attr:`SERIAL_CALLS` calls, then one call tries the team again — back
+to serial at once, for twice as many calls (up to :attr:`MAX_SERIAL_CALLS`), if that call
+stalls too. On an idle machine it only reads the clock twice a call.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+class StallGuard:
+    """Whether team regions run now (:attr:`on`); :meth:`begin` / :meth:`end` time each call.
+
+    Shared by every thread calling one handle: the counters are plain attributes, updated
+    without a lock (a lost update costs at most one call in the wrong mode).
+    """
+
+    STALL = 2.0
+    STREAK = 3
+    SERIAL_CALLS = 25
+    MAX_SERIAL_CALLS = 800
+
+    def __init__(self) -> None:
+        self.on = True
+        self.best = float("inf")
+        self._streak = 0
+        self._serial_left = 0
+        self._backoff = self.SERIAL_CALLS
+        self._probing = False
+
+    def begin(self) -> float:
+        """Call before running a call; returns the start time to pass to :meth:`end`."""
+        if not self.on:
+            self._serial_left -= 1
+            if self._serial_left <= 0:  # try the team again
+                self.on, self._probing = True, True
+        return time.perf_counter()
+
+    def end(self, start: float) -> None:
+        """Call after the call; decides the mode of the calls that follow."""
+        if not self.on:
+            return
+        seconds = time.perf_counter() - start
+        if seconds < self.best:
+            self.best = seconds
+        if seconds <= self.STALL * self.best:
+            self._streak = 0
+            if self._probing:
+                self._probing, self._backoff = False, self.SERIAL_CALLS
+            return
+        self._streak += 1
+        if self._probing or self._streak >= self.STREAK:
+            if self._probing:
+                self._backoff = min(2 * self._backoff, self.MAX_SERIAL_CALLS)
+            self.on, self._probing, self._streak = False, False, 0
+            self._serial_left = self._backoff

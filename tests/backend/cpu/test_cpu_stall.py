@@ -1,0 +1,60 @@
+"""StallGuard: team regions go off after a streak of stalled calls, come back on a probe,
+and back off exponentially while probes keep stalling (call times simulated by passing
+earlier start times)."""
+
+from __future__ import annotations
+
+import time
+
+from lowerkit.backend.cpu import StallGuard
+
+
+def _call(guard: StallGuard, ms: float) -> bool:
+    """One call of ``ms`` milliseconds; returns whether it ran with team regions on."""
+    start = guard.begin()
+    on = guard.on
+    guard.end(start - ms / 1e3)
+    return on
+
+
+def _serial_run(guard: StallGuard, ms: float) -> int:
+    """Calls that run serially before the guard tries the team again."""
+    count = 0
+    while not guard.on:
+        start = guard.begin()
+        if guard.on:  # this call is the probe
+            guard.end(start - ms / 1e3)
+            break
+        guard.end(start - 0.009)
+        count += 1
+    return count
+
+
+def test_steady_calls_keep_the_team_on():
+    guard = StallGuard()
+    assert all(_call(guard, ms) for ms in [5.0, 5.2, 4.9, 6.0, 9.5, 5.1] * 10)  # one 9.5 ms call is no streak
+
+
+def test_a_streak_of_stalls_switches_to_serial_then_a_probe_decides():
+    guard = StallGuard()
+    for _ in range(5):
+        _call(guard, 5.0)
+    assert [_call(guard, 40.0) for _ in range(StallGuard.STREAK)] == [True] * StallGuard.STREAK
+    assert not guard.on
+    assert _serial_run(guard, 40.0) == StallGuard.SERIAL_CALLS - 1  # then a probe, which stalls
+    assert not guard.on
+    assert _serial_run(guard, 5.1) == 2 * StallGuard.SERIAL_CALLS - 1  # twice as long; the probe is fine
+    assert guard.on and _call(guard, 5.0)
+    for _ in range(StallGuard.STREAK):
+        _call(guard, 40.0)
+    assert _serial_run(guard, 5.0) == StallGuard.SERIAL_CALLS - 1  # the good probe reset the backoff
+    assert guard.on
+
+
+def test_the_backoff_is_bounded():
+    guard = StallGuard()
+    _call(guard, 5.0)
+    for _ in range(StallGuard.STREAK):
+        _call(guard, 40.0)
+    runs = [_serial_run(guard, 40.0) for _ in range(8)]
+    assert runs[-1] == StallGuard.MAX_SERIAL_CALLS - 1 and runs == sorted(runs)
