@@ -7,12 +7,16 @@ cache=True)`` kernels then compile (first run ever) or load from the cache. Expl
 signatures also mean nothing compiles later: a call with other types is a ``TypeError``.
 
 Kernels release the GIL; backends run them on the shared worker pool of
-:mod:`lowerkit.backend.cpu` (none uses numba's own ``parallel=True`` threading).
+:mod:`lowerkit.backend.cpu`, or — for one image — as team regions (:mod:`.team`, numba's
+``parallel=True`` on the OpenMP layer; :mod:`.layer` says where they may run).
 
-- :mod:`.conv` — direct grouped / depthwise convolution with bias and activation;
+- :mod:`.conv` — direct grouped / depthwise convolution with bias and activation, im2col,
+  the GEMM epilogue;
 - :mod:`.winograd` — Winograd F(4x4, 3x3) input and output transforms, fused per tile;
 - :mod:`.pool` — max, average and global average pooling;
 - :mod:`.norm` — softmax and layer norm over the last axis, one pass per row;
+- :mod:`.team` — the kernels above in bands on one parallel region, and GEMMs on numpy's
+  ``cblas_sgemm`` (:mod:`.cblas`);
 - :mod:`.activation` — the fused-activation codes (plain Python).
 """
 
@@ -29,7 +33,7 @@ from .activation import NAMES as ACTIVATIONS, activation_code
 __all__ = ["ACTIVATIONS", "CACHE_ENV", "KERNEL_MODULES", "activation_code", "cache_dir", "load", "load_seconds"]
 
 CACHE_ENV = "LOWERKIT_JIT_CACHE_DIR"
-KERNEL_MODULES = ("conv", "winograd", "pool", "norm")
+KERNEL_MODULES = ("conv", "winograd", "pool", "norm", "team")
 
 _lock = threading.Lock()
 _loaded: dict[str, ModuleType] = {}
