@@ -19,13 +19,13 @@ from lowerkit.opset import get_schema
 glow = pytest.importorskip("lowerkit_glow_like")
 pytest.importorskip("numba")
 
-from lowerkit_glow_like.runtime import _team  # noqa: E402
+from lowerkit.backend.cpu import make_team  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def _team_everywhere(monkeypatch):
     """Team forms on the tests' small layers; batches stay whole (not slices)."""
-    if _team(2) is None:
+    if make_team(2) is None:
         pytest.skip("team kernels cannot run here (numba's OpenMP layer or numpy's cblas_sgemm missing)")
     from lowerkit_glow_like.kernels import conv, grouped, linalg
 

@@ -68,11 +68,12 @@ def test_plan_sets_blas_threads_by_its_algorithms(rng, monkeypatch, stride, blas
     """A plan's GEMM layers run under one BLAS limit held over the call: ``threads`` BLAS
     threads and one worker when every dense convolution is a GEMM (implicit GEMM, direct),
     ``cores // threads`` when a Winograd or FFT layer splits over the pool; the process's
-    setting is restored after."""
+    setting is restored after. (Without team regions: tests/nnpack/test_team.py.)"""
     import lowerkit
     from lowerkit import nn
     from lowerkit_nnpack import algorithms as algos
 
+    monkeypatch.setenv("LOWERKIT_NNPACK_TEAM", "0")
     with nn.init_seed(0):
         net = nn.Conv2d(16, 16, 3, stride=stride, padding=1)
     x = rng.standard_normal((1, 16, 40, 40)).astype(np.float32)

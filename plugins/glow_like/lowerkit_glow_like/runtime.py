@@ -17,12 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lowerkit.backend.cpu import Parallel, StallGuard, blas_limit, cpu_count, split
+from lowerkit.backend.cpu import Parallel, Team, blas_limit, cpu_count, make_team, split
 from lowerkit.errors import InputError
 from lowerkit.ir import DTYPES
 
 from .kernels import KERNELS
-from .kernels._base import Team
 from .lir import ALIGNMENT, Program
 from .lir.batch import batch_size, batch_sliceable
 
@@ -67,15 +66,6 @@ def _uses_blas(op: str) -> bool:
     return _module(op) not in _BLAS_FREE_KERNELS
 
 
-def _team(ways: int) -> Team | None:
-    """A :class:`Team` of ``ways`` threads where team kernels can run here, else None."""
-    from lowerkit.backend.cpu.jit.cblas import sgemm
-    from lowerkit.backend.cpu.jit.layer import team_ready
-
-    found = sgemm() if team_ready() else None
-    return None if found is None else Team(ways, found.function, StallGuard())
-
-
 class Executable:
     """A bound program: call :meth:`run` from any thread."""
 
@@ -113,7 +103,7 @@ class Executable:
                 self.batch_slices = split(batch_size(program), self.ways)
                 self.blas_threads, self.parallel = 1, Parallel(self.ways)
             elif self.ways > 1 and self._team_mode(program):
-                self.blas_threads, self.team = 1, _team(self.ways)
+                self.blas_threads, self.team = 1, make_team(self.ways)
             elif self.ways > 1 and self._gemms_on_blas(program):
                 self.blas_threads = self.ways
             else:
@@ -169,7 +159,7 @@ class Executable:
         # BLAS runs at one thread in team mode: a GEMM kernel without a team form would lose
         # its second core (attention's matmuls, int8 convolutions).
         lone_gemm = any(_module(ins.op) in _GEMM_KERNELS and not KERNELS[ins.op].team for ins in program.instructions)
-        return has_work and not lone_gemm and _team(2) is not None
+        return has_work and not lone_gemm and make_team(2) is not None
 
     @staticmethod
     def _split_batch(program: Program) -> bool:

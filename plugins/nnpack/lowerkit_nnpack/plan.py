@@ -8,13 +8,14 @@ that convolution's output transform.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from lowerkit.backend.cpu import blas_limit, blas_threads_beside, run_parallel, split
+from lowerkit.backend.cpu import blas_limit, blas_threads_beside, make_team, run_parallel, split
 from lowerkit.errors import LowerkitError, NodeExecutionError, UnsupportedOperatorError
 from lowerkit.ir.graph import Graph
 from lowerkit.ir.interpreter import last_uses
@@ -27,6 +28,7 @@ from .grad import Conv2dInputGrad, Conv2dWeightGrad
 from .activations import NONE, activation_of, apply
 from .layers import Linear, MaxPool2d, softmax
 from .selection import select_algorithm
+from .team import TeamConv, TeamDepthwise, TeamLinear
 from .support import (
     ACTIVATION_OPS,
     RESIDUAL_OPS,
@@ -101,9 +103,15 @@ class Plan:
         self.workers = requested.workers
         self.sliced = requested.workers > 1 and batch_sliceable(graph, requested.workers)
         self.gemm_on_blas = not self.sliced and _gemm_on_blas(graph, options, requested)
-        serial = self.sliced or self.gemm_on_blas
+        # Team regions (see team.py) where the plan would run every layer on the calling
+        # thread (or has depthwise layers only) and team kernels can run here.
+        self.team = None
+        if not self.sliced and os.environ.get("LOWERKIT_NNPACK_TEAM") != "0" and (
+                self.gemm_on_blas or _depthwise_only(graph, requested)):
+            self.team = make_team(requested.workers)
+        serial = self.sliced or self.gemm_on_blas or self.team is not None
         self.run_options = RunOptions(1, requested.batch_threshold) if serial else requested
-        if self.sliced:
+        if self.sliced or self.team is not None:
             self.blas_threads = 1
         else:
             self.blas_threads = requested.workers if self.gemm_on_blas else blas_threads_beside(requested.workers)
@@ -172,6 +180,8 @@ class Plan:
             conv = DepthwiseConv2d(conv_geometry(node), weight, bias, dilation=tuple(attrs["dilation"]),
                                    activation=act, options=run, workspace=self.workspace)
             self.algorithms[node.debug_handle] = f"depthwise ({conv.algorithm})"
+            if self.team is not None and TeamDepthwise.fits(conv):
+                conv = TeamDepthwise(conv, self.team)
         elif node.op == "conv2d":
             weight, bias = self._const(node, 1), self._const(node, 2)
             conv = Conv2d(
@@ -180,6 +190,8 @@ class Plan:
                 batch_hint=_batch_hint(node.inputs[0].type.shape[0]), workspace=self.workspace,
             )
             self.algorithms[node.debug_handle] = conv.algorithm
+            if self.team is not None and TeamConv.fits(conv):
+                conv = TeamConv(conv, self.team)
         if node.op == "conv2d":
             live = [ids[0]] + [ids[i] for i in (1, 2) if i < len(ids) and ids[i] not in self.constants]
             has_bias = len(ids) > 2
@@ -212,6 +224,8 @@ class Plan:
         if node.op == "linear":
             weight, bias = self._const(node, 1), self._const(node, 2)
             layer = Linear(weight, bias, options=run)
+            if self.team is not None and TeamLinear.fits(layer):
+                layer = TeamLinear(layer, self.team)
             live = [ids[0]] + [ids[i] for i in (1, 2) if i < len(ids) and ids[i] not in self.constants]
             has_bias = len(ids) > 2
 
@@ -256,8 +270,13 @@ class Plan:
         # plan's one ``threads`` option), so the plan holds that limit over the whole call:
         # the kernels' own limits then nest at no cost (setting OpenBLAS's threads and
         # restoring them cost ~7 us a kernel).
+        guard = self.team.guard if self.team is not None else None
+        start = guard.begin() if guard is not None else 0.0
         with blas_limit(self.blas_threads):
-            return self._run(env, keep)
+            outputs = self._run(env, keep)
+        if guard is not None:
+            guard.end(start)
+        return outputs
 
     def _run_slices(self, inputs: Sequence[np.ndarray], keep: set[Value], slices: list[slice]) -> list[np.ndarray]:
         """Every layer on each slice of the batch, one slice per worker; outputs joined."""
@@ -405,6 +424,12 @@ def _gemm_on_blas(graph: Graph, options: dict[str, Any], run: RunOptions) -> boo
         if any(algorithm.startswith(_POOL_ALGORITHMS) for algorithm in choices):
             return False
     return True
+
+
+def _depthwise_only(graph: Graph, run: RunOptions) -> bool:
+    """Several workers and convolutions, every one depthwise."""
+    convolutions = [node for node in graph.nodes if node.op == "conv2d"]
+    return run.workers > 1 and bool(convolutions) and all(is_depthwise(node) for node in convolutions)
 
 
 def _batch_hint(dim: int | str) -> int:

@@ -4,7 +4,9 @@
 - :func:`run_parallel`, :class:`Parallel`, :func:`pool` — one process-wide worker pool per
   thread count; the calling thread runs one share.
 - :func:`split` — a range of work cut into contiguous, nearly equal parts.
-- :class:`StallGuard` — turns a handle's team regions off while another process holds a core.
+- :class:`Team`, :func:`make_team`, :class:`StallGuard` — one image on several cores as
+  compiled parallel regions (``jit.team``), and the guard that turns them off while another
+  process holds a core.
 - :func:`blas_limit`, :func:`blas_threads_beside` — one process-wide, reference-counted
   BLAS thread limit (threadpoolctl, imported on first use).
 - :func:`winograd_matrices`, :func:`interpolation_points` — Winograd/Toom-Cook F(m, r)
@@ -23,17 +25,19 @@ from .cores import cpu_count
 from .im2col import im2col_view, merge_last, pad_into, tile_view
 from .pool import Parallel, pool, run_parallel
 from .split import split
-from .stall import StallGuard
+from .team import StallGuard, Team, make_team
 from .winograd import interpolation_points, winograd_matrices
 
 __all__ = [
     "BlasLimiter",
     "Parallel",
     "StallGuard",
+    "Team",
     "blas_limit",
     "blas_threads_beside",
     "cpu_count",
     "im2col_view",
+    "make_team",
     "interpolation_points",
     "merge_last",
     "pad_into",

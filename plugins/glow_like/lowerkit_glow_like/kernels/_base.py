@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lowerkit.backend.cpu import StallGuard
 from lowerkit.ir import TensorType
 
 Run = Callable[[], None]
@@ -43,7 +42,7 @@ class KernelSpec:
     # True when prepare accepts ``parallel=``: a callable running ``task(j)`` for
     # j in range(parallel.ways) across the handle's worker threads.
     parallel: bool = False
-    # True when prepare accepts ``team=`` (a :class:`Team`): one compiled parallel region
+    # True when prepare accepts ``team=`` (a ``lowerkit.backend.cpu.Team``): one compiled parallel region
     # per call instead of the pool (see runtime.Executable._team_mode).
     team: bool = False
 
@@ -69,32 +68,6 @@ def kernel(
         return prepare
 
     return decorate
-
-
-@dataclass(frozen=True, slots=True)
-class Team:
-    """Team mode: a kernel runs as one compiled parallel region of ``ways`` threads
-    (``lowerkit.backend.cpu.jit.team``), BLAS at one thread inside it. ``sgemm`` is numpy's
-    ``cblas_sgemm`` as the team GEMM takes it; ``guard`` (one per handle) turns the regions
-    off while they stall."""
-
-    ways: int
-    sgemm: object
-    guard: StallGuard
-
-    @staticmethod
-    def kernels():
-        """The team kernel module (compiled or loaded from the cache on first use)."""
-        from lowerkit.backend.cpu import jit
-
-        return jit.load("team")
-
-    def usable(self) -> bool:
-        """False while the guard has turned regions off, and in a child forked after the
-        parent ran team kernels: run the serial form then."""
-        from lowerkit.backend.cpu.jit.layer import forked
-
-        return self.guard.on and not forked()
 
 
 def scratch_array(scratch: np.ndarray | None, dtype, shape: Sequence[int], offset: int = 0) -> np.ndarray:

@@ -1,4 +1,10 @@
-"""A guard that turns a handle's team regions off while they stall.
+"""Team regions for one image: :class:`Team` (what a backend's kernels are bound with) and
+:class:`StallGuard`, which turns a handle's team regions off while they stall.
+
+``make_team(ways)`` gives a :class:`Team` where team kernels can run here (numba's OpenMP
+layer, numpy's ``cblas_sgemm``; see ``lowerkit.backend.cpu.jit.layer``), else None.
+
+The guard:
 
 A team region (``lowerkit.backend.cpu.jit.team``) is fork-join: the calling thread waits at
 its end for every team thread. When another process holds a core, the team thread on that
@@ -14,6 +20,8 @@ stalls too. On an idle machine it only reads the clock twice a call.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from types import ModuleType
 
 
 class StallGuard:
@@ -62,3 +70,41 @@ class StallGuard:
                 self._backoff = min(2 * self._backoff, self.MAX_SERIAL_CALLS)
             self.on, self._probing, self._streak = False, False, 0
             self._serial_left = self._backoff
+
+
+@dataclass(frozen=True)
+class Team:
+    """Kernels bound with a team run each call as one compiled parallel region of ``ways``
+    threads (``lowerkit.backend.cpu.jit.team``), with BLAS at one thread. ``sgemm`` is numpy's
+    ``cblas_sgemm`` as the team GEMMs take it; ``guard`` (one per handle) turns the regions
+    off while they stall."""
+
+    ways: int
+    sgemm: object
+    guard: StallGuard
+
+    @staticmethod
+    def kernels() -> ModuleType:
+        """The team kernel module (compiled or loaded from the cache on first use)."""
+        from . import jit
+
+        return jit.load("team")
+
+    def usable(self) -> bool:
+        """False while the guard has turned regions off, and in a child forked after the
+        parent ran team kernels: run the serial forms then."""
+        from .jit.layer import forked
+
+        return self.guard.on and not forked()
+
+
+def make_team(ways: int) -> Team | None:
+    """A :class:`Team` of ``ways`` threads with a guard of its own, where team kernels can run
+    here; None otherwise (the caller keeps its pool or BLAS forms)."""
+    if ways < 2:
+        return None
+    from .jit.cblas import sgemm
+    from .jit.layer import team_ready
+
+    found = sgemm() if team_ready() else None
+    return None if found is None else Team(ways, found.function, StallGuard())

@@ -1,0 +1,169 @@
+"""Team forms of nnpack's layers, for a plan that runs one image (or fewer images than
+workers) on several cores: each layer is one compiled parallel region of the shared CPU
+support (``lowerkit.backend.cpu.jit.team``), BLAS at one thread — as glow_like does (see
+docs/glow_like.md, "Threads").
+
+- implicit GEMM and direct (1x1) convolutions: the GEMM in bands of output channels (or of
+  pixels, for few channels over many inputs) with the band's bias and activation on its
+  thread; large outputs as implicit GEMM in tiles (im2col of a few output rows, multiplied
+  while in cache) — NNPACK's implicit GEMM, split between threads without a pool hand-off;
+- depthwise convolutions: bands of planes;
+- fully-connected layers: bands of output columns.
+
+A fused residual is added after the region, then the activation (one pass each). Each
+form falls back to the layer's own call while the plan's ``StallGuard`` has turned team
+regions off, or in a forked child.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lowerkit.backend.cpu import Team, jit
+
+from .activations import NONE
+
+# Below these sizes a layer's region costs more than it splits (a region is ~3.5 us).
+MIN_FLOPS = 1_000_000
+MIN_DEPTHWISE_MACS = 100_000
+MIN_LINEAR_WEIGHTS = 65_536
+# Output pixels from which a convolution runs as implicit GEMM in tiles, and the tile size.
+TILED_PIXELS = 1024
+TILE_BYTES = 384 * 1024
+# GEMMs of at most this many output channels over at least twice as many inputs split pixels.
+COLUMN_SPLIT_ROWS = 64
+
+
+class TeamConv:
+    """An implicit-GEMM or direct :class:`~lowerkit_nnpack.conv.Conv2d` as one team region."""
+
+    def __init__(self, conv, team: Team) -> None:
+        g = conv.geom
+        self.conv, self.team, self.kernels = conv, team, team.kernels()
+        self.w2 = np.ascontiguousarray(conv.impl.kernel_data(None), dtype=np.float32)
+        self.bias = conv.bias if conv.bias is not None else np.empty(0, np.float32)
+        self.activation = conv.impl.activation
+        (self.kh, self.kw), self.stride, self.padding = g.kernel, tuple(g.stride), tuple(g.padding)
+        self.out_hw = tuple(conv.geom.out_hw)
+        oc, k = self.w2.shape
+        self.pointwise = (self.kh, self.kw) == (1, 1) and self.stride == (1, 1) and not any(self.padding)
+        self.by_columns = oc <= COLUMN_SPLIT_ROWS and k >= 2 * oc
+        oh, ow = self.out_hw
+        self.tiled = not self.pointwise and oh * ow >= TILED_PIXELS
+        self.tile_rows = max(1, min(oh, TILE_BYTES // (4 * k * ow)))
+        width = k * (self.tile_rows * ow if self.tiled else oh * ow)
+        self.cols = None if self.pointwise else np.empty((team.ways if self.tiled else 1, width), np.float32)
+
+    def output_shape(self, batch: int) -> tuple[int, int, int, int]:
+        return self.conv.output_shape(batch)
+
+    @staticmethod
+    def fits(conv) -> bool:
+        """Whether a layer has a team form: implicit GEMM or direct, a constant weight, big enough."""
+        return (conv.algorithm in ("implicit_gemm", "direct") and conv.impl.weight is not None
+                and conv.geom.flops(1) >= MIN_FLOPS)
+
+    def __call__(self, x, weight=None, bias=None, residual=None, out=None) -> np.ndarray:
+        conv = self.conv
+        if weight is not None or bias is not None or not self.team.usable() or x.dtype != np.float32:
+            return conv(x, weight, bias, residual=residual, out=out)
+        x = np.ascontiguousarray(x)
+        n, c = x.shape[0], x.shape[1]
+        oc = self.w2.shape[0]
+        oh, ow = self.out_hw
+        if out is None:
+            out = np.empty((n, oc, oh, ow), np.float32)
+        act = NONE if residual is not None else self.activation
+        k, ways, sgemm = self.kernels, self.team.ways, self.team.sgemm
+        geometry = (self.kh, self.kw, *self.stride, *self.padding[:2], 1, 1)
+        for i in range(n):
+            if self.pointwise:
+                k.gemm_bias_activation(self.w2, x[i].reshape(c, -1), self.bias, out[i].reshape(oc, oh * ow), *act,
+                                       ways, self.by_columns, sgemm)
+            elif self.tiled:
+                k.conv_tiles(x[i], self.w2, self.bias, out[i], *geometry, self.tile_rows, self.cols, *act, ways, sgemm)
+            else:
+                cols = self.cols[0].reshape(-1, oh, ow)
+                k.im2col(x[i], cols, *geometry, ways)
+                k.gemm_bias_activation(self.w2, cols.reshape(-1, oh * ow), self.bias, out[i].reshape(oc, oh * ow),
+                                       *act, ways, self.by_columns, sgemm)
+        if residual is not None:
+            _add_then_activate(out, residual, self.activation)
+        return out
+
+
+class TeamDepthwise:
+    """A :class:`~lowerkit_nnpack.depthwise.DepthwiseConv2d` as one team region (bands of planes)."""
+
+    def __init__(self, conv, team: Team) -> None:
+        from lowerkit.backend.cpu.jit.conv import depthwise5x5_rows, depthwise5x5_scratch
+
+        self.conv, self.team, self.kernels = conv, team, team.kernels()
+        g = conv.geom
+        self.rows = self.phases = None
+        if conv.algorithm == "depthwise3x3_s2":
+            self.phases = np.empty((team.ways, 4 * g.out_hw[0] * g.out_hw[1]), np.float32)
+        elif conv.algorithm == "depthwise5x5":
+            self.rows = depthwise5x5_rows(g.out_hw, g.stride[0])
+            self.phases = np.empty((team.ways, depthwise5x5_scratch(g.out_hw, g.stride[0])), np.float32)
+
+    def output_shape(self, batch: int) -> tuple[int, int, int, int]:
+        return self.conv.output_shape(batch)
+
+    @staticmethod
+    def fits(conv) -> bool:
+        g = conv.geom
+        macs = g.out_channels * g.out_hw[0] * g.out_hw[1] * g.kernel[0] * g.kernel[1]
+        return (conv.weight is not None and macs >= MIN_DEPTHWISE_MACS
+                and conv.algorithm in ("depthwise3x3_same", "depthwise3x3_s2", "depthwise5x5", "depthwise3x3"))
+
+    def __call__(self, x, weight=None, bias=None, residual=None, out=None) -> np.ndarray:
+        conv = self.conv
+        if weight is not None or bias is not None or not self.team.usable() or x.dtype != np.float32:
+            return conv(x, weight, bias, residual=residual, out=out)
+        x = np.ascontiguousarray(x)
+        g = conv.geom
+        n = x.shape[0]
+        if out is None:
+            out = np.empty(conv.output_shape(n), np.float32)
+        act = NONE if residual is not None else conv.activation
+        k, w, b, ways = self.kernels, conv.weight, conv.bias, self.team.ways
+        (sh, _), (pt, pl) = g.stride, g.padding[:2]
+        if conv.algorithm == "depthwise3x3_same":
+            k.depthwise3x3_same(x, w, b, conv.edges, out, *act, ways)
+        elif conv.algorithm == "depthwise3x3_s2":
+            k.depthwise3x3_s2(x, w, b, conv.edges, self.phases, out, *act, ways)
+        elif conv.algorithm == "depthwise5x5":
+            k.depthwise5x5(x, w, b, self.rows, self.phases, out, sh, pt, pl, *act, ways)
+        else:
+            k.depthwise3x3(x, w, b, out, sh, pt, pl, *act, ways)
+        if residual is not None:
+            _add_then_activate(out, residual, conv.activation)
+        return out
+
+
+class TeamLinear:
+    """A :class:`~lowerkit_nnpack.layers.Linear` with a constant weight as one team region."""
+
+    def __init__(self, layer, team: Team) -> None:
+        self.layer, self.team, self.kernels = layer, team, team.kernels()
+        self.bias = layer.bias if layer.bias is not None else np.empty(0, np.float32)
+
+    @staticmethod
+    def fits(layer) -> bool:
+        return layer.weight_t is not None and layer.weight_t.size >= MIN_LINEAR_WEIGHTS
+
+    def __call__(self, x, weight=None, bias=None) -> np.ndarray:
+        wt = self.layer.weight_t
+        if weight is not None or bias is not None or not self.team.usable() or x.shape[-1] != wt.shape[0]:
+            return self.layer(x, weight, bias)
+        x2 = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, wt.shape[0])
+        out = np.empty((x2.shape[0], wt.shape[1]), np.float32)
+        self.kernels.fc_bias_activation(x2, wt, self.bias, out, *NONE, self.team.ways, self.team.sgemm)
+        return out.reshape(*x.shape[:-1], wt.shape[1])
+
+
+def _add_then_activate(out: np.ndarray, residual: np.ndarray, activation) -> None:
+    np.add(out, residual, out=out)
+    if activation != NONE:
+        jit.load("conv").activate(out.reshape(-1), *activation)

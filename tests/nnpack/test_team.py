@@ -1,0 +1,115 @@
+"""nnpack's team regions (one image on several cores, each layer one compiled parallel
+region): which plans take them, layer kinds against the reference backend (pointwise,
+strided and tiled implicit GEMM, depthwise kinds, fused residual, fully-connected), the
+serial forms while the stall guard is off, and LOWERKIT_NNPACK_TEAM=0."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lowerkit as lk
+from lowerkit.backend.cpu import make_team
+from lowerkit.ir import Graph, GraphMethod, Module, TensorType
+from lowerkit.opset import get_schema
+
+nnpack = pytest.importorskip("lowerkit_nnpack")
+pytest.importorskip("numba")
+
+
+@pytest.fixture(autouse=True)
+def _team_on_small_layers(monkeypatch):
+    if make_team(2) is None:
+        pytest.skip("team kernels cannot run here (numba's OpenMP layer or numpy's cblas_sgemm missing)")
+    from lowerkit_nnpack import team
+
+    monkeypatch.setattr(team, "MIN_FLOPS", 0)
+    monkeypatch.setattr(team, "MIN_DEPTHWISE_MACS", 0)
+    monkeypatch.setattr(team, "MIN_LINEAR_WEIGHTS", 0)
+    monkeypatch.setattr(team, "TILED_PIXELS", 256)  # the 7x7 stem below runs in tiles
+
+
+def _add(g, op, ins, attrs=None):
+    schema = get_schema(op)
+    full = schema.normalize_attrs(attrs or {})
+    (t,) = schema.infer([v.type for v in ins], full)
+    return g.add_node(op, ins, [t], full).output
+
+
+def mobile_net(seed=0):
+    """7x7/2 stem (tiled implicit GEMM) + relu, 1x1 expand + relu6, depthwise 3x3 (flat),
+    depthwise 5x5 (phases), 1x1 project + residual, strided 3x3 (im2col), depthwise 3x3 /2,
+    linear over the last axis."""
+    rng = np.random.default_rng(seed)
+    g, params = Graph(), {}
+
+    def param(name, shape, scale=0.3):
+        params[name] = (rng.standard_normal(shape) * scale).astype(np.float32)
+        return g.add_node("param", [], [TensorType("f32", shape)], {"name": name}).output
+
+    x = g.add_input("x", TensorType("f32", (1, 3, 40, 40)))
+    y = _add(g, "relu", [_add(g, "conv2d", [x, param("stem", (8, 3, 7, 7)), param("stem_b", (8,))],
+                              {"stride": (2, 2), "padding": (3, 3, 3, 3)})])
+    e = _add(g, "relu6", [_add(g, "conv2d", [y, param("expand", (24, 8, 1, 1)), param("expand_b", (24,))])])
+    e = _add(g, "relu6", [_add(g, "conv2d", [e, param("dw3", (24, 1, 3, 3)), param("dw3_b", (24,))],
+                               {"padding": (1, 1, 1, 1), "groups": 24})])
+    e = _add(g, "conv2d", [e, param("dw5", (24, 1, 5, 5))], {"padding": (2, 2, 2, 2), "groups": 24})
+    p = _add(g, "conv2d", [e, param("project", (8, 24, 1, 1)), param("project_b", (8,))])
+    y = _add(g, "add", [p, y])
+    y = _add(g, "relu", [_add(g, "conv2d", [y, param("down", (16, 8, 3, 3))], {"stride": (2, 2), "padding": (1, 1, 1, 1)})])
+    y = _add(g, "conv2d", [y, param("dw_s2", (16, 1, 3, 3))], {"stride": (2, 2), "padding": (1, 1, 1, 1), "groups": 16})
+    g.set_outputs([_add(g, "linear", [y, param("fc", (10, 5)), param("fc_b", (10,))])])  # over the last axis
+    for i, node in enumerate(g.nodes):
+        node.debug_handle = i + 1
+        node.attrs = get_schema(node.op).normalize_attrs(node.attrs)
+    return Module(params, {"forward": GraphMethod(g)}, name="MobileNet")
+
+
+def _plan(lowered):
+    from lowerkit_nnpack.plan import Plan
+
+    (plan,) = [h.plan for h in lowered._handles.values() if isinstance(getattr(h, "plan", None), Plan)]
+    return plan
+
+
+def _ran_team_kernels(monkeypatch) -> list[str]:
+    from lowerkit.backend.cpu import jit
+
+    kernels = jit.load("team")
+    ran: list[str] = []
+    for name in ("gemm_bias_activation", "conv_tiles", "im2col", "fc_bias_activation", "depthwise3x3_same",
+                 "depthwise3x3_s2", "depthwise5x5", "depthwise3x3"):
+        original = getattr(kernels, name)
+        monkeypatch.setattr(kernels, name, lambda *a, _f=original, _n=name: (ran.append(_n), _f(*a))[1])
+    return ran
+
+
+def test_a_one_image_plan_runs_team_regions_and_matches_the_reference(monkeypatch):
+    module = mobile_net()
+    x = np.random.default_rng(1).standard_normal((1, 3, 40, 40)).astype(np.float32)
+    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    plan = _plan(lowered)
+    assert plan.team is not None and plan.blas_threads == 1
+    ran = _ran_team_kernels(monkeypatch)
+    expected = module(x)
+    got = lowered(x)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
+    assert {"gemm_bias_activation", "conv_tiles", "im2col", "fc_bias_activation", "depthwise3x3_same",
+            "depthwise5x5", "depthwise3x3_s2"} <= set(ran), ran
+    serial = lk.to_backend(module, "nnpack", {"forward": {"threads": 1}})
+    assert _plan(serial).team is None
+    np.testing.assert_allclose(got, serial(x), rtol=0, atol=1e-5 * max(1.0, float(np.abs(expected).max())))
+
+
+def test_serial_forms_while_the_guard_is_off_and_the_switch(monkeypatch):
+    module = mobile_net(seed=2)
+    x = np.random.default_rng(3).standard_normal((1, 3, 40, 40)).astype(np.float32)
+    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    expected = lowered(x)
+    guard = _plan(lowered).team.guard
+    guard.on, guard._serial_left = False, 5
+    ran = _ran_team_kernels(monkeypatch)
+    np.testing.assert_allclose(lowered(x), expected, rtol=0, atol=1e-5 * max(1.0, float(np.abs(expected).max())))
+    assert ran == []
+    monkeypatch.setenv("LOWERKIT_NNPACK_TEAM", "0")
+    assert _plan(lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})).team is None
