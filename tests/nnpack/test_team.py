@@ -38,7 +38,8 @@ def _add(g, op, ins, attrs=None):
 
 def mobile_net(seed=0):
     """7x7/2 stem (tiled implicit GEMM) + relu, 1x1 expand + relu6, depthwise 3x3 (flat),
-    depthwise 5x5 (phases), 1x1 project + residual, strided 3x3 (im2col), depthwise 3x3 /2,
+    depthwise 5x5 (phases), 1x1 project + residual, 3x3 Winograd + residual + relu, strided
+    3x3 (im2col), depthwise 3x3 /2,
     linear over the last axis."""
     rng = np.random.default_rng(seed)
     g, params = Graph(), {}
@@ -56,6 +57,8 @@ def mobile_net(seed=0):
     e = _add(g, "conv2d", [e, param("dw5", (24, 1, 5, 5))], {"padding": (2, 2, 2, 2), "groups": 24})
     p = _add(g, "conv2d", [e, param("project", (8, 24, 1, 1)), param("project_b", (8,))])
     y = _add(g, "add", [p, y])
+    w3 = _add(g, "conv2d", [y, param("wino", (8, 8, 3, 3)), param("wino_b", (8,))], {"padding": (1, 1, 1, 1)})
+    y = _add(g, "relu", [_add(g, "add", [w3, y])])  # Winograd wt6x6 (25 tiles), residual, relu
     y = _add(g, "relu", [_add(g, "conv2d", [y, param("down", (16, 8, 3, 3))], {"stride": (2, 2), "padding": (1, 1, 1, 1)})])
     y = _add(g, "conv2d", [y, param("dw_s2", (16, 1, 3, 3))], {"stride": (2, 2), "padding": (1, 1, 1, 1), "groups": 16})
     g.set_outputs([_add(g, "linear", [y, param("fc", (10, 5)), param("fc_b", (10,))])])  # over the last axis
@@ -78,7 +81,7 @@ def _ran_team_kernels(monkeypatch) -> list[str]:
     kernels = jit.load("team")
     ran: list[str] = []
     for name in ("gemm_bias_activation", "conv_tiles", "im2col", "fc_bias_activation", "depthwise3x3_same",
-                 "depthwise3x3_s2", "depthwise5x5", "depthwise3x3"):
+                 "depthwise3x3_s2", "depthwise5x5", "depthwise3x3", "winograd_input", "winograd_products_output"):
         original = getattr(kernels, name)
         monkeypatch.setattr(kernels, name, lambda *a, _f=original, _n=name: (ran.append(_n), _f(*a))[1])
     return ran
@@ -95,7 +98,8 @@ def test_a_one_image_plan_runs_team_regions_and_matches_the_reference(monkeypatc
     got = lowered(x)
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
     assert {"gemm_bias_activation", "conv_tiles", "im2col", "fc_bias_activation", "depthwise3x3_same",
-            "depthwise5x5", "depthwise3x3_s2"} <= set(ran), ran
+            "depthwise5x5", "depthwise3x3_s2", "winograd_input", "winograd_products_output"} <= set(ran), ran
+    assert "wt6x6" in plan.algorithms.values()
     serial = lk.to_backend(module, "nnpack", {"forward": {"threads": 1}})
     assert _plan(serial).team is None
     np.testing.assert_allclose(got, serial(x), rtol=0, atol=1e-5 * max(1.0, float(np.abs(expected).max())))

@@ -28,7 +28,7 @@ from .grad import Conv2dInputGrad, Conv2dWeightGrad
 from .activations import NONE, activation_of, apply
 from .layers import Linear, MaxPool2d, softmax
 from .selection import select_algorithm
-from .team import TeamConv, TeamDepthwise, TeamLinear
+from .team import ALGORITHMS as TEAM_ALGORITHMS, TeamConv, TeamDepthwise, TeamLinear
 from .support import (
     ACTIVATION_OPS,
     RESIDUAL_OPS,
@@ -103,11 +103,10 @@ class Plan:
         self.workers = requested.workers
         self.sliced = requested.workers > 1 and batch_sliceable(graph, requested.workers)
         self.gemm_on_blas = not self.sliced and _gemm_on_blas(graph, options, requested)
-        # Team regions (see team.py) where the plan would run every layer on the calling
-        # thread (or has depthwise layers only) and team kernels can run here.
+        # Team regions (see team.py) where every convolution has a team form and team
+        # kernels can run here.
         self.team = None
-        if not self.sliced and os.environ.get("LOWERKIT_NNPACK_TEAM") != "0" and (
-                self.gemm_on_blas or _depthwise_only(graph, requested)):
+        if not self.sliced and os.environ.get("LOWERKIT_NNPACK_TEAM") != "0" and _team_plan(graph, options, requested):
             self.team = make_team(requested.workers)
         serial = self.sliced or self.gemm_on_blas or self.team is not None
         self.run_options = RunOptions(1, requested.batch_threshold) if serial else requested
@@ -426,10 +425,22 @@ def _gemm_on_blas(graph: Graph, options: dict[str, Any], run: RunOptions) -> boo
     return True
 
 
-def _depthwise_only(graph: Graph, run: RunOptions) -> bool:
-    """Several workers and convolutions, every one depthwise."""
+def _team_plan(graph: Graph, options: dict[str, Any], run: RunOptions) -> bool:
+    """Several workers, convolutions, and every dense one an algorithm with a team form
+    (``team.ALGORITHMS``, as ``auto`` picks it for a plan whose layers run on one thread)."""
     convolutions = [node for node in graph.nodes if node.op == "conv2d"]
-    return run.workers > 1 and bool(convolutions) and all(is_depthwise(node) for node in convolutions)
+    if run.workers <= 1 or not convolutions:
+        return False
+    for node in convolutions:
+        if is_depthwise(node):
+            continue
+        algorithm = options["algorithm"]
+        if algorithm == "auto":
+            algorithm = select_algorithm(conv_geometry(node), _batch_hint(node.inputs[0].type.shape[0]), 1,
+                                         run.batch_threshold)
+        if algorithm not in TEAM_ALGORITHMS:
+            return False
+    return True
 
 
 def _batch_hint(dim: int | str) -> int:

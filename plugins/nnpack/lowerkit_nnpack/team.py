@@ -3,6 +3,9 @@ workers) on several cores: each layer is one compiled parallel region of the sha
 support (``lowerkit.backend.cpu.jit.team``), BLAS at one thread — as glow_like does (see
 docs/glow_like.md, "Threads").
 
+- Winograd ``wt6x6`` (F(4x4, 3x3), whose transforms nnpack shares with glow_like): the input
+  transform in bands of input channels, then per band of output channels its 36 channel
+  GEMMs and output transform;
 - implicit GEMM and direct (1x1) convolutions: the GEMM in bands of output channels (or of
   pixels, for few channels over many inputs) with the band's bias and activation on its
   thread; large outputs as implicit GEMM in tiles (im2col of a few output rows, multiplied
@@ -34,12 +37,21 @@ TILE_BYTES = 384 * 1024
 COLUMN_SPLIT_ROWS = 64
 
 
+ALGORITHMS = ("implicit_gemm", "direct", "wt6x6")  # the convolutions with a team form
+
+
 class TeamConv:
-    """An implicit-GEMM or direct :class:`~lowerkit_nnpack.conv.Conv2d` as one team region."""
+    """An implicit-GEMM, direct or ``wt6x6`` :class:`~lowerkit_nnpack.conv.Conv2d` as team
+    regions (one; two for Winograd: its input transform by input channels, then per band of
+    output channels the 36 channel GEMMs and the output transform)."""
 
     def __init__(self, conv, team: Team) -> None:
         g = conv.geom
         self.conv, self.team, self.kernels = conv, team, team.kernels()
+        self.winograd = conv.algorithm == "wt6x6"
+        if self.winograd:
+            self._init_winograd(conv, team)
+            return
         self.w2 = np.ascontiguousarray(conv.impl.kernel_data(None), dtype=np.float32)
         self.bias = conv.bias if conv.bias is not None else np.empty(0, np.float32)
         self.activation = conv.impl.activation
@@ -57,10 +69,41 @@ class TeamConv:
     def output_shape(self, batch: int) -> tuple[int, int, int, int]:
         return self.conv.output_shape(batch)
 
+    def _init_winograd(self, conv, team: Team) -> None:
+        g, impl = conv.geom, conv.impl
+        self.u = np.ascontiguousarray(impl.kernel_data(None), dtype=np.float32)  # [36, OC, C]
+        self.bias = conv.bias if conv.bias is not None else np.empty(0, np.float32)
+        self.activation = impl.activation
+        self.tiles = impl.tiles
+        self.padding = tuple(g.padding)
+        th, tw = self.tiles
+        oc, c = g.out_channels, g.in_channels
+        self.rows = np.empty((team.ways, 6, 4 * tw + 2), np.float32)
+        self.tmp = np.empty((team.ways, 6, 4 * tw + 2), np.float32)
+        self.s = np.empty((team.ways, 6, 4, tw), np.float32)
+        self.y = np.empty((team.ways, 4, 4, tw), np.float32)
+        self._band_rows = -(-oc // team.ways)
+        self._by_batch: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # n -> (v, m), made on first use
+
+    def _winograd(self, x: np.ndarray, out: np.ndarray, act) -> None:
+        n, c = x.shape[0], x.shape[1]
+        th, tw = self.tiles
+        buffers = self._by_batch.get(n)
+        if buffers is None:
+            t = n * th * tw
+            buffers = self._by_batch.setdefault(n, (np.empty((36, c, t), np.float32),
+                                                    np.empty((self.team.ways, 36, self._band_rows, t), np.float32)))
+        v, m = buffers
+        pt, pl = self.padding[:2]
+        k, ways = self.kernels, self.team.ways
+        k.winograd_input(x, v, pt, pl, th, tw, 0, n, self.rows, self.tmp, ways)
+        k.winograd_products_output(self.u, v, self.bias, out, m, self.s, self.y, 0, n, th, tw, *act, ways,
+                                   self.team.sgemm)
+
     @staticmethod
     def fits(conv) -> bool:
-        """Whether a layer has a team form: implicit GEMM or direct, a constant weight, big enough."""
-        return (conv.algorithm in ("implicit_gemm", "direct") and conv.impl.weight is not None
+        """Whether a layer has a team form: implicit GEMM, direct or wt6x6, a constant weight, big enough."""
+        return (conv.algorithm in ALGORITHMS and conv.impl.weight is not None
                 and conv.geom.flops(1) >= MIN_FLOPS)
 
     def __call__(self, x, weight=None, bias=None, residual=None, out=None) -> np.ndarray:
@@ -68,12 +111,17 @@ class TeamConv:
         if weight is not None or bias is not None or not self.team.usable() or x.dtype != np.float32:
             return conv(x, weight, bias, residual=residual, out=out)
         x = np.ascontiguousarray(x)
+        if out is None:
+            out = np.empty(conv.output_shape(x.shape[0]), np.float32)
+        act = NONE if residual is not None else self.activation
+        if self.winograd:
+            self._winograd(x, out, act)
+            if residual is not None:
+                _add_then_activate(out, residual, self.activation)
+            return out
         n, c = x.shape[0], x.shape[1]
         oc = self.w2.shape[0]
         oh, ow = self.out_hw
-        if out is None:
-            out = np.empty((n, oc, oh, ow), np.float32)
-        act = NONE if residual is not None else self.activation
         k, ways, sgemm = self.kernels, self.team.ways, self.team.sgemm
         geometry = (self.kh, self.kw, *self.stride, *self.padding[:2], 1, 1)
         for i in range(n):
