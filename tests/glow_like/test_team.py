@@ -7,11 +7,10 @@ falling back to the serial forms."""
 from __future__ import annotations
 
 import os
-import threading
-
 import numpy as np
 import pytest
 from tests.glow_like.helpers import assert_close, f32, module_of, peak_call_bytes
+from tests.team_calls import from_threads, record_team_calls, skip_without_team
 
 from lowerkit.ir import Graph
 from lowerkit.opset import get_schema
@@ -19,14 +18,11 @@ from lowerkit.opset import get_schema
 glow = pytest.importorskip("lowerkit_glow_like")
 pytest.importorskip("numba")
 
-from lowerkit.backend.cpu import make_team  # noqa: E402
-
 
 @pytest.fixture(autouse=True)
 def _team_everywhere(monkeypatch):
     """Team forms on the tests' small layers; batches stay whole (not slices)."""
-    if make_team(2) is None:
-        pytest.skip("team kernels cannot run here (numba's OpenMP layer or numpy's cblas_sgemm missing)")
+    skip_without_team()
     from lowerkit_glow_like.kernels import conv, grouped, linalg
 
     monkeypatch.setattr(conv, "TEAM_MIN_FLOPS", 0)
@@ -121,18 +117,7 @@ def test_eight_threads_share_a_team_handle_and_calls_allocate_only_outputs():
     for _ in range(2):
         handle.run([xs[0]])
     assert peak_call_bytes(handle, xs[0]) < 8192  # small Python objects, no arrays
-    results: dict[int, list] = {}
-    barrier = threading.Barrier(8)
-
-    def worker(i: int) -> None:
-        barrier.wait()
-        results[i] = [handle.run([xs[i]])[0] for _ in range(4)]
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = from_threads(lambda i: [handle.run([xs[i]])[0] for _ in range(4)])
     for i in range(8):
         for got in results[i]:
             assert_close([got], [expected[i]], rtol=1e-4)
@@ -165,14 +150,7 @@ def test_a_forked_child_runs_the_serial_forms():
 
 
 def test_every_team_kernel_family_runs_in_the_mobile_block(monkeypatch):
-    from lowerkit.backend.cpu import jit
-
-    kernels = jit.load("team")
-    ran: list[str] = []
-    for name in ("gemm_bias_activation", "fc_bias_activation", "im2col", "depthwise3x3_same", "depthwise3x3_s2",
-                 "depthwise5x5", "depthwise3x3", "depthwise_channels_last", "conv2d_grouped"):
-        original = getattr(kernels, name)
-        monkeypatch.setattr(kernels, name, lambda *a, _f=original, _n=name: (ran.append(_n), _f(*a))[1])
+    ran = record_team_calls(monkeypatch)
     module = mobile_block(hw=16)  # even planes: the stride-2 depthwise runs on phases
     x = _input(hw=16)
     handle = _compile(module, threads=2)
@@ -185,17 +163,10 @@ def test_every_team_kernel_family_runs_in_the_mobile_block(monkeypatch):
 def test_a_stalling_handle_runs_its_serial_forms_until_a_probe(monkeypatch):
     """The handle's StallGuard switched off (as after a streak of stalled calls): calls run
     the serial forms — no team region — and compute the same result."""
-    from lowerkit.backend.cpu import jit
-
     module, x = mobile_block(), _input()
     handle = _compile(module, threads=2)
     (expected,) = handle.run([x])
-    kernels = jit.load("team")
-    ran: list[str] = []
-    for name in ("gemm_bias_activation", "fc_bias_activation", "im2col", "depthwise3x3_same", "depthwise3x3_s2",
-                 "depthwise5x5", "depthwise_channels_last"):
-        original = getattr(kernels, name)
-        monkeypatch.setattr(kernels, name, lambda *a, _f=original, _n=name: (ran.append(_n), _f(*a))[1])
+    ran = record_team_calls(monkeypatch)
     guard = handle.team.guard
     guard.on, guard._serial_left = False, 3
     for _ in range(2):

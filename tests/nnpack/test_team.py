@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.team_calls import record_team_calls, skip_without_team
+
 import lowerkit as lk
-from lowerkit.backend.cpu import make_team
 from lowerkit.ir import Graph, GraphMethod, Module, TensorType
 from lowerkit.opset import get_schema
 
@@ -19,8 +20,7 @@ pytest.importorskip("numba")
 
 @pytest.fixture(autouse=True)
 def _team_on_small_layers(monkeypatch):
-    if make_team(2) is None:
-        pytest.skip("team kernels cannot run here (numba's OpenMP layer or numpy's cblas_sgemm missing)")
+    skip_without_team()
     from lowerkit_nnpack import team
 
     monkeypatch.setattr(team, "MIN_FLOPS", 0)
@@ -75,25 +75,13 @@ def _plan(lowered):
     return plan
 
 
-def _ran_team_kernels(monkeypatch) -> list[str]:
-    from lowerkit.backend.cpu import jit
-
-    kernels = jit.load("team")
-    ran: list[str] = []
-    for name in ("gemm_bias_activation", "conv_tiles", "im2col", "fc_bias_activation", "depthwise3x3_same",
-                 "depthwise3x3_s2", "depthwise5x5", "depthwise3x3", "winograd_input", "winograd_products_output"):
-        original = getattr(kernels, name)
-        monkeypatch.setattr(kernels, name, lambda *a, _f=original, _n=name: (ran.append(_n), _f(*a))[1])
-    return ran
-
-
 def test_a_one_image_plan_runs_team_regions_and_matches_the_reference(monkeypatch):
     module = mobile_net()
     x = np.random.default_rng(1).standard_normal((1, 3, 40, 40)).astype(np.float32)
     lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
     plan = _plan(lowered)
     assert plan.team is not None and plan.blas_threads == 1
-    ran = _ran_team_kernels(monkeypatch)
+    ran = record_team_calls(monkeypatch)
     expected = module(x)
     got = lowered(x)
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
@@ -112,7 +100,7 @@ def test_serial_forms_while_the_guard_is_off_and_the_switch(monkeypatch):
     expected = lowered(x)
     guard = _plan(lowered).team.guard
     guard.on, guard._serial_left = False, 5
-    ran = _ran_team_kernels(monkeypatch)
+    ran = record_team_calls(monkeypatch)
     np.testing.assert_allclose(lowered(x), expected, rtol=0, atol=1e-5 * max(1.0, float(np.abs(expected).max())))
     assert ran == []
     monkeypatch.setenv("LOWERKIT_NNPACK_TEAM", "0")

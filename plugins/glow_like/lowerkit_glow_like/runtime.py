@@ -91,7 +91,8 @@ class Executable:
         # programs whose GEMMs do the work — no workers and BLAS's own n threads (see
         # _gemms_on_blas); "blas" asks for BLAS's threading as configured.
         # A batch-sliceable program runs whole on each worker instead, each on its own slice
-        # of the batch, with single-threaded BLAS (see _split_batch).
+        # of the batch, with single-threaded BLAS (see _split_batch); otherwise a program of
+        # convolutions runs each as a team region where it can (see _team_mode).
         self.parallel: Parallel | None = None
         self.team: Team | None = None
         self.batch_slices: list[slice] | None = None
@@ -141,9 +142,9 @@ class Executable:
 
     @staticmethod
     def _team_mode(program: Program) -> bool:
-        """True for programs whose work is dense or depthwise convolutions without Winograd
-        (the ones :meth:`_gemms_on_blas` would give BLAS's threads), where team kernels can run
-        (``lowerkit.backend.cpu.jit.layer.team_ready``, numpy's ``cblas_sgemm`` found).
+        """True for programs with convolutions whose every GEMM kernel has a team form
+        (Winograd included; not matmul, int8 or gradient kernels), where team kernels can run
+        (``lowerkit.backend.cpu.make_team``: numba's OpenMP layer, a ``cblas_sgemm``).
 
         Team mode runs each convolution as one compiled parallel region (numba on OpenMP,
         whose threads spin between regions: ~3.5 us a region instead of a pool hand-off's

@@ -2,8 +2,8 @@
 
 Runs on the compiled kernels of ``lowerkit.backend.cpu.jit.conv`` (numba, loaded when the
 layer is built, i.e. at compile): flat passes over each plane for 3x3 stride 1 padding 1,
-the four phases of each plane for small 3x3 stride-2 ones, channels-last for other small
-planes, rows for large 3x3 ones, the generic direct kernel otherwise (see
+the four phases of each plane for small 3x3 stride-2 ones, zero-bordered phases for 5x5
+stride 1 or 2, channels-last for other small planes, rows for large 3x3 ones, the generic direct kernel otherwise (see
 ``lowerkit.backend.cpu.jit.select``); bias and the fused activation are applied inside.
 Work is split over the shared pool by output planes (or channel bands), on the calling
 thread alone below ``min(min_parallel_flops, DEPTHWISE_PARALLEL_MIN_FLOPS)``.

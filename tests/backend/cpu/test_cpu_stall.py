@@ -18,12 +18,17 @@ def _call(guard: StallGuard, ms: float) -> bool:
 
 
 def _serial_run(guard: StallGuard, ms: float) -> int:
-    """Calls that run serially before the guard tries the team again."""
+    """Calls that run serially before the guard tries the team again; the team's calls then
+    take ``ms`` until the guard decides (back to serial, or a good call)."""
     count = 0
     while not guard.on:
         start = guard.begin()
-        if guard.on:  # this call is the probe
+        if guard.on:  # back on the team: this call and the next decide
             guard.end(start - ms / 1e3)
+            for _ in range(StallGuard.STREAK - 1):
+                if not guard.on or ms <= 2 * 5.0:
+                    break
+                _call(guard, ms)
             break
         guard.end(start - 0.009)
         count += 1
@@ -41,7 +46,7 @@ def test_a_streak_of_stalls_switches_to_serial_then_a_probe_decides():
         _call(guard, 5.0)
     assert [_call(guard, 40.0) for _ in range(StallGuard.STREAK)] == [True] * StallGuard.STREAK
     assert not guard.on
-    assert _serial_run(guard, 40.0) == StallGuard.SERIAL_CALLS - 1  # then a probe, which stalls
+    assert _serial_run(guard, 40.0) == StallGuard.SERIAL_CALLS - 1  # then the team stalls again
     assert not guard.on
     assert _serial_run(guard, 5.1) == 2 * StallGuard.SERIAL_CALLS - 1  # twice as long; the probe is fine
     assert guard.on and _call(guard, 5.0)
@@ -58,3 +63,19 @@ def test_the_backoff_is_bounded():
         _call(guard, 40.0)
     runs = [_serial_run(guard, 40.0) for _ in range(8)]
     assert runs[-1] == StallGuard.MAX_SERIAL_CALLS - 1 and runs == sorted(runs)
+
+
+def test_one_slow_call_back_on_the_team_is_no_verdict():
+    """The first call after a pause wakes sleeping threads: a probe needs a streak to fail."""
+    guard = StallGuard()
+    _call(guard, 5.0)
+    for _ in range(StallGuard.STREAK):
+        _call(guard, 40.0)
+    while not guard.on:
+        _call(guard, 9.0)
+    _call(guard, 40.0)  # slow wake-up
+    assert guard.on
+    _call(guard, 5.2)  # then fine: the backoff resets
+    for _ in range(StallGuard.STREAK):
+        _call(guard, 40.0)
+    assert _serial_run(guard, 5.0) == StallGuard.SERIAL_CALLS - 1

@@ -4,11 +4,12 @@ sweeps; 8 threads on one handle; steady-state calls allocate only their outputs.
 
 from __future__ import annotations
 
-import threading
 import tracemalloc
 
 import numpy as np
 import pytest
+
+from tests.team_calls import from_threads
 
 from lowerkit.ir import Graph, GraphMethod, Module, TensorType
 from lowerkit.opset import get_schema
@@ -147,18 +148,7 @@ def test_eight_threads_share_one_handle():
     xs = [rng.standard_normal((2, 16, 20, 20)).astype(np.float32) for _ in range(8)]
     expected = [module.run("forward", x) for x in xs]
     handle, _ = run_glow(module, xs[0], threads=2)
-    results: dict[int, list] = {}
-    barrier = threading.Barrier(8)
-
-    def worker(i: int) -> None:
-        barrier.wait()
-        results[i] = [glow.lowerkit_execute(handle=handle, inputs=[xs[i]])[0] for _ in range(5)]
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = from_threads(lambda i: [glow.lowerkit_execute(handle=handle, inputs=[xs[i]])[0] for _ in range(5)])
     for i in range(8):
         for got in results[i]:
             assert_close(got, expected[i])
@@ -344,18 +334,7 @@ def test_mixed_program_from_eight_threads_and_no_allocation_beyond_outputs(monke
     # Every activation is >= 9 KB (the pooled one) and most 36 KB; what a call allocates
     # besides its output is small Python objects (pool futures, the BLAS-limit context).
     assert steady_state_extra_bytes(handle, xs[0]) < 8192
-    results: dict[int, list] = {}
-    barrier = threading.Barrier(8)
-
-    def worker(i: int) -> None:
-        barrier.wait()
-        results[i] = [glow.lowerkit_execute(handle=handle, inputs=[xs[i]])[0] for _ in range(4)]
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = from_threads(lambda i: [glow.lowerkit_execute(handle=handle, inputs=[xs[i]])[0] for _ in range(4)])
     for i in range(8):
         for got in results[i]:
             assert_close(got, expected[i], tol=1e-4)

@@ -12,9 +12,11 @@ core runs only when the scheduler gives it a slice, and every region waits for i
 MobileNetV2 batch 1 on the 2-core VM beside one busy process: median 36.7 ms, p90 186 ms,
 against 6.4 ms idle). The guard watches whole calls: a call more than :attr:`STALL` times
 slower than the best call seen stalls; :attr:`STREAK` stalls in a row switch the handle to
-its serial forms for :attr:`SERIAL_CALLS` calls, then one call tries the team again — back
-to serial at once, for twice as many calls (up to :attr:`MAX_SERIAL_CALLS`), if that call
-stalls too. On an idle machine it only reads the clock twice a call.
+its serial forms, and after :attr:`SERIAL_CALLS` calls (the last one the first back on the
+team) the team is tried again — if its first calls stall :attr:`STREAK` times in a row, the
+next serial stretch is twice as long (up to :attr:`MAX_SERIAL_CALLS`); one good call resets
+it. (A single slow call is no verdict: the first call after an idle pause wakes the team's
+sleeping threads.) On an idle machine the guard only reads the clock twice a call.
 """
 
 from __future__ import annotations
@@ -65,8 +67,8 @@ class StallGuard:
                 self._probing, self._backoff = False, self.SERIAL_CALLS
             return
         self._streak += 1
-        if self._probing or self._streak >= self.STREAK:
-            if self._probing:
+        if self._streak >= self.STREAK:
+            if self._probing:  # the team stalled again as soon as it came back: wait longer
                 self._backoff = min(2 * self._backoff, self.MAX_SERIAL_CALLS)
             self.on, self._probing, self._streak = False, False, 0
             self._serial_left = self._backoff

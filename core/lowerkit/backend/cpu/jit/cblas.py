@@ -2,13 +2,13 @@
 
 The team kernels (:mod:`.team`) multiply inside a numba ``prange`` body, one band of rows
 per thread, and finish the band's epilogue while it is in that core's cache; numba calls a
-ctypes function natively, with no GIL. It is *numpy's* BLAS (found through threadpoolctl,
-the library file numpy loaded), so a team GEMM runs the same kernel as ``np.matmul``.
+ctypes function natively, with no GIL. numpy's BLAS is tried first (found through
+threadpoolctl, the library file numpy loaded), so a team GEMM runs the same kernel as
+``np.matmul``; then any other BLAS loaded (SciPy's, which numba's import brings).
 
-Recognised: OpenBLAS as numpy's wheels ship it (``scipy_openblas64_``: ILP64, symbols
-``scipy_cblas_sgemm64_``), other OpenBLAS builds and any BLAS exporting ``cblas_sgemm``
-(LP64). Anything else (no BLAS found, an unknown symbol set) gives ``None``: callers then
-keep their numpy path.
+Recognised symbols: ``scipy_cblas_sgemm64_`` (numpy's wheels: OpenBLAS, ILP64),
+``cblas_sgemm64_`` (ILP64), ``scipy_cblas_sgemm`` and ``cblas_sgemm`` (LP64). No library with
+one of them gives ``None``: callers then keep their numpy path.
 """
 
 from __future__ import annotations

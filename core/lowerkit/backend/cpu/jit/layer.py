@@ -2,7 +2,8 @@
 
 Team kernels are numba ``parallel=True`` functions: each call is one OpenMP parallel region
 whose threads spin between regions, so handing a band to the second core costs ~2 us
-instead of the ~90 us a sleeping Python pool worker takes to wake on a 2-core VM. Only the
+(empty; ~3.5 us for a small kernel called from Python) instead of the ~90 us a sleeping
+Python pool worker takes to wake on a 2-core VM. Only the
 OpenMP layer gives that: numba's ``workqueue`` layer sleeps (140 us a region measured here)
 and is not thread-safe, and with TBB (the default when the ``tbb`` package is installed) a
 region's second band often ran on the calling thread after the first — no faster than one
@@ -11,7 +12,8 @@ thread. So:
 - :func:`team_ready` puts OpenMP first in numba's layer priority, unless the user chose a
   layer (``NUMBA_THREADING_LAYER``) or numba already started one, and answers whether the
   layer running is OpenMP;
-- GNU OpenMP cannot be used in a child forked after the parent used it: in such a child
+- GNU OpenMP cannot be used in a child forked after the parent used it: in any child forked
+  after this module was imported (a backend imports it when it binds team forms)
   :func:`team_ready` says False from the fork on, and bound kernels fall back to their
   serial forms (see :func:`forked`).
 """

@@ -2,8 +2,9 @@
 single image on several cores (see :mod:`.layer` for why OpenMP, and when these may run).
 
 Each kernel cuts its work into ``ways`` contiguous bands and runs the serial kernel of
-:mod:`.conv` on each band in a ``prange`` — the bands are exactly the ``[first, last)``
-bands the pool forms use, so results are the same bit for bit.
+:mod:`.conv` (or :mod:`.winograd`) on each band in a ``prange``; every plane or channel is
+computed by the same code as in the serial kernel, so results equal it bit for bit (the
+GEMM bands equal BLAS's result on those rows or columns).
 
 - :func:`gemm_bias_activation` — ``out = act(w @ x + bias)``: each thread multiplies a band
   of output rows with numpy's own ``cblas_sgemm`` (:mod:`.cblas`; BLAS must be at one

@@ -1,0 +1,49 @@
+"""Helpers for the team-region tests of both plugins (imported as tests.team_calls)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+TEAM_KERNELS = ("gemm_bias_activation", "fc_bias_activation", "conv_tiles", "im2col", "depthwise3x3_same",
+                "depthwise3x3_s2", "depthwise5x5", "depthwise3x3", "depthwise_channels_last", "conv2d_grouped",
+                "winograd_input", "winograd_products_output")
+
+
+def skip_without_team() -> None:
+    """Skip the calling test where team kernels cannot run (no OpenMP layer, no cblas_sgemm)."""
+    from lowerkit.backend.cpu import make_team
+
+    if make_team(2) is None:
+        pytest.skip("team kernels cannot run here (numba's OpenMP layer or numpy's cblas_sgemm missing)")
+
+
+def record_team_calls(monkeypatch) -> list[str]:
+    """Wrap every team kernel so that each call appends its name to the returned list."""
+    from lowerkit.backend.cpu import jit
+
+    kernels = jit.load("team")
+    ran: list[str] = []
+    for name in TEAM_KERNELS:
+        original = getattr(kernels, name)
+        monkeypatch.setattr(kernels, name, lambda *a, _f=original, _n=name: (ran.append(_n), _f(*a))[1])
+    return ran
+
+
+def from_threads(call: Callable[[int], list], threads: int = 8) -> dict[int, list]:
+    """``call(i)`` on ``threads`` threads released together; each one's result by ``i``."""
+    results: dict[int, list] = {}
+    barrier = threading.Barrier(threads)
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        results[i] = call(i)
+
+    workers = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    return results
