@@ -67,7 +67,7 @@ class Spares:
 
     def died(self, array: np.ndarray, env: dict) -> None:
         """``array``'s value is dead: keep it for reuse if this call made it and no live
-        value shares it."""
+        value of ``env`` (the call's values, constants apart) shares it."""
         if id(array) not in self._owned:
             return
         self._owned.discard(id(array))
@@ -263,8 +263,7 @@ class Plan:
         keep = set(self.outputs)
         if self.sliced:
             return self._run_slices(inputs, keep, split(len(inputs[0]), self.workers))
-        env: dict[Value, np.ndarray] = dict(self.constants)
-        env.update(zip(self.inputs, inputs))
+        env: dict[Value, np.ndarray] = dict(zip(self.inputs, inputs))
         # Every kernel of a plan asks BLAS for the same threads (cores // workers, from the
         # plan's one ``threads`` option), so the plan holds that limit over the whole call:
         # the kernels' own limits then nest at no cost (setting OpenBLAS's threads and
@@ -283,8 +282,7 @@ class Plan:
         parts: list[list[np.ndarray]] = [[] for _ in slices]
 
         def run_slice(j: int) -> None:
-            env: dict[Value, np.ndarray] = dict(self.constants)
-            env.update((v, x[slices[j]]) for v, x in zip(self.inputs, arrays))
+            env: dict[Value, np.ndarray] = {v: x[slices[j]] for v, x in zip(self.inputs, arrays)}
             parts[j] = self._run(env, keep)
 
         with blas_limit(1):
@@ -292,9 +290,13 @@ class Plan:
         return [np.concatenate([part[k] for part in parts]) for k in range(len(self.outputs))]
 
     def _run(self, env: dict[Value, np.ndarray], keep: set[Value]) -> list[np.ndarray]:
+        """Every step on ``env`` (the live values of this call — inputs, then results; the
+        constants stay in ``self.constants``, so a dying value is checked against the few
+        live ones, not against every weight)."""
         spares = Spares()
+        constants = self.constants
         for step in self.steps:
-            args = [env[i] for i in step.inputs]
+            args = [env[i] if i in env else constants[i] for i in step.inputs]
             try:
                 results = step.kernel(args, spares) if step.fills else step.kernel(args)
             except (LowerkitError, GeometryError) as err:
@@ -307,15 +309,11 @@ class Plan:
             spares.produced(results)
             env.update(zip(step.outputs, results))
             for i in step.dying:
-                if i not in keep and i not in self.constants:
+                if i not in keep:
                     array = env.pop(i, None)
                     if array is not None:
                         spares.died(array, env)
-        outs = []
-        for i in self.outputs:
-            value = env[i]
-            outs.append(value.copy() if i in self.constants else value)
-        return outs
+        return [env[i] if i in env else constants[i].copy() for i in self.outputs]
 
 
 def _epilogue_of(
@@ -426,10 +424,11 @@ def _gemm_on_blas(graph: Graph, options: dict[str, Any], run: RunOptions) -> boo
 
 
 def _team_plan(graph: Graph, options: dict[str, Any], run: RunOptions) -> bool:
-    """Several workers, convolutions, and every dense one an algorithm with a team form
-    (``team.ALGORITHMS``, as ``auto`` picks it for a plan whose layers run on one thread)."""
+    """Several workers, a convolution or linear layer, and every dense convolution an
+    algorithm with a team form (``team.ALGORITHMS``, as ``auto`` picks it for a plan whose
+    layers run on one thread)."""
     convolutions = [node for node in graph.nodes if node.op == "conv2d"]
-    if run.workers <= 1 or not convolutions:
+    if run.workers <= 1 or not (convolutions or any(node.op == "linear" for node in graph.nodes)):
         return False
     for node in convolutions:
         if is_depthwise(node):
