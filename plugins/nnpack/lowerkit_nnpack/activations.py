@@ -29,7 +29,7 @@ def activation_of(node: Node) -> Activation:
     """The fused-activation code of activation node ``node`` (an op of ``support.ACTIVATION_OPS``)."""
     attrs = attrs_of(node)
     op = node.op
-    if op in ("relu", "hardswish", "silu"):
+    if op in ("relu", "hardswish", "silu", "sigmoid"):
         return activation_code({"act": op})
     if op == "gelu":
         return activation_code({"act": "gelu_tanh" if attrs.get("approximate", "none") == "tanh" else "gelu"})

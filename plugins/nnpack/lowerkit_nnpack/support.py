@@ -12,13 +12,18 @@ from .geometry import ConvGeometry
 
 # NNPACK's activation is ReLU; the others are an extension, fused into the convolution
 # producing them (see activations.py).
-ACTIVATION_OPS = ("relu", "relu6", "clip", "hardswish", "hardsigmoid", "silu", "gelu")
+ACTIVATION_OPS = ("relu", "relu6", "clip", "hardswish", "hardsigmoid", "silu", "gelu", "sigmoid")
 # A residual connection (the sum of two tensors of one shape) is an extension too: the
 # convolution producing one operand adds the other in its epilogue, before the activation.
 RESIDUAL_OPS = ("add",)
+# Squeeze-excitation (MobileNetV3, EfficientNet), an extension too: global average pooling,
+# then 1x1 convolutions on the pooled [N, C, 1, 1] vector, a sigmoid, and the feature map
+# scaled by that gate. Claiming them keeps such a network in one nnpack region instead of
+# a region boundary (a call and two copies of the feature map) around every block.
+SQUEEZE_OPS = ("global_avg_pool2d", "mul")
 CLAIMED_OPS = (
     "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "linear", "max_pool2d", "softmax", *ACTIVATION_OPS,
-    *RESIDUAL_OPS,
+    *RESIDUAL_OPS, *SQUEEZE_OPS,
 )
 STRUCTURAL_OPS = ("param", "constant")
 MAX_KERNEL = 16
@@ -120,35 +125,23 @@ def support_reason(node: Node) -> str | None:
                     "only (two operands of one shape, no broadcasting)")
     if node.op == "linear" and node.inputs[1].type.rank != 2:
         return "linear weight must be 2-D [out_features, in_features]"
+    if node.op == "global_avg_pool2d" and node.inputs[0].type.rank != 4:
+        return "global average pooling needs an NCHW tensor"
+    if node.op == "mul":
+        a, b = tuple(node.inputs[0].type.shape), tuple(node.inputs[1].type.shape)
+        if len(a) < 3 or (b != a and not (len(a) == 4 and b == (a[0], a[1], 1, 1))):
+            return (f"mul of {list(a)} and {list(b)}: nnpack multiplies feature maps (rank 3 or more) "
+                    "of one shape, or a feature map by a per-channel gate [N, C, 1, 1]")
     return None
-
-
-def _pooled_vector(v) -> bool:
-    """A rank-4 value with a 1x1 plane: a pooled [N, C, 1, 1] vector, not a feature map."""
-    shape = v.type.shape
-    return len(shape) == 4 and shape[2] == 1 and shape[3] == 1
 
 
 def claim_reason(node: Node) -> str | None:
-    """``None`` when nnpack claims ``node`` in a partition, else why it leaves it to a later backend.
-
-    Everything nnpack runs (:func:`support_reason`), except work that is cheaper inside
-    its neighbours' region than as a region of its own (a region boundary costs a call and
-    a copy of what crosses it): convolutions and activations on pooled ``[N, C, 1, 1]``
-    vectors (squeeze-excitation gates between global pooling and a multiply, which nnpack
-    cannot run). Whole-module lowering to nnpack still runs these (:func:`support_reason`
-    decides there).
+    """``None`` when nnpack claims ``node`` in a partition, else why it leaves it to a later
+    backend: everything nnpack runs (:func:`support_reason`). (Before nnpack ran the
+    squeeze-excitation ops, convolutions and activations on pooled ``[N, C, 1, 1]`` vectors
+    were left to the region around them; now the whole block stays in nnpack's region.)
     """
-    reason = support_reason(node)
-    if reason is not None:
-        return reason
-    if node.op == "conv2d" and _pooled_vector(node.inputs[0]):
-        return ("a convolution on a 1x1 plane is a matrix-vector product: cheaper in the region "
-                "around it than as an nnpack region of its own")
-    if (node.op in ACTIVATION_OPS or node.op in RESIDUAL_OPS) and _pooled_vector(node.inputs[0]):
-        return (f"{node.op} on a pooled [N, C, 1, 1] vector: cheaper in the region around it "
-                "than as an nnpack region of its own")
-    return None
+    return support_reason(node)
 
 
 def is_supported(node: Node) -> bool | Unsupported:

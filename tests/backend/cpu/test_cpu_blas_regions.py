@@ -23,15 +23,15 @@ def _blas_threads() -> list[int]:
     return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
 
 
-class ConvSigmoid(nn.Module):
-    """conv2d goes to nnpack; sigmoid (which nnpack declines) to glow_like."""
+class ConvTanh(nn.Module):
+    """conv2d goes to nnpack; tanh (which nnpack declines) to glow_like."""
 
     def __init__(self) -> None:
         super().__init__()
         self.conv = nn.Conv2d(3, 4, 3, padding=1)
 
     def forward(self, x):
-        return ops.sigmoid(self.conv(x))
+        return ops.tanh(self.conv(x))
 
 
 def test_interleaved_nnpack_and_glow_like_regions_restore_blas_threads(monkeypatch):
@@ -70,7 +70,7 @@ def test_interleaved_nnpack_and_glow_like_regions_restore_blas_threads(monkeypat
     for cls, name in owners:
         monkeypatch.setattr(cls, name, make_nnpack_hook(vars(cls)[name]))
 
-    spec = KERNELS["sigmoid"]
+    spec = KERNELS["tanh"]
 
     def prepare(*args, **kwargs):
         call = spec.prepare(*args, **kwargs)
@@ -85,10 +85,10 @@ def test_interleaved_nnpack_and_glow_like_regions_restore_blas_threads(monkeypat
 
         return run
 
-    monkeypatch.setitem(KERNELS, "sigmoid", dataclasses.replace(spec, prepare=prepare))
+    monkeypatch.setitem(KERNELS, "tanh", dataclasses.replace(spec, prepare=prepare))
 
     with nn.init_seed(0):
-        net = ConvSigmoid()
+        net = ConvTanh()
     x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
     module = lk.trace(net, x)
     # nnpack on 2 workers limits BLAS to cores // 2 (1 here), glow_like to 1 thread.
