@@ -77,7 +77,7 @@ class TeamConv:
         self.tiles = impl.tiles
         self.padding = tuple(g.padding)
         th, tw = self.tiles
-        oc, c = g.out_channels, g.in_channels
+        oc = g.out_channels
         self.rows = np.empty((team.ways, 6, 4 * tw + 2), np.float32)
         self.tmp = np.empty((team.ways, 6, 4 * tw + 2), np.float32)
         self.s = np.empty((team.ways, 6, 4, tw), np.float32)
