@@ -105,3 +105,21 @@ def test_serial_forms_while_the_guard_is_off_and_the_switch(monkeypatch):
     assert ran == []
     monkeypatch.setenv("LOWERKIT_NNPACK_TEAM", "0")
     assert _plan(lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})).team is None
+
+
+def test_eight_threads_share_a_team_plan():
+    """The team forms' scratch is per thread (the plan's workspace): concurrent callers of one
+    lowered module get their own results (within rounding: contended calls stall, and the
+    stall guard may run some of them in the serial forms)."""
+    from tests.team_calls import from_threads
+
+    module = mobile_net(seed=4)
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal((1, 3, 40, 40)).astype(np.float32) for _ in range(8)]
+    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    assert _plan(lowered).team is not None
+    expected = [lowered(x) for x in xs]
+    results = from_threads(lambda i: [lowered(xs[i]) for _ in range(4)])
+    for i in range(8):
+        for got in results[i]:
+            np.testing.assert_allclose(got, expected[i], rtol=0, atol=1e-5 * max(1.0, float(np.abs(expected[i]).max())))

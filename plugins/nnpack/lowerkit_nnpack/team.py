@@ -64,7 +64,8 @@ class TeamConv:
         self.tiled = not self.pointwise and oh * ow >= TILED_PIXELS
         self.tile_rows = max(1, min(oh, TILE_BYTES // (4 * k * ow)))
         width = k * (self.tile_rows * ow if self.tiled else oh * ow)
-        self.cols = None if self.pointwise else np.empty((team.ways if self.tiled else 1, width), np.float32)
+        self.cols_shape = (team.ways if self.tiled else 1, width)
+        self.ws = conv.impl.ws  # per-thread scratch: a plan serves concurrent callers
 
     def output_shape(self, batch: int) -> tuple[int, int, int, int]:
         return self.conv.output_shape(batch)
@@ -76,29 +77,21 @@ class TeamConv:
         self.activation = impl.activation
         self.tiles = impl.tiles
         self.padding = tuple(g.padding)
-        th, tw = self.tiles
-        oc = g.out_channels
-        self.rows = np.empty((team.ways, 6, 4 * tw + 2), np.float32)
-        self.tmp = np.empty((team.ways, 6, 4 * tw + 2), np.float32)
-        self.s = np.empty((team.ways, 6, 4, tw), np.float32)
-        self.y = np.empty((team.ways, 4, 4, tw), np.float32)
-        self._band_rows = -(-oc // team.ways)
-        self._by_batch: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # n -> (v, m), made on first use
+        self._band_rows = -(-g.out_channels // team.ways)
+        self.ws = impl.ws  # per-thread scratch: a plan serves concurrent callers
 
     def _winograd(self, x: np.ndarray, out: np.ndarray, act) -> None:
         n, c = x.shape[0], x.shape[1]
         th, tw = self.tiles
-        buffers = self._by_batch.get(n)
-        if buffers is None:
-            t = n * th * tw
-            buffers = self._by_batch.setdefault(n, (np.empty((36, c, t), np.float32),
-                                                    np.empty((self.team.ways, 36, self._band_rows, t), np.float32)))
-        v, m = buffers
+        k, ways, ws = self.kernels, self.team.ways, self.ws
+        t = n * th * tw
+        v = ws.get("team_v", (36, c, t))
+        m = ws.get("team_m", (ways, 36, self._band_rows, t))
+        rows, tmp = ws.get("team_rows", (ways, 6, 4 * tw + 2)), ws.get("team_tmp", (ways, 6, 4 * tw + 2))
         pt, pl = self.padding[:2]
-        k, ways = self.kernels, self.team.ways
-        k.winograd_input(x, v, pt, pl, th, tw, 0, n, self.rows, self.tmp, ways)
-        k.winograd_products_output(self.u, v, self.bias, out, m, self.s, self.y, 0, n, th, tw, *act, ways,
-                                   self.team.sgemm)
+        k.winograd_input(x, v, pt, pl, th, tw, 0, n, rows, tmp, ways)
+        k.winograd_products_output(self.u, v, self.bias, out, m, ws.get("team_s", (ways, 6, 4, tw)),
+                                   ws.get("team_y", (ways, 4, 4, tw)), 0, n, th, tw, *act, ways, self.team.sgemm)
 
     @staticmethod
     def fits(conv) -> bool:
@@ -124,17 +117,18 @@ class TeamConv:
         oh, ow = self.out_hw
         k, ways, sgemm = self.kernels, self.team.ways, self.team.sgemm
         geometry = (self.kh, self.kw, *self.stride, *self.padding[:2], 1, 1)
+        cols = None if self.pointwise else self.ws.get("team_cols", self.cols_shape)
         for i in range(n):
             if self.pointwise:
                 k.gemm_bias_activation(self.w2, x[i].reshape(c, -1), self.bias, out[i].reshape(oc, oh * ow), *act,
                                        ways, self.by_columns, sgemm)
             elif self.tiled:
-                k.conv_tiles(x[i], self.w2, self.bias, out[i], *geometry, self.tile_rows, self.cols, *act, ways, sgemm)
+                k.conv_tiles(x[i], self.w2, self.bias, out[i], *geometry, self.tile_rows, cols, *act, ways, sgemm)
             else:
-                cols = self.cols[0].reshape(-1, oh, ow)
-                k.im2col(x[i], cols, *geometry, ways)
-                k.gemm_bias_activation(self.w2, cols.reshape(-1, oh * ow), self.bias, out[i].reshape(oc, oh * ow),
-                                       *act, ways, self.by_columns, sgemm)
+                image_cols = cols[0].reshape(-1, oh, ow)
+                k.im2col(x[i], image_cols, *geometry, ways)
+                k.gemm_bias_activation(self.w2, image_cols.reshape(-1, oh * ow), self.bias,
+                                       out[i].reshape(oc, oh * ow), *act, ways, self.by_columns, sgemm)
         if residual is not None:
             _add_then_activate(out, residual, self.activation)
         return out
@@ -148,12 +142,12 @@ class TeamDepthwise:
 
         self.conv, self.team, self.kernels = conv, team, team.kernels()
         g = conv.geom
-        self.rows = self.phases = None
+        self.rows = self.phases_shape = None
         if conv.algorithm == "depthwise3x3_s2":
-            self.phases = np.empty((team.ways, 4 * g.out_hw[0] * g.out_hw[1]), np.float32)
+            self.phases_shape = (team.ways, 4 * g.out_hw[0] * g.out_hw[1])
         elif conv.algorithm == "depthwise5x5":
             self.rows = depthwise5x5_rows(g.out_hw, g.stride[0])
-            self.phases = np.empty((team.ways, depthwise5x5_scratch(g.out_hw, g.stride[0])), np.float32)
+            self.phases_shape = (team.ways, depthwise5x5_scratch(g.out_hw, g.stride[0]))
 
     def output_shape(self, batch: int) -> tuple[int, int, int, int]:
         return self.conv.output_shape(batch)
@@ -180,9 +174,10 @@ class TeamDepthwise:
         if conv.algorithm == "depthwise3x3_same":
             k.depthwise3x3_same(x, w, b, conv.edges, out, *act, ways)
         elif conv.algorithm == "depthwise3x3_s2":
-            k.depthwise3x3_s2(x, w, b, conv.edges, self.phases, out, *act, ways)
+            k.depthwise3x3_s2(x, w, b, conv.edges, conv.ws.get("team_phases", self.phases_shape), out, *act, ways)
         elif conv.algorithm == "depthwise5x5":
-            k.depthwise5x5(x, w, b, self.rows, self.phases, out, sh, pt, pl, *act, ways)
+            k.depthwise5x5(x, w, b, self.rows, conv.ws.get("team_phases", self.phases_shape), out, sh, pt, pl,
+                           *act, ways)
         else:
             k.depthwise3x3(x, w, b, out, sh, pt, pl, *act, ways)
         if residual is not None:
