@@ -123,3 +123,44 @@ def test_eight_threads_share_a_team_plan():
     for i in range(8):
         for got in results[i]:
             np.testing.assert_allclose(got, expected[i], rtol=0, atol=1e-5 * max(1.0, float(np.abs(expected[i]).max())))
+
+
+def se_net(seed=0):
+    """conv + silu, squeeze-excitation gate (pool, 1x1 + relu, 1x1 + sigmoid), the map times
+    the gate, then a 1x1 projection (fewer channels than pixels) with a residual."""
+    rng = np.random.default_rng(seed)
+    g, params = Graph(), {}
+
+    def param(name, shape, scale=0.3):
+        params[name] = (rng.standard_normal(shape) * scale).astype(np.float32)
+        return g.add_node("param", [], [TensorType("f32", shape)], {"name": name}).output
+
+    x = g.add_input("x", TensorType("f32", (1, 8, 12, 12)))
+    y = _add(g, "silu", [_add(g, "conv2d", [x, param("expand", (32, 8, 1, 1)), param("expand_b", (32,))])])
+    s = _add(g, "global_avg_pool2d", [y])
+    s = _add(g, "relu", [_add(g, "conv2d", [s, param("se1", (4, 32, 1, 1)), param("se1_b", (4,))])])
+    s = _add(g, "sigmoid", [_add(g, "conv2d", [s, param("se2", (32, 4, 1, 1)), param("se2_b", (32,))])])
+    p = _add(g, "conv2d", [_add(g, "mul", [y, s]), param("project", (8, 32, 1, 1)), param("project_b", (8,))])
+    g.set_outputs([_add(g, "add", [p, x])])
+    for i, node in enumerate(g.nodes):
+        node.debug_handle = i + 1
+        node.attrs = get_schema(node.op).normalize_attrs(node.attrs)
+    return Module(params, {"forward": GraphMethod(g)}, name="SqueezeExcite")
+
+
+def test_a_gate_multiply_folds_into_the_projection(monkeypatch):
+    module = se_net()
+    x = np.random.default_rng(6).standard_normal((1, 8, 12, 12)).astype(np.float32)
+    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    plan = _plan(lowered)
+    assert not any(step.node.op == "mul" for step in plan.steps)  # folded into the projection
+    expected = module(x)
+    scale = max(1.0, float(np.abs(expected).max()))
+    np.testing.assert_allclose(lowered(x), expected, rtol=0, atol=1e-4 * scale)
+    guard = plan.team.guard
+    guard.on, guard._serial_left = False, 5  # the serial forms multiply the map, then convolve
+    np.testing.assert_allclose(lowered(x), expected, rtol=0, atol=1e-4 * scale)
+    monkeypatch.setenv("LOWERKIT_NNPACK_TEAM", "0")
+    unfolded = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    assert any(step.node.op == "mul" for step in _plan(unfolded).steps)
+    np.testing.assert_allclose(unfolded(x), expected, rtol=0, atol=1e-4 * scale)

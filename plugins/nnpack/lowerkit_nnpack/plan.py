@@ -134,7 +134,16 @@ class Plan:
         for i, n in enumerate(graph.nodes):
             position[n] = i
             position.update((v, i) for v in n.outputs)
+        # Team plans fold a squeeze-excitation gate into the 1x1 convolution it feeds: conv
+        # -> mul (see _gated_convolutions). The mul's step is dropped; its dying values die
+        # at the convolution.
+        gates = _gated_convolutions(graph, users, graph_outputs) if self.team is not None else {}
+        folded = {mul: conv for conv, mul in gates.items()}
+        late_dying: dict[Node, list] = {}
         for node, dying in zip(graph.nodes, dead):
+            if node in folded:
+                late_dying.setdefault(folded[node], []).extend(dying)
+                continue
             if node.op == "param":
                 self.constants[node.output] = parameters[node.attrs["name"]]  # type: ignore[index]
                 continue
@@ -150,9 +159,9 @@ class Plan:
             if node.op == "conv2d":
                 add_node, residual, act_node = _epilogue_of(node, users, graph_outputs, position)
             act = NONE if act_node is None else activation_of(act_node)
-            kernel, runtime_inputs = self._kernel(node, act, residual)
+            kernel, runtime_inputs = self._kernel(node, act, residual, gates.get(node))
             outputs = tuple(v for v in node.outputs)
-            dying = list(dying)
+            dying = list(dying) + late_dying.get(node, [])
             for extra in (add_node, act_node):
                 if extra is not None:  # the convolution binds the last fused node's output
                     fused.add(extra)
@@ -167,10 +176,11 @@ class Plan:
         return self.constants.get(node.inputs[index])
 
     def _kernel(
-        self, node: Node, act: tuple[int, float, float], residual: Value | None = None
+        self, node: Node, act: tuple[int, float, float], residual: Value | None = None, gate: Node | None = None,
     ) -> tuple[StepKernel, list[Value]]:
         """The closure for ``node`` and the inputs it reads at run time; a convolution with a
-        fused ``residual`` add reads that value last."""
+        fused ``residual`` add reads that value last; one fed by a folded gate multiply
+        ``gate`` reads that multiply's map and gate instead of its own input."""
         opts, run = self.options, self.run_options
         ids = list(node.inputs)
         attrs = attrs_of(node)
@@ -196,6 +206,14 @@ class Plan:
             has_bias = len(ids) > 2
             if residual is not None:
                 live.append(residual)
+            if gate is not None and isinstance(conv, TeamConv) and conv.pointwise:
+                live[:1] = list(gate.inputs)  # the map and its gate
+
+                def run_gated(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
+                    out = spares.take(conv.output_shape(args[0].shape[0]))
+                    return [conv(args[0], residual=args[2] if len(args) > 2 else None, out=out, gate=args[1])]
+
+                return run_gated, live
 
             def run_conv(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
                 it = iter(args[1:])
@@ -328,6 +346,37 @@ class Plan:
                     if array is not None:
                         spares.died(array, env)
         return [env[i] if i in env else constants[i].copy() for i in self.outputs]
+
+
+def _gated_convolutions(graph: Graph, users: dict, graph_outputs: set) -> dict[Node, Node]:
+    """1x1 convolution -> the gate multiply feeding it: ``conv1x1(x * gate)`` with ``gate``
+    [N, C, 1, 1], the multiply's only reader the convolution (dense, stride 1, unpadded, a
+    constant weight, at least ``team.MIN_FLOPS``, fewer output channels than pixels). Its team
+    form scales the [OC, C] weight by each image's gate and multiplies ``x`` — no pass over
+    the map (glow_like's ``fold_gates``, with the same condition)."""
+    from . import team
+
+    producers = {v: n for n in graph.nodes for v in n.outputs}
+    found: dict[Node, Node] = {}
+    for node in graph.nodes:
+        if node.op != "mul" or node.output in graph_outputs:
+            continue
+        x, gate = node.inputs[0].type.shape, node.inputs[1].type.shape
+        readers = users.get(node.output, [])
+        if len(x) != 4 or tuple(gate) != (x[0], x[1], 1, 1) or len(readers) != 1:
+            continue
+        conv = readers[0]
+        if conv.op != "conv2d" or conv.inputs[0] is not node.output or is_depthwise(conv):
+            continue
+        weight = producers.get(conv.inputs[1])
+        if weight is None or weight.op != "param" or support_reason(conv) is not None:
+            continue
+        geom = conv_geometry(conv)
+        if (geom.kernel == (1, 1) and geom.stride == (1, 1) and not any(geom.padding)
+                and attrs_of(conv).get("groups", 1) == 1 and geom.flops(1) >= team.MIN_FLOPS
+                and geom.out_channels < x[2] * x[3]):  # else scaling the weight costs more than the map
+            found[conv] = node
+    return found
 
 
 def _multiply(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:

@@ -99,9 +99,15 @@ class TeamConv:
         return (conv.algorithm in ALGORITHMS and conv.impl.weight is not None
                 and conv.geom.flops(1) >= MIN_FLOPS)
 
-    def __call__(self, x, weight=None, bias=None, residual=None, out=None) -> np.ndarray:
+    def __call__(self, x, weight=None, bias=None, residual=None, out=None, gate=None) -> np.ndarray:
+        """The convolution of ``x`` (of ``x * gate`` with a squeeze-excitation ``gate``
+        [N, C, 1, 1]: for a 1x1 layer the gate scales the weight instead of the map)."""
         conv = self.conv
-        if weight is not None or bias is not None or not self.team.usable() or x.dtype != np.float32:
+        usable = weight is None and bias is None and self.team.usable() and x.dtype == np.float32
+        if gate is not None and not (usable and self.pointwise):
+            x = np.multiply(x, gate, dtype=np.float32)
+            gate = None
+        if not usable:
             return conv(x, weight, bias, residual=residual, out=out)
         x = np.ascontiguousarray(x)
         if out is None:
@@ -118,9 +124,14 @@ class TeamConv:
         k, ways, sgemm = self.kernels, self.team.ways, self.team.sgemm
         geometry = (self.kh, self.kw, *self.stride, *self.padding[:2], 1, 1)
         cols = None if self.pointwise else self.ws.get("team_cols", self.cols_shape)
+        scaled = None if gate is None else self.ws.get("team_gated_weight", self.w2.shape)
         for i in range(n):
             if self.pointwise:
-                k.gemm_bias_activation(self.w2, x[i].reshape(c, -1), self.bias, out[i].reshape(oc, oh * ow), *act,
+                w = self.w2
+                if scaled is not None:
+                    np.multiply(self.w2, gate[i].reshape(1, c), out=scaled)
+                    w = scaled
+                k.gemm_bias_activation(w, x[i].reshape(c, -1), self.bias, out[i].reshape(oc, oh * ow), *act,
                                        ways, self.by_columns, sgemm)
             elif self.tiled:
                 k.conv_tiles(x[i], self.w2, self.bias, out[i], *geometry, self.tile_rows, cols, *act, ways, sgemm)
