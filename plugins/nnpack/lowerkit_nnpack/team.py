@@ -49,6 +49,7 @@ class TeamConv:
         g = conv.geom
         self.conv, self.team, self.kernels = conv, team, team.kernels()
         self.winograd = conv.algorithm == "wt6x6"
+        self.pointwise = False
         if self.winograd:
             self._init_winograd(conv, team)
             return
