@@ -1,6 +1,6 @@
-"""Within one plan call, a convolution writes into the array of a value that died earlier
-(``plan.Spares``): never the caller's inputs, a constant, a view or an array a live value
-still holds; returned outputs stay the caller's."""
+"""A convolution writes into the array of a value that died earlier — in this call or, per
+thread, an earlier one (``plan.Spares``): never the caller's inputs, a constant, a view or an
+array a live value still holds; returned outputs stay the caller's."""
 
 from __future__ import annotations
 
@@ -59,3 +59,30 @@ def test_spares_take_back_only_what_a_step_made_and_nobody_holds():
     spares.died(made, {})
     assert spares.take((2, 3)) is made
     assert spares.take((2, 3)) is None  # taken once
+
+
+def test_spares_last_across_calls_per_thread_and_stay_bounded(rng):
+    """Arrays freed in one call serve the next (no fresh pages in steady state); the pool
+    holds at most ``Spares.MAX_PER_SHAPE`` arrays of a shape however many calls run."""
+    import threading
+
+    from lowerkit_nnpack.plan import Plan
+
+    with nn.init_seed(0):
+        net = _Chain()
+    x = rng.standard_normal((1, 6, 12, 12)).astype(np.float32)
+    lowered = lowerkit.to_backend(lowerkit.trace(net, x), "nnpack", {"forward": {"threads": 1}})
+    (plan,) = [h.plan for h in lowered._handles.values() if isinstance(getattr(h, "plan", None), Plan)]
+    lowered(x)
+    pool = plan._local.spares._free
+    before = {shape: [id(a) for a in arrays] for shape, arrays in pool.items()}
+    assert before  # intermediates died and were kept
+    for _ in range(10):
+        lowered(x)
+    assert all(len(arrays) <= Spares.MAX_PER_SHAPE for arrays in pool.values())
+    assert any(set(ids) & {id(a) for a in pool.get(shape, [])} for shape, ids in before.items())
+    seen = []
+    worker = threading.Thread(target=lambda: (lowered(x), seen.append(plan._local.spares)))
+    worker.start()
+    worker.join()
+    assert seen[0] is not plan._local.spares  # another thread, another pool

@@ -9,6 +9,7 @@ that convolution's output transform.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,12 +47,15 @@ StepKernel = Callable[..., list[np.ndarray]]
 
 
 class Spares:
-    """Arrays of values that died earlier in this call, by shape: a convolution writes its
-    output into one instead of a fresh allocation (glow_like writes into a planned arena;
-    a fresh 1.6 MB output cost ~25-35 µs a layer). Only arrays a step of this call produced
-    are taken back — never the caller's inputs, the constants, nor a view."""
+    """Arrays of values that died, by shape: a convolution writes its output into one instead
+    of a fresh allocation (glow_like writes into a planned arena; a fresh 1.6 MB output cost
+    ~25-35 µs a layer, in page faults). Only arrays a step of this plan produced are taken
+    back — never the caller's inputs, the constants, nor a view — and never one the call
+    returns. A plan keeps one per thread across calls (:meth:`Plan._spares`): arrays freed in
+    one call serve the next, so steady-state calls touch no fresh pages."""
 
     __slots__ = ("_free", "_owned")
+    MAX_PER_SHAPE = 4
 
     def __init__(self) -> None:
         self._free: dict[tuple, list[np.ndarray]] = {}
@@ -61,6 +65,10 @@ class Spares:
         """A float32 C-contiguous array of ``shape`` nobody reads any more, or None."""
         free = self._free.get(tuple(shape))
         return free.pop() if free else None
+
+    def start_call(self) -> None:
+        """A new call: only arrays this call's steps produce count as owned."""
+        self._owned.clear()
 
     def produced(self, arrays: list[np.ndarray]) -> None:
         self._owned.update(id(a) for a in arrays)
@@ -73,7 +81,10 @@ class Spares:
         self._owned.discard(id(array))
         if (array.base is None and array.dtype == np.float32 and array.flags.c_contiguous
                 and not any(v is array for v in env.values())):
-            self._free.setdefault(array.shape, []).append(array)
+            free = self._free.setdefault(array.shape, [])
+            if len(free) < self.MAX_PER_SHAPE:  # steps that allocate their own outputs feed the
+                free.append(array)              # pool every call: keep it bounded
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +133,7 @@ class Plan:
         # Nodes run one after another on a thread, so every kernel of every plan can share
         # one per-thread workspace: it holds the largest layer's scratch, not the sum.
         self.workspace = SHARED
+        self._local = threading.local()  # per thread: the spare arrays (see Spares)
         self._build(graph, parameters)
 
     # -- building -------------------------------------------------------------------
@@ -321,11 +333,19 @@ class Plan:
             run_parallel(len(slices), run_slice, range(len(slices)))
         return [np.concatenate([part[k] for part in parts]) for k in range(len(self.outputs))]
 
+    def _spares(self) -> Spares:
+        """This thread's spare arrays (kept across calls; each thread has its own)."""
+        spares = getattr(self._local, "spares", None)
+        if spares is None:
+            spares = self._local.spares = Spares()
+        spares.start_call()
+        return spares
+
     def _run(self, env: dict[Value, np.ndarray], keep: set[Value]) -> list[np.ndarray]:
         """Every step on ``env`` (the live values of this call — inputs, then results; the
         constants stay in ``self.constants``, so a dying value is checked against the few
         live ones, not against every weight)."""
-        spares = Spares()
+        spares = self._spares()
         constants = self.constants
         for step in self.steps:
             args = [env[i] if i in env else constants[i] for i in step.inputs]
