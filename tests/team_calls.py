@@ -20,6 +20,18 @@ def skip_without_team() -> None:
         pytest.skip("team kernels cannot run here (numba's OpenMP layer or numpy's cblas_sgemm missing)")
 
 
+def team_on_small_layers(monkeypatch, tiled_pixels: int | None = None) -> None:
+    """Skip where team kernels cannot run; else give the tests' small layers team forms
+    (``lowerkit.backend.cpu.team_layers``' size thresholds at zero)."""
+    skip_without_team()
+    from lowerkit.backend.cpu import team_layers
+
+    for name in ("MIN_FLOPS", "MIN_DEPTHWISE_MACS", "MIN_LINEAR_WEIGHTS"):
+        monkeypatch.setattr(team_layers, name, 0)
+    if tiled_pixels is not None:
+        monkeypatch.setattr(team_layers, "TILED_PIXELS", tiled_pixels)
+
+
 def record_team_calls(monkeypatch) -> list[str]:
     """Wrap every team kernel so that each call appends its name to the returned list."""
     from lowerkit.backend.cpu import jit

@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 from tests.glow_like.helpers import assert_close, f32, module_of, peak_call_bytes
-from tests.team_calls import from_threads, record_team_calls, skip_without_team
+from tests.team_calls import from_threads, record_team_calls, team_on_small_layers
 
 from lowerkit.ir import Graph
 from lowerkit.opset import get_schema
@@ -22,12 +22,7 @@ pytest.importorskip("numba")
 @pytest.fixture(autouse=True)
 def _team_everywhere(monkeypatch):
     """Team forms on the tests' small layers; batches stay whole (not slices)."""
-    skip_without_team()
-    from lowerkit_glow_like.kernels import conv, grouped, linalg
-
-    monkeypatch.setattr(conv, "TEAM_MIN_FLOPS", 0)
-    monkeypatch.setattr(grouped, "TEAM_MIN_MACS", 0)
-    monkeypatch.setattr(linalg, "TEAM_MIN_WEIGHTS", 0)
+    team_on_small_layers(monkeypatch)
     monkeypatch.setenv("LOWERKIT_GLOW_SPLIT_BATCH", "0")
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.team_calls import record_team_calls, skip_without_team
+from tests.team_calls import record_team_calls, team_on_small_layers
 
 import lowerkit as lk
 from lowerkit.ir import Graph, GraphMethod, Module, TensorType
@@ -20,13 +20,7 @@ pytest.importorskip("numba")
 
 @pytest.fixture(autouse=True)
 def _team_on_small_layers(monkeypatch):
-    skip_without_team()
-    from lowerkit_nnpack import team
-
-    monkeypatch.setattr(team, "MIN_FLOPS", 0)
-    monkeypatch.setattr(team, "MIN_DEPTHWISE_MACS", 0)
-    monkeypatch.setattr(team, "MIN_LINEAR_WEIGHTS", 0)
-    monkeypatch.setattr(team, "TILED_PIXELS", 256)  # the 7x7 stem below runs in tiles
+    team_on_small_layers(monkeypatch, tiled_pixels=256)  # the 7x7 stem below runs in tiles
 
 
 def _add(g, op, ins, attrs=None):

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from lowerkit.backend.cpu import blas_limit, blas_threads_beside, make_team, run_parallel, split
+from lowerkit.backend.cpu import blas_limit, blas_threads_beside, make_team, run_parallel, split, team_layers
 from lowerkit.errors import LowerkitError, NodeExecutionError, UnsupportedOperatorError
 from lowerkit.ir.graph import Graph
 from lowerkit.ir.interpreter import last_uses
@@ -371,11 +371,9 @@ class Plan:
 def _gated_convolutions(graph: Graph, users: dict, graph_outputs: set) -> dict[Node, Node]:
     """1x1 convolution -> the gate multiply feeding it: ``conv1x1(x * gate)`` with ``gate``
     [N, C, 1, 1], the multiply's only reader the convolution (dense, stride 1, unpadded, a
-    constant weight, at least ``team.MIN_FLOPS``, fewer output channels than pixels). Its team
+    constant weight, at least ``team_layers.MIN_FLOPS``, fewer output channels than pixels). Its team
     form scales the [OC, C] weight by each image's gate and multiplies ``x`` — no pass over
     the map (glow_like's ``fold_gates``, with the same condition)."""
-    from . import team
-
     producers = {v: n for n in graph.nodes for v in n.outputs}
     found: dict[Node, Node] = {}
     for node in graph.nodes:
@@ -393,7 +391,7 @@ def _gated_convolutions(graph: Graph, users: dict, graph_outputs: set) -> dict[N
             continue
         geom = conv_geometry(conv)
         if (geom.kernel == (1, 1) and geom.stride == (1, 1) and not any(geom.padding)
-                and attrs_of(conv).get("groups", 1) == 1 and geom.flops(1) >= team.MIN_FLOPS
+                and attrs_of(conv).get("groups", 1) == 1 and geom.flops(1) >= team_layers.MIN_FLOPS
                 and geom.out_channels < x[2] * x[3]):  # else scaling the weight costs more than the map
             found[conv] = node
     return found

@@ -22,20 +22,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.backend.cpu import Team, jit
+from lowerkit.backend.cpu import Team, team_layers
 
-from .activations import NONE
+from .activations import NONE, activate_inplace
 
-# Below these sizes a layer's region costs more than it splits (a region is ~3.5 us).
-MIN_FLOPS = 1_000_000
-MIN_DEPTHWISE_MACS = 100_000
-MIN_LINEAR_WEIGHTS = 65_536
-# Output pixels from which a convolution runs as implicit GEMM in tiles, and the tile size.
-TILED_PIXELS = 1024
-TILE_BYTES = 384 * 1024
-# GEMMs of at most this many output channels over at least twice as many inputs split pixels.
-COLUMN_SPLIT_ROWS = 64
-
+# The shared choices (sizes below which a layer stays on the calling thread, tiling, column
+# bands) are ``lowerkit.backend.cpu.team_layers``'s, as glow_like's team forms use them.
 
 ALGORITHMS = ("implicit_gemm", "direct", "wt6x6")  # the convolutions with a team form
 
@@ -47,7 +39,7 @@ class TeamConv:
 
     def __init__(self, conv, team: Team) -> None:
         g = conv.geom
-        self.conv, self.team, self.kernels = conv, team, team.kernels()
+        self.conv, self.team = conv, team
         self.winograd = conv.algorithm == "wt6x6"
         self.pointwise = False
         if self.winograd:
@@ -56,16 +48,9 @@ class TeamConv:
         self.w2 = np.ascontiguousarray(conv.impl.kernel_data(None), dtype=np.float32)
         self.bias = conv.bias if conv.bias is not None else np.empty(0, np.float32)
         self.activation = conv.impl.activation
-        (self.kh, self.kw), self.stride, self.padding = g.kernel, tuple(g.stride), tuple(g.padding)
-        self.out_hw = tuple(conv.geom.out_hw)
         oc, k = self.w2.shape
-        self.pointwise = (self.kh, self.kw) == (1, 1) and self.stride == (1, 1) and not any(self.padding)
-        self.by_columns = oc <= COLUMN_SPLIT_ROWS and k >= 2 * oc
-        oh, ow = self.out_hw
-        self.tiled = not self.pointwise and oh * ow >= TILED_PIXELS
-        self.tile_rows = max(1, min(oh, TILE_BYTES // (4 * k * ow)))
-        width = k * (self.tile_rows * ow if self.tiled else oh * ow)
-        self.cols_shape = (team.ways if self.tiled else 1, width)
+        self.form = team_layers.DenseTeamForm.of(oc, k, g.kernel, g.stride, g.padding, (1, 1), g.out_hw, team.ways)
+        self.pointwise = self.form.pointwise
         self.ws = conv.impl.ws  # per-thread scratch: a plan serves concurrent callers
 
     def output_shape(self, batch: int) -> tuple[int, int, int, int]:
@@ -78,27 +63,20 @@ class TeamConv:
         self.activation = impl.activation
         self.tiles = impl.tiles
         self.padding = tuple(g.padding)
-        self._band_rows = -(-g.out_channels // team.ways)
         self.ws = impl.ws  # per-thread scratch: a plan serves concurrent callers
 
     def _winograd(self, x: np.ndarray, out: np.ndarray, act) -> None:
         n, c = x.shape[0], x.shape[1]
         th, tw = self.tiles
-        k, ways, ws = self.kernels, self.team.ways, self.ws
-        t = n * th * tw
-        v = ws.get("team_v", (36, c, t))
-        m = ws.get("team_m", (ways, 36, self._band_rows, t))
-        rows, tmp = ws.get("team_rows", (ways, 6, 4 * tw + 2)), ws.get("team_tmp", (ways, 6, 4 * tw + 2))
-        pt, pl = self.padding[:2]
-        k.winograd_input(x, v, pt, pl, th, tw, 0, n, rows, tmp, ways)
-        k.winograd_products_output(self.u, v, self.bias, out, m, ws.get("team_s", (ways, 6, 4, tw)),
-                                   ws.get("team_y", (ways, 4, 4, tw)), 0, n, th, tw, *act, ways, self.team.sgemm)
+        shapes = team_layers.winograd_shapes(c, self.u.shape[1], n * th * tw, tw, self.team.ways)
+        buffers = {name: self.ws.get("team_" + name, shape) for name, shape in shapes.items()}
+        team_layers.run_winograd(self.team, x, self.u, self.bias, out, self.padding, self.tiles, act, buffers, 0, n)
 
     @staticmethod
     def fits(conv) -> bool:
         """Whether a layer has a team form: implicit GEMM, direct or wt6x6, a constant weight, big enough."""
         return (conv.algorithm in ALGORITHMS and conv.impl.weight is not None
-                and conv.geom.flops(1) >= MIN_FLOPS)
+                and conv.geom.flops(1) >= team_layers.MIN_FLOPS)
 
     def __call__(self, x, weight=None, bias=None, residual=None, out=None, gate=None) -> np.ndarray:
         """The convolution of ``x`` (of ``x * gate`` with a squeeze-excitation ``gate``
@@ -116,33 +94,19 @@ class TeamConv:
         act = NONE if residual is not None else self.activation
         if self.winograd:
             self._winograd(x, out, act)
-            if residual is not None:
-                _add_then_activate(out, residual, self.activation)
-            return out
-        n, c = x.shape[0], x.shape[1]
-        oc = self.w2.shape[0]
-        oh, ow = self.out_hw
-        k, ways, sgemm = self.kernels, self.team.ways, self.team.sgemm
-        geometry = (self.kh, self.kw, *self.stride, *self.padding[:2], 1, 1)
-        cols = None if self.pointwise else self.ws.get("team_cols", self.cols_shape)
-        scaled = None if gate is None else self.ws.get("team_gated_weight", self.w2.shape)
-        for i in range(n):
-            if self.pointwise:
+        else:
+            form, c = self.form, x.shape[1]
+            cols = None if form.cols_shape is None else self.ws.get("team_cols", form.cols_shape)
+            scaled = None if gate is None else self.ws.get("team_gated_weight", self.w2.shape)
+            for i in range(x.shape[0]):
                 w = self.w2
-                if scaled is not None:
+                if scaled is not None:  # only 1x1 layers take a gate
                     np.multiply(self.w2, gate[i].reshape(1, c), out=scaled)
                     w = scaled
-                k.gemm_bias_activation(w, x[i].reshape(c, -1), self.bias, out[i].reshape(oc, oh * ow), *act,
-                                       ways, self.by_columns, sgemm)
-            elif self.tiled:
-                k.conv_tiles(x[i], self.w2, self.bias, out[i], *geometry, self.tile_rows, cols, *act, ways, sgemm)
-            else:
-                image_cols = cols[0].reshape(-1, oh, ow)
-                k.im2col(x[i], image_cols, *geometry, ways)
-                k.gemm_bias_activation(self.w2, image_cols.reshape(-1, oh * ow), self.bias,
-                                       out[i].reshape(oc, oh * ow), *act, ways, self.by_columns, sgemm)
-        if residual is not None:
-            _add_then_activate(out, residual, self.activation)
+                form.run(self.team, x[i], w, self.bias, out[i], act, cols)
+        if residual is not None:  # the regions ended without the activation: sum, then activate
+            np.add(out, residual, out=out)
+            activate_inplace(out, self.activation)
         return out
 
 
@@ -150,16 +114,9 @@ class TeamDepthwise:
     """A :class:`~lowerkit_nnpack.depthwise.DepthwiseConv2d` as one team region (bands of planes)."""
 
     def __init__(self, conv, team: Team) -> None:
-        from lowerkit.backend.cpu.jit.conv import depthwise5x5_rows, depthwise5x5_scratch
-
-        self.conv, self.team, self.kernels = conv, team, team.kernels()
+        self.conv, self.team = conv, team
         g = conv.geom
-        self.rows = self.phases_shape = None
-        if conv.algorithm == "depthwise3x3_s2":
-            self.phases_shape = (team.ways, 4 * g.out_hw[0] * g.out_hw[1])
-        elif conv.algorithm == "depthwise5x5":
-            self.rows = depthwise5x5_rows(g.out_hw, g.stride[0])
-            self.phases_shape = (team.ways, depthwise5x5_scratch(g.out_hw, g.stride[0]))
+        self.rows, self.phases_shape = team_layers.depthwise_scratch(conv.algorithm, g.out_hw, g.stride[0], team.ways)
 
     def output_shape(self, batch: int) -> tuple[int, int, int, int]:
         return self.conv.output_shape(batch)
@@ -168,8 +125,8 @@ class TeamDepthwise:
     def fits(conv) -> bool:
         g = conv.geom
         macs = g.out_channels * g.out_hw[0] * g.out_hw[1] * g.kernel[0] * g.kernel[1]
-        return (conv.weight is not None and macs >= MIN_DEPTHWISE_MACS
-                and conv.algorithm in ("depthwise3x3_same", "depthwise3x3_s2", "depthwise5x5", "depthwise3x3"))
+        return (conv.weight is not None and macs >= team_layers.MIN_DEPTHWISE_MACS
+                and conv.algorithm in team_layers.DEPTHWISE_ALGORITHMS)
 
     def __call__(self, x, weight=None, bias=None, residual=None, out=None) -> np.ndarray:
         conv = self.conv
@@ -181,19 +138,12 @@ class TeamDepthwise:
         if out is None:
             out = np.empty(conv.output_shape(n), np.float32)
         act = NONE if residual is not None else conv.activation
-        k, w, b, ways = self.kernels, conv.weight, conv.bias, self.team.ways
-        (sh, _), (pt, pl) = g.stride, g.padding[:2]
-        if conv.algorithm == "depthwise3x3_same":
-            k.depthwise3x3_same(x, w, b, conv.edges, out, *act, ways)
-        elif conv.algorithm == "depthwise3x3_s2":
-            k.depthwise3x3_s2(x, w, b, conv.edges, conv.ws.get("team_phases", self.phases_shape), out, *act, ways)
-        elif conv.algorithm == "depthwise5x5":
-            k.depthwise5x5(x, w, b, self.rows, conv.ws.get("team_phases", self.phases_shape), out, sh, pt, pl,
-                           *act, ways)
-        else:
-            k.depthwise3x3(x, w, b, out, sh, pt, pl, *act, ways)
+        phases = None if self.phases_shape is None else conv.ws.get("team_phases", self.phases_shape)
+        team_layers.run_depthwise(self.team, conv.algorithm, x, conv.weight, conv.bias, out, conv.edges, self.rows,
+                                  phases, g.stride[0], g.padding, act)
         if residual is not None:
-            _add_then_activate(out, residual, conv.activation)
+            np.add(out, residual, out=out)
+            activate_inplace(out, conv.activation)
         return out
 
 
@@ -206,7 +156,7 @@ class TeamLinear:
 
     @staticmethod
     def fits(layer) -> bool:
-        return layer.weight_t is not None and layer.weight_t.size >= MIN_LINEAR_WEIGHTS
+        return layer.weight_t is not None and layer.weight_t.size >= team_layers.MIN_LINEAR_WEIGHTS
 
     def __call__(self, x, weight=None, bias=None) -> np.ndarray:
         wt = self.layer.weight_t
@@ -216,9 +166,3 @@ class TeamLinear:
         out = np.empty((x2.shape[0], wt.shape[1]), np.float32)
         self.kernels.fc_bias_activation(x2, wt, self.bias, out, *NONE, self.team.ways, self.team.sgemm)
         return out.reshape(*x.shape[:-1], wt.shape[1])
-
-
-def _add_then_activate(out: np.ndarray, residual: np.ndarray, activation) -> None:
-    np.add(out, residual, out=out)
-    if activation != NONE:
-        jit.load("conv").activate(out.reshape(-1), *activation)

@@ -22,7 +22,9 @@ from lowerkit.backend.cpu.jit.layer import team_ready  # noqa: E402
 @pytest.fixture(scope="module")
 def kernels():
     if not team_ready():
-        pytest.skip("numba's OpenMP threading layer is not available here: team kernels do not run")
+        from lowerkit.backend.cpu.jit import layer
+
+        pytest.skip(f"team kernels cannot run here: {layer.why_not()}")
     return jit.load("team"), jit.load("conv")
 
 
@@ -150,13 +152,15 @@ def test_numpy_sgemm_is_found_in_numpy_blas():
 def test_team_is_unusable_on_another_threading_layer():
     """A user who chose numba's workqueue layer gets no team kernels (and glow_like's
     programs then keep BLAS's threads) — checked in a fresh process."""
-    code = ("from lowerkit.backend.cpu.jit.layer import team_ready; "
+    code = ("from lowerkit.backend.cpu.jit.layer import team_ready, why_not; "
             "import numba; from numba import njit, prange\n"
-            "print(team_ready())\n")
+            "print(team_ready())\nprint(why_not())\n")
     env = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "False"
+    ready, why = result.stdout.strip().splitlines()
+    assert ready == "False"
+    assert "'workqueue'" in why
 
 
 @pytest.mark.parametrize("ways, tile_rows", [(1, 3), (2, 2), (3, 4)])

@@ -108,7 +108,9 @@ def test_grouped_conv_matches_reference(case, threads, monkeypatch):
 
     monkeypatch.setattr(grouped, "PARALLEL_MIN_MACS", 0)  # exercise the bands on small shapes
     if threads == "team":  # one region per layer, batches whole (tests/glow_like/test_team.py)
-        monkeypatch.setattr(grouped, "TEAM_MIN_MACS", 0)
+        from lowerkit.backend.cpu import team_layers
+
+        monkeypatch.setattr(team_layers, "MIN_DEPTHWISE_MACS", 0)
         monkeypatch.setenv("LOWERKIT_GLOW_SPLIT_BATCH", "0")
         threads = 2
     else:

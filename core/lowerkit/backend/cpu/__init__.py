@@ -6,7 +6,7 @@
 - :func:`split` — a range of work cut into contiguous, nearly equal parts.
 - :class:`Team`, :func:`make_team`, :class:`StallGuard` — one image on several cores as
   compiled parallel regions (``jit.team``), and the guard that turns them off while another
-  process holds a core.
+  process holds a core; :mod:`.team_layers` — how each kind of layer runs on a team.
 - :func:`blas_limit`, :func:`blas_threads_beside` — one process-wide, reference-counted
   BLAS thread limit (threadpoolctl, imported on first use).
 - :func:`winograd_matrices`, :func:`interpolation_points` — Winograd/Toom-Cook F(m, r)

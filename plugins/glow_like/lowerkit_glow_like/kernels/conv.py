@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.backend.cpu import im2col_view, pad_into, split
+from lowerkit.backend.cpu import im2col_view, pad_into, split, team_layers
 from lowerkit.backend.cpu.jit.select import im2col_compiled
 
 from . import grouped, winograd
@@ -155,32 +155,20 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, c
     return run
 
 
-# Smaller GEMMs stay on one thread in team mode (a team region costs ~3.5 us).
-TEAM_MIN_FLOPS = 1_000_000
-# GEMMs of at most this many output channels and at least twice as many inputs split
-# columns (pixels) between threads, not rows: each thread then packs half the columns.
-TEAM_COLUMN_SPLIT_ROWS = 64
-# Convolutions (not 1x1) with at least this many output pixels run as implicit GEMM in
-# tiles of about TEAM_TILE_BYTES of columns per thread (jit.team.conv_tiles): ResNet-18's
-# 7x7 stem, batch 1, 2.78 -> 1.70 ms (the whole column matrix is 7.4 MB). Smaller outputs
-# gained nothing (28x28: 0.78 vs 0.79 ms).
-TEAM_TILED_PIXELS = 1024
-TEAM_TILE_BYTES = 384 * 1024
-
-
 def _team_fits(inputs, outputs, attrs, col_dtype) -> bool:
     x, w, out = inputs[0], inputs[1], outputs[0]
     return (int(attrs.get("groups", 1)) == 1 and col_dtype == np.float32
             and all(a.dtype == np.float32 for a in (*inputs, out))
             and x.flags.c_contiguous and out.flags.c_contiguous
-            and 2 * out[0].size * w[0].size >= TEAM_MIN_FLOPS)
+            and 2 * out[0].size * w[0].size >= team_layers.MIN_FLOPS)
 
 
 def _prepare_team(inputs, outputs, attrs, scratch, team, serial):
-    """Team form (one image on ``team.ways`` cores, ``lowerkit.backend.cpu.jit.team``): large
-    outputs as implicit GEMM in tiles; otherwise im2col in bands of output rows, then the GEMM
-    in bands of output channels (or of pixels, for few channels over many inputs), each
-    band's bias and activation on the thread that multiplied it."""
+    """Team form (one image on ``team.ways`` cores; the choices are
+    ``lowerkit.backend.cpu.team_layers.DenseTeamForm``'s): large outputs as implicit GEMM in
+    tiles; otherwise im2col in bands of output rows, then the GEMM in bands of output
+    channels (or of pixels), each band's bias and activation on the thread that multiplied it.
+    Narrow stride-1 planes keep numpy's window copy for their columns (see :class:`Im2col`)."""
     from lowerkit.backend.cpu import jit
 
     x, w = inputs[0], inputs[1]
@@ -191,44 +179,23 @@ def _prepare_team(inputs, outputs, attrs, scratch, team, serial):
     _, _, oh, ow = out.shape
     w2 = np.ascontiguousarray(w.reshape(oc, -1))
     bias = _team_bias(inputs)
-    code, p0, p1 = jit.activation_code(attrs)
-    kernels = team.kernels()
-    pointwise = _is_pointwise(w.shape, stride, padding, dilation)
-    col = None if pointwise else scratch_array(scratch, np.float32, (c, kh, kw, oh, ow))
-    im2col = None if pointwise else Im2col(c, (h, wd), (kh, kw), (oh, ow), stride, padding, dilation,
-                                           np.float32, scratch, offset=col.nbytes)
-    images = [x[i].reshape(c, h * wd) for i in range(n)]
-    dsts = [out[i].reshape(oc, oh * ow) for i in range(n)]
-    geometry = (kh, kw, *stride, *(padding[:2]), *dilation)
-    k = w2.shape[1]
-    by_columns = oc <= TEAM_COLUMN_SPLIT_ROWS and k >= 2 * oc
-    tiled = not pointwise and oh * ow >= TEAM_TILED_PIXELS
-    if tiled:
-        tile_rows = max(1, min(oh, TEAM_TILE_BYTES // (4 * k * ow)))
-        cols = np.empty((team.ways, k * tile_rows * ow), np.float32)
-
-        def run_tiles():
-            if not team.usable():
-                return serial()
-            for i in range(n):
-                kernels.conv_tiles(x[i], w2, bias, out[i], *geometry, tile_rows, cols, code, p0, p1, team.ways,
-                                   team.sgemm)
-
-        return run_tiles
+    act = jit.activation_code(attrs)
+    form = team_layers.DenseTeamForm.of(oc, w2.shape[1], (kh, kw), stride, padding, dilation, (oh, ow), team.ways)
+    cols = fill = None
+    if form.tiled:
+        cols = np.empty(form.cols_shape, np.float32)
+    elif not form.pointwise:
+        cols = scratch_array(scratch, np.float32, form.cols_shape)
+        im2col = Im2col(c, (h, wd), (kh, kw), (oh, ow), stride, padding, dilation, np.float32, scratch,
+                        offset=cols.nbytes)
+        if not im2col.compiled_for(x[0]):
+            fill = lambda image, columns: im2col(image, columns.reshape(c, kh, kw, oh, ow))  # noqa: E731
 
     def run():
         if not team.usable():
             return serial()
         for i in range(n):
-            if pointwise:
-                src = images[i]
-            else:
-                if im2col.compiled_for(x[i]):
-                    kernels.im2col(x[i], col.reshape(-1, oh, ow), *geometry, team.ways)
-                else:
-                    im2col(x[i], col)
-                src = col.reshape(-1, oh * ow)
-            kernels.gemm_bias_activation(w2, src, bias, dsts[i], code, p0, p1, team.ways, by_columns, team.sgemm)
+            form.run(team, x[i], w2, bias, out[i], act, cols, fill)
 
     return run
 
@@ -395,7 +362,7 @@ def prepare_gated_conv(inputs, outputs, attrs, scratch, team=None):
     scaled = scratch_array(scratch, np.float32, (oc, c))
     gates = gate.reshape(n, 1, c)
     epilogue = _epilogue(attrs, bias, out.dtype)
-    if team is not None and 2 * oc * c * h * wd >= TEAM_MIN_FLOPS and x.flags.c_contiguous:
+    if team is not None and 2 * oc * c * h * wd >= team_layers.MIN_FLOPS and x.flags.c_contiguous:
         from lowerkit.backend.cpu import jit
 
         kernels, team_bias = team.kernels(), _team_bias(inputs)
@@ -407,7 +374,8 @@ def prepare_gated_conv(inputs, outputs, attrs, scratch, team=None):
                 dst = out[i].reshape(oc, h * wd)
                 if team.usable():
                     kernels.gemm_bias_activation(scaled, x[i].reshape(c, h * wd), team_bias, dst, *act,
-                                                 team.ways, oc < TEAM_COLUMN_SPLIT_ROWS, team.sgemm)
+                                                 team.ways, oc <= team_layers.COLUMN_SPLIT_ROWS and c >= 2 * oc,
+                                                 team.sgemm)
                 else:
                     np.matmul(scaled, x[i].reshape(c, h * wd), out=dst)
                     if epilogue is not None:

@@ -25,13 +25,13 @@ from lowerkit.backend.cpu.jit.depthwise import (
     copy_out_channels_last,
     depthwise_cl_band,
 )
+from lowerkit.backend.cpu import team_layers
 from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
 
 from ._base import scratch_array
 
 DIRECT_MAX_TAPS = 64
-PARALLEL_MIN_MACS = 1_500_000  # smaller layers run on the calling thread
-TEAM_MIN_MACS = 100_000  # in team mode (a region costs ~3.5 us, not a pool hand-off's ~90)
+PARALLEL_MIN_MACS = 1_500_000  # smaller layers run on the calling thread (team mode: team_layers.MIN_DEPTHWISE_MACS)
 ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise5x5", "depthwise_cl", "depthwise3x3", "grouped")
 
 
@@ -74,7 +74,7 @@ def channels_last_weights(w: np.ndarray) -> np.ndarray:
 
 def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: str | None = None, team=None):
     """Bind a grouped convolution to the compiled kernel :func:`grouped_algorithm` picks
-    (its team form with ``team``, for layers of at least :data:`TEAM_MIN_MACS`)."""
+    (its team form with ``team``, for layers of at least ``team_layers.MIN_DEPTHWISE_MACS``)."""
     from lowerkit.backend.cpu import jit
 
     kernels = jit.load("conv")
@@ -90,7 +90,7 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
     oc, _, kh, kw = w.shape
     macs = out.size * w[0].size
     ways = parallel.ways if parallel is not None and macs >= PARALLEL_MIN_MACS else 1
-    if team is not None and macs >= TEAM_MIN_MACS and x.flags.c_contiguous:
+    if team is not None and macs >= team_layers.MIN_DEPTHWISE_MACS and x.flags.c_contiguous:
         serial = prepare_grouped(inputs, outputs, attrs, scratch, None, algorithm)
         return _team_form(inputs, outputs, attrs, scratch, algorithm, team, serial)
 
@@ -121,7 +121,8 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
             def band(j: int) -> None:
                 kernels.depthwise3x3_s2(x, w, bias, edges, phases[j], out, code, p0, p1, cut[j], cut[j + 1])
         elif algorithm == "depthwise5x5":
-            rows, ph = _depthwise5x5_scratch(out.shape[2:], sh, ways)
+            rows, shape = team_layers.depthwise_scratch(algorithm, out.shape[2:], sh, ways)
+            ph = np.empty(shape, np.float32)
 
             def band(j: int) -> None:
                 kernels.depthwise5x5(x, w, bias, rows, ph[j], out, sh, pt, pl, code, p0, p1, cut[j], cut[j + 1])
@@ -136,13 +137,6 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
     if ways == 1:
         return lambda: band(0)
     return lambda: parallel(band)
-
-
-def _depthwise5x5_scratch(out_hw, stride: int, ways: int) -> tuple[np.ndarray, np.ndarray]:
-    """The tap rows of ``depthwise5x5`` and one row of phase scratch per thread (bound once)."""
-    from lowerkit.backend.cpu.jit.conv import depthwise5x5_rows, depthwise5x5_scratch
-
-    return depthwise5x5_rows(out_hw, stride), np.empty((ways, depthwise5x5_scratch(out_hw, stride)), np.float32)
 
 
 def _team_form(inputs, outputs, attrs, scratch, algorithm: str, team, serial):
@@ -172,25 +166,14 @@ def _team_form(inputs, outputs, attrs, scratch, algorithm: str, team, serial):
             copy_in_channels_last(x, xp, geom, 0, c)
             kernels.depthwise_channels_last(xp, wt, bias, acc, oh, ow, kh, kw, sh, sw, dh, dw, code, p0, p1, ways)
             copy_out_channels_last(acc, out, 0, c)
-    elif algorithm == "depthwise3x3_same":
-        edges = same_padding_edges(*out.shape[2:])
+    elif algorithm in team_layers.DEPTHWISE_ALGORITHMS:
+        edges = same_padding_edges(*out.shape[2:]) if algorithm in ("depthwise3x3_same", "depthwise3x3_s2") else None
+        rows, shape = team_layers.depthwise_scratch(algorithm, out.shape[2:], sh, ways)
+        phases = None if shape is None else np.empty(shape, np.float32)
 
         def region():
-            kernels.depthwise3x3_same(x, w, bias, edges, out, code, p0, p1, ways)
-    elif algorithm == "depthwise3x3_s2":
-        edges = same_padding_edges(*out.shape[2:])
-        phases = np.empty((ways, 4 * out.shape[2] * out.shape[3]), np.float32)
-
-        def region():
-            kernels.depthwise3x3_s2(x, w, bias, edges, phases, out, code, p0, p1, ways)
-    elif algorithm == "depthwise5x5":
-        rows, ph = _depthwise5x5_scratch(out.shape[2:], sh, ways)
-
-        def region():
-            kernels.depthwise5x5(x, w, bias, rows, ph, out, sh, pt, pl, code, p0, p1, ways)
-    elif algorithm == "depthwise3x3":
-        def region():
-            kernels.depthwise3x3(x, w, bias, out, sh, pt, pl, code, p0, p1, ways)
+            team_layers.run_depthwise(team, algorithm, x, w, bias, out, edges, rows, phases, sh, (pt, pl),
+                                      (code, p0, p1))
     else:
         def region():
             kernels.conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1, ways)

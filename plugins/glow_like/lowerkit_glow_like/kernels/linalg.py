@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lowerkit.backend.cpu import team_layers
+
 from ._base import apply_activation, kernel
 
 
@@ -15,10 +17,6 @@ from ._base import apply_activation, kernel
 def _matmul(inputs, outputs, attrs, scratch):
     (a, b), (out,) = inputs, outputs
     return lambda: np.matmul(a, b, out=out)
-
-
-# Smaller layers stay on one thread in team mode (a team region costs ~3.5 us).
-TEAM_MIN_WEIGHTS = 65536
 
 
 @kernel("glow.fc", team=True)
@@ -29,7 +27,8 @@ def _fc(inputs, outputs, attrs, scratch, team=None):
     x2 = x.reshape(-1, w.shape[0])
     out2 = out.reshape(-1, w.shape[1])
     act = attrs.get("act", "none")
-    if (team is not None and w.size >= TEAM_MIN_WEIGHTS and x2.flags.c_contiguous and w.flags.c_contiguous
+    if (team is not None and w.size >= team_layers.MIN_LINEAR_WEIGHTS and x2.flags.c_contiguous
+            and w.flags.c_contiguous
             and all(a.dtype == np.float32 for a in (*inputs, out))):
         return _fc_team(x2, w, bias, out2, attrs, team)
 

@@ -140,30 +140,22 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None):
 
 
 def _team_form(x, u, bias, out, padding, act, scratch, team, serial):
-    """Two team regions per chunk of images: the input transform in bands of input channels,
-    then per band of output channels its 36 channel GEMMs (numpy's cblas_sgemm, BLAS at one
-    thread) and its output transform, on the thread that computed them."""
-    kernels = team.kernels()
+    """Two team regions per chunk of images (``lowerkit.backend.cpu.team_layers.run_winograd``):
+    the input transform in bands of input channels, then per band of output channels its 36
+    channel GEMMs (numpy's cblas_sgemm, BLAS at one thread) and its output transform."""
+    from lowerkit.backend.cpu import team_layers
+
     n, c, h, wd, oc, oh, ow, th, tw, chunk = _plan(x.shape, out.shape)
-    t = chunk * th * tw
-    ways = team.ways
     u = np.ascontiguousarray(u, dtype=np.float32)
     bias = np.ascontiguousarray(bias, dtype=np.float32)
-    v = scratch_array(scratch, np.float32, (TILE * TILE, c, t))
-    wp = OUT * tw + 2
-    rows, tmp = (np.empty((ways, TILE, wp), np.float32) for _ in range(2))
-    band_rows = -(-oc // ways)
-    m = np.empty((ways, TILE * TILE, band_rows, t), np.float32)
-    s = np.empty((ways, TILE, OUT, tw), np.float32)
-    y = np.empty((ways, OUT, OUT, tw), np.float32)
-    pt, pl = padding
+    shapes = team_layers.winograd_shapes(c, oc, chunk * th * tw, tw, team.ways)
+    buffers = {name: np.empty(shape, np.float32) for name, shape in shapes.items() if name != "v"}
+    buffers["v"] = scratch_array(scratch, np.float32, shapes["v"])  # shared with the serial form
 
     def run() -> None:
         if not team.usable():
             return serial()
         for i0 in range(0, n, chunk):
-            k = min(chunk, n - i0)
-            kernels.winograd_input(x, v, pt, pl, th, tw, i0, k, rows, tmp, ways)
-            kernels.winograd_products_output(u, v, bias, out, m, s, y, i0, k, th, tw, *act, ways, team.sgemm)
+            team_layers.run_winograd(team, x, u, bias, out, padding, (th, tw), act, buffers, i0, min(chunk, n - i0))
 
     return run

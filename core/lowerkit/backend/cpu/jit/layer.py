@@ -54,6 +54,21 @@ def team_ready() -> bool:
     return _ready[0]
 
 
+def why_not() -> str:
+    """Why :func:`team_ready` says False here (for messages), or ``""``."""
+    if _forked:
+        return "a child forked after the team support was imported"
+    if _ready and not _ready[0]:
+        try:
+            import numba
+
+            layer = numba.threading_layer()
+        except (ImportError, ValueError):
+            layer = "none"
+        return f"numba's threading layer is {layer!r}, not OpenMP ('omp')"
+    return ""
+
+
 def _start_openmp() -> bool:
     try:
         import numba

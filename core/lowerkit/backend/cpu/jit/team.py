@@ -30,8 +30,13 @@ from numba.core.typing.ctypes_utils import make_function_type
 
 from . import conv, winograd
 from .cblas import NO_TRANS, ROW_MAJOR, sgemm
+from .layer import team_ready
 from ._act import act_span
 from ._types import f8, i8, ro, rw
+
+# Compiling or loading a parallel=True function starts numba's threading layer: choose it
+# (OpenMP first, see .layer) before any kernel below exists, whoever imports this module first.
+team_ready()
 
 _FLAGS = dict(nogil=True, cache=True, parallel=True, error_model="numpy")
 _EDGES = types.Array(types.uint8, 2, "C", readonly=True)

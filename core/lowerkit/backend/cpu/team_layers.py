@@ -1,0 +1,138 @@
+"""How a layer of one image runs as team regions: the choices glow_like's and nnpack's team
+forms share (``lowerkit.backend.cpu.jit.team`` has the kernels; see docs/compiled-kernels.md).
+
+- :class:`DenseTeamForm` — a dense convolution: a 1x1 one as one GEMM region (bands of
+  output channels, or of pixels for few channels over many inputs); one with at least
+  :data:`TILED_PIXELS` outputs as implicit GEMM in tiles of ~:data:`TILE_BYTES` of columns
+  per thread; others as im2col then the GEMM;
+- :func:`depthwise_scratch` / :func:`run_depthwise` — the depthwise kernels with a team form;
+- the sizes below which a layer stays on the calling thread (a region costs ~3.5 us).
+
+Plain Python: nothing here imports numba (the kernels arrive through ``Team.kernels()``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .team import Team
+
+MIN_FLOPS = 1_000_000  # dense convolutions, per image
+MIN_DEPTHWISE_MACS = 100_000
+MIN_LINEAR_WEIGHTS = 65_536
+# GEMMs of at most this many output channels and at least twice as many inputs split
+# columns (pixels) between threads, not rows: each thread then packs half the columns.
+COLUMN_SPLIT_ROWS = 64
+# Convolutions (not 1x1) with at least this many output pixels run as implicit GEMM in tiles
+# of about TILE_BYTES of columns per thread: ResNet-18's 7x7 stem, batch 1, 2.78 -> 1.70 ms
+# (its whole column matrix is 7.4 MB). Smaller outputs gained nothing (28x28: 0.78 vs 0.79 ms).
+TILED_PIXELS = 1024
+TILE_BYTES = 384 * 1024
+
+DEPTHWISE_ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise5x5", "depthwise3x3")
+
+
+@dataclass(frozen=True)
+class DenseTeamForm:
+    """The team form of a dense convolution ``w2`` [OC, K] of one geometry; :meth:`run`
+    computes one image. ``cols_shape`` is the float32 column scratch :meth:`run` needs
+    (None for 1x1 layers, which read the image in place)."""
+
+    pointwise: bool
+    tiled: bool
+    by_columns: bool
+    tile_rows: int
+    cols_shape: tuple[int, int] | None
+    geometry: tuple[int, ...]  # kh, kw, sh, sw, pt, pl, dh, dw (as jit.conv.im2col takes them)
+    out_hw: tuple[int, int]
+
+    @classmethod
+    def of(cls, oc: int, k: int, kernel, stride, padding, dilation, out_hw, ways: int) -> DenseTeamForm:
+        (kh, kw), (oh, ow) = tuple(kernel), tuple(out_hw)
+        pointwise = (kh, kw) == (1, 1) and tuple(stride) == (1, 1) and not any(padding)
+        tiled = not pointwise and oh * ow >= TILED_PIXELS
+        tile_rows = max(1, min(oh, TILE_BYTES // (4 * k * ow)))
+        cols_shape = None if pointwise else ((ways, k * tile_rows * ow) if tiled else (1, k * oh * ow))
+        geometry = (kh, kw, *stride, *tuple(padding)[:2], *dilation)
+        return cls(pointwise, tiled, oc <= COLUMN_SPLIT_ROWS and k >= 2 * oc, tile_rows, cols_shape, geometry,
+                   (oh, ow))
+
+    def run(self, team: Team, x: np.ndarray, w2: np.ndarray, bias: np.ndarray, out: np.ndarray,
+            act: tuple[int, float, float], cols: np.ndarray | None, fill_columns=None) -> None:
+        """``out`` [OC, OH, OW] = act(conv(``x`` [C, H, W]) + bias) on ``team``; ``cols`` of
+        :attr:`cols_shape`; ``fill_columns(x, cols [K, OH, OW])`` replaces the team im2col
+        of the untiled form when given."""
+        kernels, ways, sgemm = team.kernels(), team.ways, team.sgemm
+        oc = w2.shape[0]
+        (oh, ow), pixels = self.out_hw, self.out_hw[0] * self.out_hw[1]
+        if self.pointwise:
+            src = x.reshape(x.shape[0], -1)
+        elif self.tiled:
+            kernels.conv_tiles(x, w2, bias, out, *self.geometry, self.tile_rows, cols, *act, ways, sgemm)
+            return
+        else:
+            image_cols = cols[0].reshape(-1, oh, ow)
+            if fill_columns is None:
+                kernels.im2col(x, image_cols, *self.geometry, ways)
+            else:
+                fill_columns(x, image_cols)
+            src = image_cols.reshape(-1, pixels)
+        kernels.gemm_bias_activation(w2, src, bias, out.reshape(oc, pixels), *act, ways, self.by_columns, sgemm)
+
+
+def depthwise_scratch(algorithm: str, out_hw, stride: int, ways: int) -> tuple[np.ndarray | None, tuple | None]:
+    """What :func:`run_depthwise` needs besides the layer: the 5x5 kernel's tap rows (or None)
+    and the shape of the per-thread phase scratch (or None)."""
+    if algorithm == "depthwise3x3_s2":
+        return None, (ways, 4 * out_hw[0] * out_hw[1])
+    if algorithm == "depthwise5x5":
+        from .jit.conv import depthwise5x5_rows, depthwise5x5_scratch
+
+        return depthwise5x5_rows(tuple(out_hw), stride), (ways, depthwise5x5_scratch(tuple(out_hw), stride))
+    return None, None
+
+
+def run_depthwise(team: Team, algorithm: str, x: np.ndarray, w: np.ndarray, bias: np.ndarray, out: np.ndarray,
+                  edges: np.ndarray | None, rows: np.ndarray | None, phases: np.ndarray | None, stride: int,
+                  padding, act: tuple[int, float, float]) -> None:
+    """A depthwise convolution of ``DEPTHWISE_ALGORITHMS`` in bands of planes on ``team``
+    (``edges`` from ``jit.conv.same_padding_edges`` for the first two; ``rows`` and ``phases``
+    from :func:`depthwise_scratch`)."""
+    kernels, ways = team.kernels(), team.ways
+    pt, pl = tuple(padding)[:2]
+    if algorithm == "depthwise3x3_same":
+        kernels.depthwise3x3_same(x, w, bias, edges, out, *act, ways)
+    elif algorithm == "depthwise3x3_s2":
+        kernels.depthwise3x3_s2(x, w, bias, edges, phases, out, *act, ways)
+    elif algorithm == "depthwise5x5":
+        kernels.depthwise5x5(x, w, bias, rows, phases, out, stride, pt, pl, *act, ways)
+    elif algorithm == "depthwise3x3":
+        kernels.depthwise3x3(x, w, bias, out, stride, pt, pl, *act, ways)
+    else:
+        raise ValueError(f"no team form for depthwise algorithm {algorithm!r}; expected one of {DEPTHWISE_ALGORITHMS}")
+
+
+def winograd_shapes(c: int, oc: int, tiles: int, tile_width: int, ways: int) -> dict[str, tuple[int, ...]]:
+    """Scratch shapes of :func:`run_winograd` for ``tiles`` 4x4 output tiles (a chunk of images),
+    ``tile_width`` tiles per row: the transformed input ``v``, each thread's channel products
+    ``m`` and its transform rows ``rows``, ``tmp``, ``s``, ``y``."""
+    wp = 4 * tile_width + 2
+    return {"v": (36, c, tiles), "m": (ways, 36, -(-oc // ways), tiles), "rows": (ways, 6, wp), "tmp": (ways, 6, wp),
+            "s": (ways, 6, 4, tile_width), "y": (ways, 4, 4, tile_width)}
+
+
+def run_winograd(team: Team, x: np.ndarray, u: np.ndarray, bias: np.ndarray, out: np.ndarray, padding,
+                 tiles_hw: tuple[int, int], act: tuple[int, float, float], buffers: dict[str, np.ndarray],
+                 first: int, count: int) -> None:
+    """Winograd F(4x4, 3x3) of images [first, first + count) on ``team`` (``u`` = G g G^T,
+    [36, OC, C]): the input transform in bands of input channels, then per band of output
+    channels its 36 channel GEMMs and output transform — two regions. ``buffers`` has the
+    arrays of :func:`winograd_shapes`."""
+    kernels, ways = team.kernels(), team.ways
+    (th, tw), (pt, pl) = tiles_hw, tuple(padding)[:2]
+    b = buffers
+    kernels.winograd_input(x, b["v"], pt, pl, th, tw, first, count, b["rows"], b["tmp"], ways)
+    kernels.winograd_products_output(u, b["v"], bias, out, b["m"], b["s"], b["y"], first, count, th, tw, *act, ways,
+                                     team.sgemm)
