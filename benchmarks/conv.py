@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import threadpool_limits
 
 from lowerkit.backend.cpu import cpu_count
 from lowerkit_nnpack.algorithms import check_algorithm
@@ -34,7 +34,7 @@ from lowerkit_nnpack.geometry import ConvGeometry, GeometryError
 from lowerkit_nnpack.grad import Conv2dInputGrad, Conv2dWeightGrad
 from lowerkit_nnpack.selection import nnpack_rules
 from conv_depthwise import depthwise_table
-from peers import conv_model, onnxruntime_runner, openvino_runner, openvino_version, settle
+from peers import blas_lines, conv_model, onnxruntime_runner, openvino_runner, openvino_version, settle
 
 ALGORITHMS = ("wt8x8", "wt6x6", "wt4x4", "ft8x8", "ft16x16", "implicit_gemm", "direct")
 
@@ -285,9 +285,8 @@ def main() -> None:
     layers, batches = (QUICK, [1]) if args.quick else (LAYERS, [1, 8])
 
     print(f"cores: {cpu_count()}  load: {os.getloadavg()}  OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '<unset>')}")
-    for info in threadpool_info():
-        print(f"BLAS: {info.get('internal_api')} {info.get('version')} kernel={info.get('architecture')} "
-              f"threads={info.get('num_threads')} ({info.get('filepath')})")
+    for line in blas_lines(paths=True):
+        print(line)
     print("effective GFLOP/s = 2*N*OC*OH*OW*IC*KH*KW / best time over interleaved rounds; "
           "im2col = best of BLAS 1 and all-core threads")
     print(f"OpenVINO {openvino_version()} (CPU plugin, fp32, latency hint)")

@@ -30,10 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import threadpool_info
 
 import lowerkit as lk
 from lowerkit import graph_of, models
+from peers import blas_lines
 
 
 class Timing(float):
@@ -353,9 +353,8 @@ def main() -> None:
     import os
 
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (1 min) at start")
-    for info in threadpool_info():
-        print(f"BLAS: {info.get('internal_api')} {info.get('version')} {info.get('architecture')} "
-              f"threads={info.get('num_threads')} ({info.get('user_api')})")
+    for line in blas_lines():
+        print(line)
     if args.model == "all":
         for batch in args.batch or [1]:
             results = {name: bench_batch(name, batch, args.repeat, full=False, with_int8=False, small=args.small,

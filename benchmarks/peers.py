@@ -79,3 +79,24 @@ def openvino_version() -> str:
     except ImportError:
         return "not installed"
     return ov.__version__
+
+
+def blas_lines(*, paths: bool = False) -> list[str]:
+    """What does the GEMMs: every BLAS library loaded (kernel architecture, threads) and the
+    ``cblas_sgemm`` lowerkit's compiled kernels call (MKL's or numpy's, jit.cblas)."""
+    from threadpoolctl import threadpool_info
+
+    lines = []
+    try:
+        from lowerkit.backend.cpu.jit import cblas
+
+        found = cblas.sgemm()  # chosen now, so a library it loads is listed below
+        why = cblas.why_not_mkl()
+        lines.append(f"compiled kernels' sgemm: {found.library if found else 'none'}" + (f" ({why})" if why else ""))
+    except ImportError:  # no numba/threadpoolctl: no compiled kernels
+        pass
+    for info in threadpool_info():
+        where = f" ({info.get('filepath')})" if paths else f" ({info.get('user_api')})"
+        lines.insert(-1 if lines else 0, f"BLAS: {info.get('internal_api')} {info.get('version')} "
+                                         f"kernel={info.get('architecture')} threads={info.get('num_threads')}{where}")
+    return lines

@@ -193,15 +193,12 @@ def draw_chart(results: list[Result], path: str) -> None:
 
 
 def run(names: list[str], batches: list[int], *, rounds: int, repeat: int, threads: int, chart: str | None) -> None:
-    from threadpoolctl import threadpool_info
-
-    from peers import openvino_version
+    from peers import blas_lines, openvino_version
 
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (1 min) at start; "
           f"OpenVINO {openvino_version()}; peers on {threads} threads; {rounds} rounds x {repeat} calls, best call")
-    for info in threadpool_info():
-        print(f"BLAS: {info.get('internal_api')} {info.get('version')} {info.get('architecture')} "
-              f"threads={info.get('num_threads')} ({info.get('user_api')})")
+    for line in blas_lines():
+        print(line)
     results = []
     for batch in batches:
         for name in names:

@@ -20,12 +20,11 @@ import warnings
 from collections.abc import Callable
 
 import numpy as np
-from threadpoolctl import threadpool_info
 
 import lowerkit as lk
 from lowerkit import models
 from lowerkit.backend.cpu import cpu_count
-from peers import onnxruntime_runner, openvino_runner, openvino_version, settle
+from peers import blas_lines, onnxruntime_runner, openvino_runner, openvino_version, settle
 
 DEFAULT = ("resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0")
 PEERS = ("onnxruntime", "openvino")
@@ -111,8 +110,8 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; OpenVINO {openvino_version()}; "
           f"threads per engine: {args.threads or cpu_count()}")
-    for info in threadpool_info():
-        print(f"BLAS: {info.get('internal_api')} {info.get('version')} {info.get('architecture')}")
+    for line in blas_lines():
+        print(line)
     print("| model | N | ORT ms | OpenVINO ms | glow_like ms | [nnpack, glow_like] ms | glow_like / best peer "
           "| mixed / best peer | glow_like max rel err | glow_like lowering s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
