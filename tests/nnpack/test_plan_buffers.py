@@ -1,6 +1,7 @@
-"""A convolution writes into the array of a value that died earlier — in this call or, per
-thread, an earlier one (``plan.Spares``): never the caller's inputs, a constant, a view or an
-array a live value still holds; returned outputs stay the caller's."""
+"""A convolution writes into the buffer of a value that died earlier — in this call or, per
+thread, an earlier one (``plan.Spares``), the most recently freed first, always on a cache
+line: never the caller's inputs, a constant, or a buffer a live value (or a view of it)
+still holds; returned outputs stay the caller's."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 
 import lowerkit
 from lowerkit import nn
+from lowerkit.backend.cpu import ALIGNMENT
 from lowerkit_nnpack.plan import Spares
 
 
@@ -45,25 +47,44 @@ def test_outputs_survive_the_next_call_and_match_the_reference(rng):
 
 def test_spares_take_back_only_what_a_step_made_and_nobody_holds():
     spares = Spares()
-    made, other = np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32)
+    made = spares.take((2, 3))
+    assert made.ctypes.data % ALIGNMENT == 0 and made.shape == (2, 3) and made.dtype == np.float32
     spares.produced([made])
+    other = np.zeros((2, 3), np.float32)
     spares.died(other, {})  # never produced here (a caller's input, a constant)
-    assert spares.take((2, 3)) is None
+    assert not np.shares_memory(spares.take((2, 3)), other)
     spares.died(made, {"alive": made})  # a live value still holds it
-    assert spares.take((2, 3)) is None
+    assert not np.shares_memory(spares.take((2, 3)), made)
     spares.produced([made])
-    view = made[:1]
-    spares.produced([view])
-    spares.died(view, {})  # a view: its base may live on
-    assert spares.take((1, 3)) is None
+    spares.died(made, {"flat": made.reshape(-1)})  # a live view of its memory
+    assert not np.shares_memory(spares.take((2, 3)), made)
+    plain = np.zeros((2, 3), np.float32)
+    spares.produced([plain])
+    spares.died(plain, {})  # numpy's own array: not on a cache line, not kept
+    assert not np.shares_memory(spares.take((2, 3)), plain)
+    spares.produced([made])
     spares.died(made, {})
-    assert spares.take((2, 3)) is made
-    assert spares.take((2, 3)) is None  # taken once
+    assert not np.shares_memory(spares.take((5, 3)), made)  # too small for it
+    assert not np.shares_memory(spares.take((1, 2)), made)  # more than twice its size: kept for bigger ones
+    again = spares.take((1, 3))  # half its size: fits
+    assert np.shares_memory(again, made) and again.ctypes.data % ALIGNMENT == 0
+    assert not np.shares_memory(spares.take((1, 3)), made)  # taken once
+
+
+def test_spares_prefer_the_most_recently_freed_buffer():
+    """Memory freed a layer ago is still in cache: of two buffers that fit, the later one is taken."""
+    spares = Spares()
+    older, newer = spares.take((4, 4)), spares.take((4, 4))
+    spares.produced([older, newer])
+    spares.died(older, {})
+    spares.died(newer, {})
+    assert np.shares_memory(spares.take((4, 4)), newer)
+    assert np.shares_memory(spares.take((4, 4)), older)
 
 
 def test_spares_last_across_calls_per_thread_and_stay_bounded(rng):
-    """Arrays freed in one call serve the next (no fresh pages in steady state); the pool
-    holds at most ``Spares.MAX_PER_SHAPE`` arrays of a shape however many calls run."""
+    """Buffers freed in one call serve the next (no fresh pages in steady state); the pool
+    holds at most ``Spares.MAX_FREE`` buffers however many calls run."""
     import threading
 
     from lowerkit_nnpack.plan import Plan
@@ -75,12 +96,12 @@ def test_spares_last_across_calls_per_thread_and_stay_bounded(rng):
     (plan,) = [h.plan for h in lowered._handles.values() if isinstance(getattr(h, "plan", None), Plan)]
     lowered(x)
     pool = plan._local.spares._free
-    before = {shape: [id(a) for a in arrays] for shape, arrays in pool.items()}
+    before = {id(entry[0]) for entry in pool}
     assert before  # intermediates died and were kept
     for _ in range(10):
         lowered(x)
-    assert all(len(arrays) <= Spares.MAX_PER_SHAPE for arrays in pool.values())
-    assert any(set(ids) & {id(a) for a in pool.get(shape, [])} for shape, ids in before.items())
+    assert len(pool) <= Spares.MAX_FREE
+    assert before & {id(entry[0]) for entry in pool}  # the same buffers serve every call
     seen = []
     worker = threading.Thread(target=lambda: (lowered(x), seen.append(plan._local.spares)))
     worker.start()

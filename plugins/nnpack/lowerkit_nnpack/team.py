@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.backend.cpu import Team, team_layers
+from lowerkit.backend.cpu import Team, aligned_empty, team_layers
 
 from .activations import NONE, activate_inplace
 
@@ -90,7 +90,7 @@ class TeamConv:
             return conv(x, weight, bias, residual=residual, out=out)
         x = np.ascontiguousarray(x)
         if out is None:
-            out = np.empty(conv.output_shape(x.shape[0]), np.float32)
+            out = aligned_empty(conv.output_shape(x.shape[0]))
         act = NONE if residual is not None else self.activation
         if self.winograd:
             self._winograd(x, out, act)
@@ -136,7 +136,7 @@ class TeamDepthwise:
         g = conv.geom
         n = x.shape[0]
         if out is None:
-            out = np.empty(conv.output_shape(n), np.float32)
+            out = aligned_empty(conv.output_shape(n))
         act = NONE if residual is not None else conv.activation
         phases = None if self.phases_shape is None else conv.ws.get("team_phases", self.phases_shape)
         team_layers.run_depthwise(self.team, conv.algorithm, x, conv.weight, conv.bias, out, conv.edges, self.rows,
@@ -163,6 +163,6 @@ class TeamLinear:
         if weight is not None or bias is not None or not self.team.usable() or x.shape[-1] != wt.shape[0]:
             return self.layer(x, weight, bias)
         x2 = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, wt.shape[0])
-        out = np.empty((x2.shape[0], wt.shape[1]), np.float32)
+        out = aligned_empty((x2.shape[0], wt.shape[1]))
         self.kernels.fc_bias_activation(x2, wt, self.bias, out, *NONE, self.team.ways, self.team.sgemm)
         return out.reshape(*x.shape[:-1], wt.shape[1])

@@ -7,6 +7,8 @@ from math import prod
 
 import numpy as np
 
+from lowerkit.backend.cpu import aligned_empty
+
 
 class Workspace:
     """Named scratch buffers, private to the calling thread, grown to the largest request.
@@ -36,7 +38,7 @@ class Workspace:
         key = (name, dtype.str)
         flat = buffers.get(key)
         if flat is None or flat.size < size:
-            flat = np.empty(size, dtype=dtype)
+            flat = aligned_empty(size, dtype)  # on a cache line: numpy's large arrays are not
             buffers[key] = flat
         return flat[:size].reshape(shape)
 

@@ -3,6 +3,7 @@
 - :func:`cpu_count` — the cores this process may use (its affinity, not the machine's count).
 - :func:`run_parallel`, :class:`Parallel`, :func:`pool` — one process-wide worker pool per
   thread count; the calling thread runs one share.
+- :func:`aligned_empty` — arrays whose data starts on a cache line (numpy's large arrays do not).
 - :func:`split` — a range of work cut into contiguous, nearly equal parts.
 - :class:`Team`, :func:`make_team`, :class:`StallGuard` — one image on several cores as
   compiled parallel regions (``jit.team``), and the guard that turns them off while another
@@ -20,6 +21,7 @@ numpy and the standard library (threadpoolctl lazily). See docs/cpu-support.md.
 
 from __future__ import annotations
 
+from .aligned import ALIGNMENT, aligned_buffer, aligned_empty
 from .blas import BlasLimiter, blas_limit, blas_threads_beside
 from .cores import cpu_count
 from .im2col import im2col_view, merge_last, pad_into, tile_view
@@ -29,10 +31,13 @@ from .team import StallGuard, Team, make_team
 from .winograd import interpolation_points, winograd_matrices
 
 __all__ = [
+    "ALIGNMENT",
     "BlasLimiter",
     "Parallel",
     "StallGuard",
     "Team",
+    "aligned_buffer",
+    "aligned_empty",
     "blas_limit",
     "blas_threads_beside",
     "cpu_count",

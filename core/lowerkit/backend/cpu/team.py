@@ -2,7 +2,7 @@
 :class:`StallGuard`, which turns a handle's team regions off while they stall.
 
 ``make_team(ways)`` gives a :class:`Team` where team kernels can run here (numba's OpenMP
-layer, numpy's ``cblas_sgemm``; see ``lowerkit.backend.cpu.jit.layer``), else None.
+layer, a ``cblas_sgemm``; see ``lowerkit.backend.cpu.jit.layer``), else None.
 
 The guard:
 
@@ -77,9 +77,9 @@ class StallGuard:
 @dataclass(frozen=True)
 class Team:
     """Kernels bound with a team run each call as one compiled parallel region of ``ways``
-    threads (``lowerkit.backend.cpu.jit.team``), with BLAS at one thread. ``sgemm`` is numpy's
-    ``cblas_sgemm`` as the team GEMMs take it; ``guard`` (one per handle) turns the regions
-    off while they stall."""
+    threads (``lowerkit.backend.cpu.jit.team``), with BLAS at one thread. ``sgemm`` is the
+    ``cblas_sgemm`` the team GEMMs take (``jit.cblas.sgemm()``: MKL's or numpy's); ``guard``
+    (one per handle) turns the regions off while they stall."""
 
     ways: int
     sgemm: object
@@ -88,16 +88,33 @@ class Team:
     @staticmethod
     def kernels() -> ModuleType:
         """The team kernel module (compiled or loaded from the cache on first use)."""
-        from . import jit
-
-        return jit.load("team")
+        return _kernels[0] if _kernels else _load_kernels()
 
     def usable(self) -> bool:
         """False while the guard has turned regions off, and in a child forked after the
         parent ran team kernels: run the serial forms then."""
-        from .jit.layer import forked
+        return self.guard.on and not (_layer[0] if _layer else _load_layer()).forked()
 
-        return self.guard.on and not forked()
+
+# Found on first use and kept: these two are asked once per layer per call (an import
+# statement there cost ~1 us each, a few percent of a small network's call).
+_kernels: list[ModuleType] = []
+_layer: list[ModuleType] = []
+
+
+def _load_kernels() -> ModuleType:
+    from . import jit
+
+    module = jit.load("team")
+    _kernels[:] = [module]
+    return module
+
+
+def _load_layer() -> ModuleType:
+    from .jit import layer  # imported where teams are made, never at this package's import
+
+    _layer[:] = [layer]
+    return layer
 
 
 def make_team(ways: int) -> Team | None:
