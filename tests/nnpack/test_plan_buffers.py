@@ -47,28 +47,31 @@ def test_outputs_survive_the_next_call_and_match_the_reference(rng):
 
 def test_spares_take_back_only_what_a_step_made_and_nobody_holds():
     spares = Spares()
-    made = spares.take((2, 3))
-    assert made.ctypes.data % ALIGNMENT == 0 and made.shape == (2, 3) and made.dtype == np.float32
-    spares.produced([made])
+
+    def made() -> np.ndarray:  # a step's output, written into an array take() gave
+        array = spares.take((2, 3))
+        spares.produced([array])
+        return array
+
+    first = made()
+    assert first.ctypes.data % ALIGNMENT == 0 and first.shape == (2, 3) and first.dtype == np.float32
     other = np.zeros((2, 3), np.float32)
-    spares.died(other, {})  # never produced here (a caller's input, a constant)
+    spares.produced([other])  # not from take: a caller's input, a step's view of one, a constant
+    spares.died(other, {})
     assert not np.shares_memory(spares.take((2, 3)), other)
-    spares.died(made, {"alive": made})  # a live value still holds it
-    assert not np.shares_memory(spares.take((2, 3)), made)
-    spares.produced([made])
-    spares.died(made, {"flat": made.reshape(-1)})  # a live view of its memory
-    assert not np.shares_memory(spares.take((2, 3)), made)
-    plain = np.zeros((2, 3), np.float32)
-    spares.produced([plain])
-    spares.died(plain, {})  # numpy's own array: not on a cache line, not kept
-    assert not np.shares_memory(spares.take((2, 3)), plain)
-    spares.produced([made])
-    spares.died(made, {})
-    assert not np.shares_memory(spares.take((5, 3)), made)  # too small for it
-    assert not np.shares_memory(spares.take((1, 2)), made)  # more than twice its size: kept for bigger ones
+    held = made()
+    spares.died(held, {"alive": held})  # a live value still holds it
+    assert not np.shares_memory(spares.take((2, 3)), held)
+    viewed = made()
+    spares.died(viewed, {"flat": viewed.reshape(-1)})  # a live view of its memory
+    assert not np.shares_memory(spares.take((2, 3)), viewed)
+    freed = made()
+    spares.died(freed, {})
+    assert not np.shares_memory(spares.take((5, 3)), freed)  # too small for it
+    assert not np.shares_memory(spares.take((1, 2)), freed)  # more than twice its size: kept for bigger ones
     again = spares.take((1, 3))  # half its size: fits
-    assert np.shares_memory(again, made) and again.ctypes.data % ALIGNMENT == 0
-    assert not np.shares_memory(spares.take((1, 3)), made)  # taken once
+    assert np.shares_memory(again, freed) and again.ctypes.data % ALIGNMENT == 0
+    assert not np.shares_memory(spares.take((1, 3)), freed)  # taken once
 
 
 def test_spares_prefer_the_most_recently_freed_buffer():

@@ -19,7 +19,6 @@ import numpy as np
 
 from lowerkit.backend.cpu import (
     ALIGNMENT,
-    aligned_buffer,
     aligned_empty,
     blas_limit,
     blas_threads_beside,
@@ -102,16 +101,12 @@ class Spares:
         self._lent.clear()
 
     def produced(self, arrays: list[np.ndarray]) -> None:
-        """A step's results: one owns its buffer if :meth:`take` gave it, or if it is a whole
-        :func:`aligned_empty` array of the step's own."""
+        """A step's results: one owns its buffer if :meth:`take` gave it. (Nothing else: an
+        array a step made some other way may be a view of the caller's input.)"""
         for array in arrays:
             lent = self._lent.pop(id(array), None)
             if lent is not None and lent[0] is array:
                 self._owned[id(array)] = lent
-            else:
-                buffer = aligned_buffer(array)
-                if buffer is not None:
-                    self._owned[id(array)] = (array, buffer)
 
     def died(self, array: np.ndarray, env: dict) -> None:
         """``array``'s value is dead: keep its buffer for reuse if this call's steps filled it

@@ -21,7 +21,7 @@ numpy and the standard library (threadpoolctl lazily). See docs/cpu-support.md.
 
 from __future__ import annotations
 
-from .aligned import ALIGNMENT, aligned_buffer, aligned_empty
+from .aligned import ALIGNMENT, aligned_empty
 from .blas import BlasLimiter, blas_limit, blas_threads_beside
 from .cores import cpu_count
 from .im2col import im2col_view, merge_last, pad_into, tile_view
@@ -36,7 +36,6 @@ __all__ = [
     "Parallel",
     "StallGuard",
     "Team",
-    "aligned_buffer",
     "aligned_empty",
     "blas_limit",
     "blas_threads_beside",

@@ -20,20 +20,10 @@ ALIGNMENT = 64
 
 def aligned_empty(shape: tuple[int, ...] | int, dtype: np.dtype | type = np.float32) -> np.ndarray:
     """An uninitialised C-contiguous array of ``shape`` whose data starts on an ``ALIGNMENT``
-    boundary. Its ``base`` is the byte buffer holding it (see :func:`aligned_buffer`)."""
+    boundary. Its ``base`` is the byte buffer holding it (``ALIGNMENT`` bytes larger)."""
     shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
     dtype = np.dtype(dtype)
     nbytes = prod(shape) * dtype.itemsize
     raw = np.empty(nbytes + ALIGNMENT, np.uint8)
     start = -raw.ctypes.data % ALIGNMENT
     return raw[start:start + nbytes].view(dtype).reshape(shape)
-
-
-def aligned_buffer(array: np.ndarray) -> np.ndarray | None:
-    """The byte buffer an :func:`aligned_empty` array owns the whole of, or None for any
-    other array (a view of part of it, numpy's own array, a view of someone else's)."""
-    raw = array.base
-    if (raw is None or raw.base is not None or raw.dtype != np.uint8 or raw.ndim != 1
-            or not array.flags.c_contiguous or raw.nbytes != array.nbytes + ALIGNMENT):
-        return None
-    return raw if array.ctypes.data - raw.ctypes.data == -raw.ctypes.data % ALIGNMENT else None
