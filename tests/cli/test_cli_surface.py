@@ -12,6 +12,7 @@ import pytest
 
 import lowerkit as lk
 from lowerkit import models
+from tests.mixed_cnn import mixed_cnn
 
 X = np.arange(6, dtype=np.float32).reshape(2, 3)
 H = np.ones((2, 3), np.float32)
@@ -31,7 +32,7 @@ def named_file(tmp_path):
 @pytest.fixture
 def cnn_file(tmp_path):
     x = models.example_input("small_cnn")
-    module = lk.trace(models.small_cnn(), x)
+    module = lk.trace(mixed_cnn(), x)
     lk.save(module, tmp_path / "cnn.lkm")
     np.save(tmp_path / "cnn_x.npy", x)
     return tmp_path / "cnn.lkm", module(x)

@@ -12,6 +12,7 @@ import pytest
 
 import lowerkit as lk
 from lowerkit import models
+from tests.mixed_cnn import mixed_cnn
 from lowerkit.deploy import requirements
 from lowerkit.errors import InputError
 
@@ -34,7 +35,7 @@ def files(tmp_path_factory):
     if set(PLAN) - have:
         pytest.skip(f"backends {sorted(set(PLAN) - have)} not installed")
     d = tmp_path_factory.mktemp("check")
-    module = lk.trace(models.small_cnn(), models.example_input("small_cnn", 1), dynamic_batch=True)
+    module = lk.trace(mixed_cnn(), models.example_input("small_cnn", 1), dynamic_batch=True)
     lk.save(lk.to_backend(module, "glow_like"), d / "glow.lkm")
     lk.save(lk.to_backend(module, "glow_like", keep_source=True), d / "glow_kept.lkm")
     lk.save(lk.to_backend(module, PLAN, keep_source=True), d / "parts.lkm")

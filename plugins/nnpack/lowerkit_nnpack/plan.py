@@ -321,6 +321,9 @@ class Plan:
                 return [out]
 
             return run_global_pool, ids
+        if node.op == "flatten":  # a view of its input where the input is contiguous (a copy otherwise)
+            start, end = attrs["start_dim"], attrs["end_dim"]
+            return (lambda args: [_flatten(args[0], start, end)]), ids
         if node.op == "mul":  # a feature map times a per-channel gate (or a map): one numpy pass
             return _multiply, ids
         if node.op in RESIDUAL_OPS:  # a sum no convolution fused: one numpy pass
@@ -435,6 +438,13 @@ def _gated_convolutions(graph: Graph, users: dict, graph_outputs: set) -> dict[N
     return found
 
 
+def _flatten(x: np.ndarray, start: int, end: int) -> np.ndarray:
+    """``x`` with dimensions ``start`` .. ``end`` merged (torch.flatten; a scalar becomes [1])."""
+    shape = x.shape if x.ndim else (1,)
+    start, end = start % len(shape), end % len(shape)
+    return x.reshape(shape[:start] + (prod(shape[start:end + 1]),) + shape[end + 1:])
+
+
 def _multiply(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
     """``a * b`` for a feature map ``a`` [N, C, H, W] and ``b`` of its shape or a gate
     [N, C, 1, 1] (one scalar per plane), into an array a dead value left (a fresh 1-5 MB
@@ -487,7 +497,7 @@ def _epilogue_of(
 
 # Ops that compute each image of a batch from that image alone (weights checked below).
 _PER_SAMPLE_OPS = ("conv2d", "conv2d_input_grad", "linear", "max_pool2d", "softmax", "global_avg_pool2d", "mul",
-                   *ACTIVATION_OPS, *RESIDUAL_OPS)
+                   "flatten", *ACTIVATION_OPS, *RESIDUAL_OPS)
 
 
 def batch_sliceable(graph: Graph, workers: int = 2) -> bool:
@@ -517,6 +527,8 @@ def batch_sliceable(graph: Graph, workers: int = 2) -> bool:
             return False
         if node.op == "softmax" and len(node.output.type.shape) < 2:
             return False  # over the batch itself
+        if node.op == "flatten" and attrs_of(node)["start_dim"] % max(1, node.inputs[0].type.rank) == 0:
+            return False  # merges the batch
         weights = node.inputs[:1] if node.op == "conv2d_input_grad" else node.inputs[1:]
         data = node.inputs[1:] if node.op == "conv2d_input_grad" else node.inputs[:1]
         if node.op in ("conv2d", "conv2d_input_grad", "linear"):
