@@ -168,3 +168,39 @@ def test_squeeze_excitation_block_is_one_nnpack_region():
     ]
     x = np.random.default_rng(2).standard_normal((1, 8, 10, 10)).astype(np.float32)
     np.testing.assert_allclose(lowered(x), module(x), rtol=1e-4, atol=1e-5)
+
+
+def _plan(lowered):
+    from lowerkit_nnpack.plan import Plan
+
+    (plan,) = [h.plan for h in lowered._handles.values() if isinstance(getattr(h, "plan", None), Plan)]
+    return plan
+
+
+def test_pooled_vector_convolutions_run_as_matrix_products():
+    """The two 1x1 convolutions of a squeeze-excitation gate read [N, C, 1, 1]: they run as
+    one matrix product each, bias and activation in place, and match the reference at batch 3."""
+    b = Builder((3, 8, 6, 6), seed=4)
+    y = b.op("relu", [b.conv(b.x, 12, k=3)])
+    s = b.op("global_avg_pool2d", [y])
+    s = b.op("silu", [b.conv(s, 5)])
+    s = b.op("sigmoid", [b.conv(s, 12)])
+    module = b.module(b.op("mul", [y, s]))
+    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 1}})
+    assert sorted(_plan(lowered).algorithms.values()).count("pooled_pointwise") == 2
+    x = np.random.default_rng(5).standard_normal((3, 8, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(lowered(x), module(x), rtol=1e-4, atol=1e-5)
+
+
+def test_flatten_is_claimed_and_stays_in_the_region():
+    b = Builder((2, 6, 4, 4), seed=6)
+    pooled = b.op("global_avg_pool2d", [b.op("relu", [b.conv(b.x, 6, k=3)])])
+    flat = b.op("flatten", [pooled], {"start_dim": 1})
+    assert lowerkit_is_supported(b.g.nodes[-1]) is True
+    module = b.module(flat)
+    lowered = lk.to_backend(module, ["nnpack", "glow_like"])
+    assert _regions(lowered) == [("nnpack", ("conv2d", "relu", "global_avg_pool2d", "flatten"))]
+    x = np.random.default_rng(7).standard_normal((2, 6, 4, 4)).astype(np.float32)
+    out = lowered(x)
+    assert out.shape == (2, 6)
+    np.testing.assert_allclose(out, module(x), rtol=1e-4, atol=1e-5)

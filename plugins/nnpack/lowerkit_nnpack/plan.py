@@ -37,7 +37,7 @@ from .depthwise import DepthwiseConv2d
 from .geometry import GeometryError
 from .grad import Conv2dInputGrad, Conv2dWeightGrad
 from .activations import NONE, activation_of, apply
-from .layers import Linear, MaxPool2d, softmax
+from .layers import Linear, MaxPool2d, PooledPointwise, softmax
 from .selection import select_algorithm
 from .team import ALGORITHMS as TEAM_ALGORITHMS, TeamConv, TeamDepthwise, TeamLinear
 from .support import (
@@ -249,7 +249,12 @@ class Plan:
                 batch_hint=_batch_hint(node.inputs[0].type.shape[0]), workspace=self.workspace,
             )
             self.algorithms[node.debug_handle] = conv.algorithm
-            if self.team is not None and TeamConv.fits(conv):
+            geom = conv_geometry(node)
+            if weight is not None and PooledPointwise.fits(tuple(node.inputs[0].type.shape), geom.kernel,
+                                                             geom.stride, geom.padding, attrs.get("groups", 1)):
+                conv = PooledPointwise(weight, bias, act, conv)
+                self.algorithms[node.debug_handle] = "pooled_pointwise"
+            elif self.team is not None and TeamConv.fits(conv):
                 conv = TeamConv(conv, self.team)
         if node.op == "conv2d":
             live = [ids[0]] + [ids[i] for i in (1, 2) if i < len(ids) and ids[i] not in self.constants]
