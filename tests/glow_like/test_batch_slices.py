@@ -21,6 +21,12 @@ from lowerkit_glow_like._options import Options
 from lowerkit_glow_like.lir.batch import batch_sliceable
 
 
+@pytest.fixture(autouse=True)
+def _slices_not_images(monkeypatch):
+    """Programs with depthwise layers would run image by image on the team (test_per_image.py)."""
+    monkeypatch.setenv("LOWERKIT_GLOW_PER_IMAGE", "0")
+
+
 def _add(g: Graph, op: str, ins, attrs=None):
     schema = get_schema(op)
     full = schema.normalize_attrs(attrs or {})

@@ -5,7 +5,9 @@ executes gets, on its first call, its own arena and scratch and its own bound ke
 calls, so concurrent calls never share writable memory. A call copies the inputs into
 their planned buffers, runs every instruction, and copies the outputs out. A batch run as
 slices (one per worker, see ``Executable._split_batch``) binds an arena, scratch and call
-list per slice instead; each worker copies its rows in, runs, and copies them out.
+list per slice instead; each worker copies its rows in, runs, and copies them out. A batch
+run image by image (``Executable._image_by_image``) binds the calls to the first image's
+rows and runs every image through them in turn, on the team.
 """
 
 from __future__ import annotations
@@ -90,17 +92,22 @@ class Executable:
         # process-wide pool of lowerkit.backend.cpu) with single-threaded BLAS, or — for
         # programs whose GEMMs do the work — no workers and BLAS's own n threads (see
         # _gemms_on_blas); "blas" asks for BLAS's threading as configured.
-        # A batch-sliceable program runs whole on each worker instead, each on its own slice
-        # of the batch, with single-threaded BLAS (see _split_batch); otherwise a program of
-        # convolutions runs each as a team region where it can (see _team_mode).
+        # A batch-sliceable program with depthwise layers runs image by image, each on the
+        # team (see _image_by_image); other batch-sliceable programs run whole on each worker,
+        # each on its own slice of the batch, with single-threaded BLAS (see _split_batch);
+        # otherwise a program of convolutions runs each as a team region where it can (see
+        # _team_mode).
         self.parallel: Parallel | None = None
         self.team: Team | None = None
         self.batch_slices: list[slice] | None = None
+        self.per_image = False  # team mode one image at a time (see _image_by_image)
         if self.threads == "blas":
             self.ways, self.blas_threads = 1, None
         else:
             self.ways = int(self.threads) if self.threads else max(1, min(cpu_count(), 8))
-            if self.ways > 1 and batch_size(program) >= self.ways and self._split_batch(program):
+            if self.ways > 1 and batch_size(program) >= 2 and self._image_by_image(program):
+                self.blas_threads, self.team, self.per_image = 1, make_team(self.ways), True
+            elif self.ways > 1 and batch_size(program) >= self.ways and self._split_batch(program):
                 self.batch_slices = split(batch_size(program), self.ways)
                 self.blas_threads, self.parallel = 1, Parallel(self.ways)
             elif self.ways > 1 and self._team_mode(program):
@@ -163,6 +170,20 @@ class Executable:
         return has_work and not lone_gemm and make_team(2) is not None
 
     @staticmethod
+    def _image_by_image(program: Program) -> bool:
+        """True for batch-sliceable programs of depthwise convolutions in team mode: they run
+        the batch one image at a time through the whole program, each image on the team
+        (every layer on both cores), in one image's worth of arena — rather than as slices
+        (each worker a share of the images, every layer on one core) or layer by layer over
+        the whole batch (each layer's activations for every image: out of cache).
+        """
+        if os.environ.get("LOWERKIT_GLOW_PER_IMAGE", "1") == "0" or not batch_sliceable(program):
+            return False
+        depthwise = any(ins.op in ("conv2d", "glow.conv2d", "glow.gated_conv2d") and int(ins.attrs.get("groups", 1)) > 1
+                        for ins in program.instructions)
+        return depthwise and Executable._team_mode(program)
+
+    @staticmethod
     def _split_batch(program: Program) -> bool:
         """True for batch-sliceable programs (:mod:`.lir.batch`) — the caller checks the batch
         has at least one image per worker (a smaller one would leave workers idle): each
@@ -197,6 +218,8 @@ class Executable:
         program = self.program
         if self.batch_slices is not None:
             return self._bind_slices()
+        if self.per_image:
+            return self._bind_one_image()
         views = self._views(_aligned_bytes(max(program.plan.peak_bytes, ALIGNMENT)))
         scratch = _aligned_bytes(max(program.plan.scratch_bytes, ALIGNMENT))
         return _ThreadState([views[b] for b in program.inputs], [views[b] for b in program.outputs],
@@ -231,6 +254,18 @@ class Executable:
                                  self._prepare(sliced, scratch, None)))
         return _ThreadState([], [], [], slices)
 
+    def _bind_one_image(self) -> _ThreadState:
+        """Kernel calls on the first image's rows of the arena, with the team: the batch runs
+        through them one image at a time (:meth:`_run_images`)."""
+        program = self.program
+        views = self._views(_aligned_bytes(max(program.plan.peak_bytes, ALIGNMENT)))
+        first = slice(0, 1)
+        sliced = [v[first] if buf.in_arena else v for buf, v in zip(program.buffers, views)]
+        scratch = _aligned_bytes(max(program.plan.scratch_bytes, ALIGNMENT))
+        image = _Slice(first, [sliced[b] for b in program.inputs], [sliced[b] for b in program.outputs],
+                       self._prepare(sliced, scratch, None, self.team))
+        return _ThreadState([], [], [], [image])
+
     def _prepare(self, views: list[np.ndarray], scratch: np.ndarray, parallel: Parallel | None,
                  team: Team | None = None) -> list:
         """Every instruction's kernel bound to ``views`` (one per buffer) and ``scratch``."""
@@ -256,7 +291,12 @@ class Executable:
         """Run on ``inputs``; returns fresh output arrays."""
         state = self._state()
         if state.slices is not None:
-            return self._run_slices(state.slices, inputs)
+            arrays, results = self._batch_io(inputs)
+            if self.per_image:
+                self._run_images(state.slices[0], arrays, results)
+            else:
+                self._run_slices(state.slices, arrays, results)
+            return results
         if len(inputs) != len(state.inputs):
             raise InputError(
                 f"glow_like method {self.program.method!r} takes {len(state.inputs)} inputs, got {len(inputs)}"
@@ -286,8 +326,8 @@ class Executable:
             guard.end(start)
         return [out.copy() for out in state.outputs]
 
-    def _run_slices(self, slices: list[_Slice], inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Batch-slice mode: each worker copies its rows in, runs every call, copies them out."""
+    def _batch_io(self, inputs: Sequence[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """The checked inputs and fresh output arrays of a call that runs in parts of the batch."""
         program = self.program
         if len(inputs) != len(program.inputs):
             raise InputError(f"glow_like method {program.method!r} takes {len(program.inputs)} inputs, got {len(inputs)}")
@@ -299,6 +339,10 @@ class Executable:
                                  f"{list(program.buffers[b].shape)}, got {list(src.shape)}")
             arrays.append(src)
         results = [np.empty(program.buffers[b].shape, DTYPES[program.buffers[b].dtype]) for b in program.outputs]
+        return arrays, results
+
+    def _run_slices(self, slices: list[_Slice], arrays: list[np.ndarray], results: list[np.ndarray]) -> None:
+        """Batch-slice mode: each worker copies its rows in, runs every call, copies them out."""
 
         def run_slice(j: int) -> None:
             part = slices[j]
@@ -311,7 +355,21 @@ class Executable:
 
         with blas_limit(1):
             self.parallel(run_slice)
-        return results
+
+    def _run_images(self, image: _Slice, arrays: list[np.ndarray], results: list[np.ndarray]) -> None:
+        """One image at a time through the team-bound calls, on the calling thread."""
+        guard = self.team.guard if self.team is not None else None
+        start = guard.begin() if guard is not None else 0.0
+        with blas_limit(1):
+            for i in range(len(arrays[0]) if arrays else 0):
+                for dst, src in zip(image.inputs, arrays):
+                    np.copyto(dst, src[i:i + 1], casting="same_kind")
+                for call in image.calls:
+                    call()
+                for result, out in zip(results, image.outputs):
+                    result[i:i + 1] = out
+        if guard is not None:
+            guard.end(start)
 
     def close(self) -> None:
         """Release the handle (nothing to stop: the worker threads are not the handle's but
