@@ -77,9 +77,42 @@ def test_graphs_whose_images_meet_are_not_sliceable():
     assert not batch_sliceable(g)
 
 
-def test_mixed_plan_with_sliced_regions_matches_the_reference():
+def test_mixed_plan_with_sliced_regions_matches_the_reference(monkeypatch):
+    monkeypatch.setenv("LOWERKIT_NNPACK_PER_IMAGE", "0")  # depthwise plans would run image by image
     x = models.example_input("mobilenet_v2", batch=3, small=True)
     module = lowerkit.trace(models.get("mobilenet_v2", small=True), x)
     lowered = lowerkit.to_backend(module, ["nnpack", "glow_like"])
     assert any(p.sliced for p in _plans(lowered))
     np.testing.assert_allclose(np.asarray(lowered(x)), np.asarray(module(x)), rtol=1e-4, atol=1e-4)
+
+
+def test_depthwise_plans_run_image_by_image_on_the_team(monkeypatch):
+    """A sliceable batch of a plan with depthwise layers runs one image at a time, each on the
+    team: same results as the sliced plan and the reference, from 8 threads too."""
+    from tests.team_calls import from_threads, record_team_calls, team_on_small_layers
+
+    from lowerkit.backend.cpu import cpu_count
+
+    team_on_small_layers(monkeypatch)
+    if cpu_count() < 2:
+        pytest.skip("one core: plans run serially")
+    x = models.example_input("mobilenet_v2", batch=3, small=True)
+    module = lowerkit.trace(models.get("mobilenet_v2", small=True), x)
+    lowered = lowerkit.to_backend(module, ["nnpack"])  # batch norms folded first (a partition's passes)
+    (plan,) = _plans(lowered)
+    assert plan.per_image and not plan.sliced and plan.team is not None and plan.blas_threads == 1
+    ran = record_team_calls(monkeypatch)
+    got = np.asarray(lowered(x))
+    assert ran
+    monkeypatch.setenv("LOWERKIT_NNPACK_PER_IMAGE", "0")
+    sliced = lowerkit.to_backend(module, ["nnpack"])
+    (slices,) = _plans(sliced)
+    assert slices.sliced and not slices.per_image
+    np.testing.assert_allclose(got, np.asarray(sliced(x)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, np.asarray(module(x)), rtol=1e-4, atol=1e-4)
+    inputs = [x + np.float32(0.1 * i) for i in range(8)]
+    expected = [np.asarray(module(xi)) for xi in inputs]
+    results = from_threads(lambda i: [np.asarray(lowered(inputs[i])) for _ in range(2)])
+    for i in range(8):
+        for out in results[i]:
+            np.testing.assert_allclose(out, expected[i], rtol=1e-4, atol=1e-4)

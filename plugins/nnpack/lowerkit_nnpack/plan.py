@@ -150,13 +150,20 @@ class Plan:
         # (plans whose GEMMs do the work), or layers split over the pool with BLAS at
         # cores // workers; see :func:`_gemm_on_blas`.
         self.workers = requested.workers
-        self.sliced = requested.workers > 1 and batch_sliceable(graph, requested.workers)
-        self.gemm_on_blas = not self.sliced and _gemm_on_blas(graph, options, requested)
+        sliceable = requested.workers > 1 and batch_sliceable(graph, requested.workers)
         # Team regions (see team.py) where every convolution has a team form and team
-        # kernels can run here.
-        self.team = None
-        if not self.sliced and os.environ.get("LOWERKIT_NNPACK_TEAM") != "0" and _team_plan(graph, options, requested):
-            self.team = make_team(requested.workers)
+        # kernels can run here; a sliceable batch of a plan with depthwise layers then runs
+        # one image at a time through every step, each on the team (as glow_like's
+        # image-by-image form: each image's activations stay in cache between layers, and
+        # every layer has every core).
+        team_plan = os.environ.get("LOWERKIT_NNPACK_TEAM") != "0" and _team_plan(graph, options, requested)
+        self.team = make_team(requested.workers) if team_plan else None
+        self.per_image = (sliceable and self.team is not None and os.environ.get("LOWERKIT_NNPACK_PER_IMAGE") != "0"
+                          and any(is_depthwise(node) for node in graph.nodes))
+        self.sliced = sliceable and not self.per_image
+        if self.sliced:
+            self.team = None
+        self.gemm_on_blas = not self.sliced and _gemm_on_blas(graph, options, requested)
         serial = self.sliced or self.gemm_on_blas or self.team is not None
         self.run_options = RunOptions(1, requested.batch_threshold) if serial else requested
         if self.sliced or self.team is not None:
@@ -353,6 +360,8 @@ class Plan:
         keep = set(self.outputs)
         if self.sliced:
             return self._run_slices(inputs, keep, split(len(inputs[0]), self.workers))
+        if self.per_image:
+            return self._run_images(inputs, keep)
         env: dict[Value, np.ndarray] = dict(zip(self.inputs, inputs))
         # Every kernel of a plan asks BLAS for the same threads (cores // workers, from the
         # plan's one ``threads`` option), so the plan holds that limit over the whole call:
@@ -377,6 +386,19 @@ class Plan:
 
         with blas_limit(1):
             run_parallel(len(slices), run_slice, range(len(slices)))
+        return [np.concatenate([part[k] for part in parts]) for k in range(len(self.outputs))]
+
+    def _run_images(self, inputs: Sequence[np.ndarray], keep: set[Value]) -> list[np.ndarray]:
+        """Every step on one image at a time (team regions inside); outputs joined."""
+        arrays = [np.asarray(x) for x in inputs]
+        guard = self.team.guard if self.team is not None else None
+        start = guard.begin() if guard is not None else 0.0
+        parts = []
+        with blas_limit(1):
+            for i in range(len(arrays[0])):
+                parts.append(self._run({v: x[i:i + 1] for v, x in zip(self.inputs, arrays)}, keep))
+        if guard is not None:
+            guard.end(start)
         return [np.concatenate([part[k] for part in parts]) for k in range(len(self.outputs))]
 
     def _spares(self) -> Spares:
