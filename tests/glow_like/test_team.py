@@ -170,3 +170,22 @@ def test_a_stalling_handle_runs_its_serial_forms_until_a_probe(monkeypatch):
     assert ran == [] and not guard.on
     handle.run([x])  # the third call probes the team again
     assert ran and guard.on
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_max_pool_runs_as_a_team_region(monkeypatch, n):
+    """ResNet's stem: a convolution, then the 3x3 stride-2 max pool in bands of planes."""
+    rng = np.random.default_rng(3)
+    g, params = Graph(), {"w": (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32)}
+    x = g.add_input("x", f32(n, 3, 20, 18))
+    w = g.add_node("param", [], [f32(8, 3, 3, 3)], {"name": "w"}).output
+    y = _add(g, "relu", [_add(g, "conv2d", [x, w], {"padding": (1, 1, 1, 1)})])
+    g.set_outputs([_add(g, "max_pool2d", [y], {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1, 1, 1)})])
+    module = module_of(g, params)
+    ran = record_team_calls(monkeypatch)
+    handle = _compile(module, threads=2)
+    assert handle.team is not None
+    xs = rng.standard_normal((n, 3, 20, 18)).astype(np.float32)
+    (got,) = handle.run([xs])
+    assert "max_pool3x3" in ran, ran
+    assert_close([got], [module.run("forward", xs)], rtol=1e-5)

@@ -158,3 +158,23 @@ def test_a_gate_multiply_folds_into_the_projection(monkeypatch):
     unfolded = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
     assert any(step.node.op == "mul" for step in _plan(unfolded).steps)
     np.testing.assert_allclose(unfolded(x), expected, rtol=0, atol=1e-4 * scale)
+
+
+def test_max_pool_runs_as_a_team_region(monkeypatch):
+    """ResNet's stem in a team plan: a convolution, then the 3x3 stride-2 max pool in bands of planes."""
+    rng = np.random.default_rng(5)
+    g = Graph()
+    params = {"w": (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32)}
+    x = g.add_input("x", TensorType("f32", (1, 3, 20, 18)))
+    w = g.add_node("param", [], [TensorType("f32", (8, 3, 3, 3))], {"name": "w"}).output
+    y = _add(g, "relu", [_add(g, "conv2d", [x, w], {"padding": (1, 1, 1, 1)})])
+    g.set_outputs([_add(g, "max_pool2d", [y], {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1, 1, 1)})])
+    for i, node in enumerate(g.nodes):
+        node.debug_handle = i + 1
+    module = Module(params, {"forward": GraphMethod(g)}, name="Stem")
+    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    assert _plan(lowered).team is not None
+    ran = record_team_calls(monkeypatch)
+    xs = rng.standard_normal((1, 3, 20, 18)).astype(np.float32)
+    np.testing.assert_allclose(lowered(xs), module(xs), rtol=1e-5, atol=1e-6)
+    assert "max_pool3x3" in ran, ran

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.backend.cpu import blas_limit, blas_threads_beside, run_parallel, split
+from lowerkit.backend.cpu import blas_limit, blas_threads_beside, run_parallel, split, team_layers
 from lowerkit.backend.cpu.jit.select import max_pool3x3_fits
 
 from .activations import activate_inplace
@@ -103,8 +103,10 @@ class MaxPool2d:
 
     def __init__(
         self, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int, int, int],
-        workspace: Workspace | None = None, *, options: RunOptions = RunOptions(),
+        workspace: Workspace | None = None, *, options: RunOptions = RunOptions(), team=None,
     ) -> None:
+        """``team`` (a ``lowerkit.backend.cpu.Team``): the 3x3 max pool runs as one team region
+        (bands of planes) while the team is usable."""
         from lowerkit.backend.cpu import jit
 
         kh, kw = kernel
@@ -116,6 +118,7 @@ class MaxPool2d:
                 raise GeometryError(f"{side} padding must be in [0, pooling size - 1] = [0, {k - 1}], got {pad}")
         self.kernel, self.stride, self.padding = (kh, kw), tuple(stride), (t, l, b, r)
         self.options = options
+        self.team = team
         self._kernels = jit.load("pool")  # compiled, or loaded from the cache, at build time
         self._unused = np.empty((1, 1), np.float32)  # the kernel's average divisor, unused for max
 
@@ -130,7 +133,12 @@ class MaxPool2d:
         planes = n * c
         workers = self.options.workers if out.size >= POOL_PARALLEL_MIN else 1
         k, unused = self._kernels, self._unused
-        if max_pool3x3_fits((kh, kw), (sh, sw), (t, l), (1, 1), (h, w), (oh, ow)):
+        three = max_pool3x3_fits((kh, kw), (sh, sw), (t, l), (1, 1), (h, w), (oh, ow))
+        team = self.team
+        if three and team is not None and 9 * out.size >= team_layers.MIN_DEPTHWISE_MACS and team.usable():
+            team.kernels().max_pool3x3(x, out, sh, t, l, team.ways)
+            return out
+        if three:
             def band(s: slice) -> None:
                 k.max_pool3x3(x, out, sh, t, l, s.start, s.stop)
         else:

@@ -318,7 +318,7 @@ class Plan:
         if node.op == "max_pool2d":
             pool = MaxPool2d(
                 tuple(attrs["kernel_size"]), tuple(attrs["stride"]), tuple(attrs["padding"]), self.workspace,
-                options=run,
+                options=run, team=self.team,
             )
             return (lambda args: [pool(args[0])]), ids
         if node.op == "global_avg_pool2d":

@@ -53,6 +53,21 @@ def test_depthwise_same_team_equals_serial(kernels, shape, ways):
     np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.parametrize("ways", [1, 2, 3])
+@pytest.mark.parametrize("shape, stride, pad", [((1, 7, 9, 9), 2, 1), ((2, 5, 8, 6), 1, 1), ((1, 3, 12, 10), 2, 0)])
+def test_max_pool3x3_team_equals_serial(kernels, shape, stride, pad, ways):
+    from lowerkit.backend.cpu import jit
+
+    team, pool = kernels[0], jit.load("pool")
+    x = _rand(*shape)
+    oh, ow = ((d + 2 * pad - 3) // stride + 1 for d in shape[2:])
+    expected = np.full((*shape[:2], oh, ow), np.nan, np.float32)
+    got = expected.copy()
+    pool.max_pool3x3(x, expected, stride, pad, pad, 0, shape[0] * shape[1])
+    team.max_pool3x3(x, got, stride, pad, pad, ways)
+    np.testing.assert_array_equal(got, expected)
+
+
 @pytest.mark.parametrize("ways", [2, 3])
 def test_depthwise_stride2_team_equals_serial(kernels, ways):
     team, conv = kernels

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lowerkit.backend.cpu import team_layers
 from lowerkit.backend.cpu.jit.select import max_pool3x3_fits
 
 from ._base import kernel
@@ -33,14 +34,25 @@ def _window(attrs):
     return ks, stride, (pt, pl), (dh, dw)
 
 
-def _prepare_window(x, out, attrs, inv, is_max: bool, parallel):
-    """Bind the compiled window pool (``lowerkit.backend.cpu.jit.pool``), split by planes."""
+def _prepare_window(x, out, attrs, inv, is_max: bool, parallel, team=None):
+    """Bind the compiled window pool (``lowerkit.backend.cpu.jit.pool``), split by planes
+    (the 3x3 max pool on a ``team``: one region, bands of planes)."""
     from lowerkit.backend.cpu import jit
 
     kernels = jit.load("pool")
     (kh, kw), (sh, sw), (pt, pl), (dh, dw) = _window(attrs)
     planes = x.shape[0] * x.shape[1]
     three = is_max and max_pool3x3_fits((kh, kw), (sh, sw), (pt, pl), (dh, dw), x.shape[2:], out.shape[2:])
+    if three and team is not None and 9 * out.size >= team_layers.MIN_DEPTHWISE_MACS:
+        team_kernels = team.kernels()
+
+        def run() -> None:
+            if team.usable():
+                team_kernels.max_pool3x3(x, out, sh, pt, pl, team.ways)
+            else:
+                kernels.max_pool3x3(x, out, sh, pt, pl, 0, planes)
+
+        return run
     big = out.size >= PARALLEL_MIN_OUTPUTS_3X3 if three else x.size >= PARALLEL_MIN_ELEMENTS
     ways = parallel.ways if parallel is not None and big else 1
     cut = [planes * j // ways for j in range(ways + 1)]
@@ -55,14 +67,14 @@ def _prepare_window(x, out, attrs, inv, is_max: bool, parallel):
     return (lambda: band(0)) if ways == 1 else (lambda: parallel(band))
 
 
-def prepare_max_pool(inputs, outputs, attrs, scratch, parallel=None):
+def prepare_max_pool(inputs, outputs, attrs, scratch, parallel=None, team=None):
     """Max pooling, compiled: 3x3 windows of stride 1 or 2 as one expression of nine taps per
     output (``max_pool3x3``), others row by row, each output row folding its window's input
     rows in place."""
     (x,), (out,) = inputs, outputs
     if out.dtype != np.float32:
         return _prepare_max_pool_numpy(x, out, attrs)
-    return _prepare_window(x, out, attrs, np.empty((0, 0), np.float32), True, parallel)
+    return _prepare_window(x, out, attrs, np.empty((0, 0), np.float32), True, parallel, team)
 
 
 def _prepare_max_pool_numpy(x, out, attrs):
@@ -115,6 +127,6 @@ def prepare_global_avg_pool(inputs, outputs, attrs, scratch, parallel=None):
     return lambda: kernels.global_avg_pool2d(x, out, 0, planes)
 
 
-kernel("max_pool2d", parallel=True)(prepare_max_pool)
+kernel("max_pool2d", parallel=True, team=True)(prepare_max_pool)
 kernel("avg_pool2d", parallel=True)(prepare_avg_pool)
 kernel("global_avg_pool2d")(prepare_global_avg_pool)

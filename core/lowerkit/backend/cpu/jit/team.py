@@ -15,6 +15,7 @@ GEMM bands equal BLAS's result on those rows or columns).
 - :func:`conv_tiles` — a convolution as implicit GEMM: bands of output rows, im2col and GEMM
   a few rows at a time, in each thread's cache;
 - :func:`fc_bias_activation` — a fully-connected layer in bands of output columns;
+- :func:`max_pool3x3` — the 3x3 max pool in bands of planes;
 - :func:`winograd_input` (bands of input channels) and :func:`winograd_products_output`
   (bands of output channels: the band's 36 channel GEMMs, then its output transform).
 
@@ -28,7 +29,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.core.typing.ctypes_utils import make_function_type
 
-from . import conv, winograd
+from . import conv, pool, winograd
 from .cblas import NO_TRANS, ROW_MAJOR, sgemm
 from .layer import team_ready
 from ._act import act_span
@@ -104,6 +105,15 @@ def depthwise_channels_last(xp, wt, bias, acc, oh, ow, kh, kw, sh, sw, dh, dw, c
     for j in prange(ways):
         c0, c1 = _band(channels, j, ways)
         conv.depthwise_channels_last(xp, wt, bias, acc, oh, ow, kh, kw, sh, sw, dh, dw, code, p0, p1, c0, c1)
+
+
+@njit(types.void(ro(4), rw(4), i8, i8, i8, i8), **_FLAGS)
+def max_pool3x3(x, out, stride, pt, pl, ways):
+    """:func:`.pool.max_pool3x3` on ``ways`` bands of planes."""
+    planes = x.shape[0] * x.shape[1]
+    for j in prange(ways):
+        first, last = _band(planes, j, ways)
+        pool.max_pool3x3(x, out, stride, pt, pl, first, last)
 
 
 @njit(types.void(ro(3), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8), **_FLAGS)
