@@ -40,27 +40,36 @@ class BlasLimiter:
         self._rescan_pending = False
         self._libs: list[Any] | None = None  # the BLAS libraries' controllers, found once
         self._restore: list[tuple[Any, int]] = []  # (library, threads it had) to put back
+        self._in_force: int | None = None  # the limit while any region is inside
 
     @property
     def depth(self) -> int:
         """How many regions are inside the limit now."""
         return self._depth
 
+    @property
+    def in_force(self) -> int | None:
+        """The BLAS threads the regions inside run under; None while no region is inside."""
+        return self._in_force
+
     @contextmanager
     def limit(self, blas_threads: int) -> Iterator[None]:
         """Context: BLAS runs on ``blas_threads`` threads (or the limit already in force) inside."""
         with self._lock:
             if self._depth == 0:
-                self._restore = self._enter(max(1, int(blas_threads)))
+                self._in_force = max(1, int(blas_threads))
+                self._restore = self._enter(self._in_force)
             self._depth += 1
         try:
             yield
         finally:
             with self._lock:
                 self._depth -= 1
-                if self._depth == 0 and self._restore:
-                    _set_threads(self._restore)
-                    self._restore = []
+                if self._depth == 0:
+                    self._in_force = None
+                    if self._restore:
+                        _set_threads(self._restore)
+                        self._restore = []
 
     def rescan(self) -> None:
         """Inspect the loaded libraries again at the next region: call after loading code that

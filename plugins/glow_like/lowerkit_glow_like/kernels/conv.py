@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from lowerkit.backend.cpu import im2col_view, pad_into, split, team_layers
+from lowerkit.backend.cpu.gemm import matmul_into
 from lowerkit.backend.cpu.jit.select import im2col_compiled
 
 from . import grouped, winograd
@@ -145,10 +146,10 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, c
                 image = x[i, g * cg : (g + 1) * cg]
                 dst = out[i, g * ocg : (g + 1) * ocg].reshape(ocg, oh * ow)
                 if pointwise:
-                    np.matmul(w2[g], image.reshape(cg, h * wd), out=dst)
+                    matmul_into(w2[g], image.reshape(cg, h * wd), dst)
                 else:
                     im2col(image, col)
-                    np.matmul(w2[g], col2, out=dst)
+                    matmul_into(w2[g], col2, dst)
             if epilogue is not None:
                 epilogue(out[i].reshape(oc, oh * ow))
 
@@ -235,7 +236,7 @@ def _prepare_split(x, w, bias, out, attrs, geometry, scratch, col_dtype, paralle
             i = current[1]
             src = x[i].reshape(c, h * wd) if pointwise else col2
             dst = out3[i][a:b]
-            np.matmul(w2[a:b], src, out=dst)
+            matmul_into(w2[a:b], src, dst)
             if band_epilogues[j] is not None:
                 band_epilogues[j](dst)
 
@@ -265,7 +266,7 @@ def _prepare_split(x, w, bias, out, attrs, geometry, scratch, col_dtype, paralle
                 np.copyto(col[:, :, :, a:b], window[:, :, :, a:b])
             src = col2[:, cols]
         dst = out3[i][:, cols]
-        np.matmul(w2, src, out=dst)
+        matmul_into(w2, src, dst)
         if epilogue is not None:
             epilogue(dst)
 
@@ -298,7 +299,7 @@ def _prepare_batched(x, w, bias, out, attrs, geometry, scratch, col_dtype, paral
     def gemm(j: int) -> None:
         a, b = column_bands[j].start, column_bands[j].stop
         if a < b:
-            np.matmul(w2, col2[:, a:b], out=acc2[:, a:b])
+            matmul_into(w2, col2[:, a:b], acc2[:, a:b])
 
     def run():
         for i in range(n):
@@ -377,7 +378,7 @@ def prepare_gated_conv(inputs, outputs, attrs, scratch, team=None):
                                                  team.ways, oc <= team_layers.COLUMN_SPLIT_ROWS and c >= 2 * oc,
                                                  team.sgemm)
                 else:
-                    np.matmul(scaled, x[i].reshape(c, h * wd), out=dst)
+                    matmul_into(scaled, x[i].reshape(c, h * wd), dst)
                     if epilogue is not None:
                         epilogue(dst)
 
@@ -387,7 +388,7 @@ def prepare_gated_conv(inputs, outputs, attrs, scratch, team=None):
         for i in range(n):
             np.multiply(w2, gates[i], out=scaled)
             dst = out[i].reshape(oc, h * wd)
-            np.matmul(scaled, x[i].reshape(c, h * wd), out=dst)
+            matmul_into(scaled, x[i].reshape(c, h * wd), dst)
             if epilogue is not None:
                 epilogue(dst)
 
