@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from lowerkit.backend.cpu import im2col_view, pad_into
+from lowerkit.backend.cpu.gemm import matmul_into
 from lowerkit.backend.cpu.jit.select import im2col_compiled
 
 
@@ -94,16 +95,16 @@ class ImplicitGemm(ConvAlgorithm):
         n, ocb = out.shape[0], w.shape[0]
         if state.ndim == 2:  # batch folded into the columns
             res = self.ws.get("gemm", (ocb, state.shape[1]))
-            np.matmul(w, state, out=res)
+            matmul_into(w, state, res)
             np.copyto(out_block, res.reshape(ocb, n, *out.shape[2:]).transpose(1, 0, 2, 3))
         else:
             for i in range(n):
                 dst = out_block[i]
                 if dst.flags.c_contiguous:
-                    np.matmul(w, state[i], out=dst.reshape(ocb, -1))
+                    matmul_into(w, state[i], dst.reshape(ocb, -1))
                 else:  # pragma: no cover - callers pass contiguous outputs
                     res = self.ws.get("gemm", (ocb, state.shape[2]))
-                    np.matmul(w, state[i], out=res)
+                    matmul_into(w, state[i], res)
                     np.copyto(dst, res.reshape(dst.shape))
         self._epilogue(out_block, bias, block, residual)
 
@@ -123,7 +124,7 @@ class ImplicitGemm(ConvAlgorithm):
         oc = self.geom.out_channels
         for i in range(n):
             dst = out[i].reshape(oc, -1)
-            np.matmul(kernel, self._image_columns(x[i]), out=dst)
+            matmul_into(kernel, self._image_columns(x[i]), dst)
             self._epilogue(out[i : i + 1], bias, slice(None), None if residual is None else residual[i : i + 1])
 
     def _image_columns(self, image: np.ndarray) -> np.ndarray:
@@ -202,7 +203,7 @@ class ImplicitGemm(ConvAlgorithm):
         if residual_image is None:
             # Straight into the strided output band; bias and activation in one compiled
             # pass over it (the kernel takes strided rows; numpy ufuncs would allocate).
-            np.matmul(kernel, src, out=dst)
+            matmul_into(kernel, src, dst)
             if bias is not None or code:
                 self.load_epilogue()
                 self._bias_act(dst, _NO_BIAS if bias is None else bias, code, p0, p1)
@@ -217,7 +218,7 @@ class ImplicitGemm(ConvAlgorithm):
             r1 = min(b, r0 + step)
             sub = slice((r0 - a) * ow, (r1 - a) * ow)
             res = self.ws.get("rows_res", (oc, (r1 - r0) * ow))
-            np.matmul(kernel, src[:, sub], out=res)
+            matmul_into(kernel, src[:, sub], res)
             np.add(res, rsd[:, sub], out=res)
             self.load_epilogue()
             self._bias_act(res, _NO_BIAS if bias is None else bias, code, p0, p1)
