@@ -189,20 +189,3 @@ def test_max_pool_runs_as_a_team_region(monkeypatch, n):
     (got,) = handle.run([xs])
     assert "max_pool3x3" in ran, ran
     assert_close([got], [module.run("forward", xs)], rtol=1e-5)
-
-
-def test_a_residual_sum_runs_as_a_team_region(monkeypatch):
-    """conv, + the block's input, relu: the sum (16,384 elements and more) is one team region."""
-    rng = np.random.default_rng(6)
-    g, params = Graph(), {"w": (rng.standard_normal((16, 16, 1, 1)) * 0.3).astype(np.float32)}
-    x = g.add_input("x", f32(1, 16, 32, 32))
-    w = g.add_node("param", [], [f32(16, 16, 1, 1)], {"name": "w"}).output
-    g.set_outputs([_add(g, "relu", [_add(g, "add", [_add(g, "conv2d", [x, w]), x])])])
-    module = module_of(g, params)
-    ran = record_team_calls(monkeypatch)
-    handle = _compile(module, threads=2)
-    assert handle.team is not None
-    xs = rng.standard_normal((1, 16, 32, 32)).astype(np.float32)
-    (got,) = handle.run([xs])
-    assert "add_activation" in ran, ran
-    assert_close([got], [module.run("forward", xs)], rtol=1e-5)

@@ -13,8 +13,7 @@ docs/glow_like.md, "Threads").
 - depthwise convolutions: bands of planes;
 - fully-connected layers: bands of output columns.
 
-A fused residual is added after the region, with the activation, in one more team region
-(``add_activation``: each core sums the band its GEMM band wrote). Each
+A fused residual is added after the region, then the activation (one pass each). Each
 form falls back to the layer's own call while the plan's ``StallGuard`` has turned team
 regions off, or in a forked child.
 """
@@ -106,7 +105,8 @@ class TeamConv:
                     w = scaled
                 form.run(self.team, x[i], w, self.bias, out[i], act, cols)
         if residual is not None:  # the regions ended without the activation: sum, then activate
-            _add_residual(self.team, out, residual, self.activation)
+            np.add(out, residual, out=out)
+            activate_inplace(out, self.activation)
         return out
 
 
@@ -142,7 +142,8 @@ class TeamDepthwise:
         team_layers.run_depthwise(self.team, conv.algorithm, x, conv.weight, conv.bias, out, conv.edges, self.rows,
                                   phases, g.stride[0], g.padding, act)
         if residual is not None:
-            _add_residual(self.team, out, residual, conv.activation)
+            np.add(out, residual, out=out)
+            activate_inplace(out, conv.activation)
         return out
 
 
@@ -165,14 +166,3 @@ class TeamLinear:
         out = aligned_empty((x2.shape[0], wt.shape[1]))
         self.kernels.fc_bias_activation(x2, wt, self.bias, out, *NONE, self.team.ways, self.team.sgemm)
         return out.reshape(*x.shape[:-1], wt.shape[1])
-
-
-def _add_residual(team: Team, out: np.ndarray, residual: np.ndarray, activation) -> None:
-    """``out = act(out + residual)``: one team region (each core on the band its GEMM band just
-    wrote) for a contiguous float32 residual of ``out``'s shape, numpy on the calling thread otherwise."""
-    if (residual.shape == out.shape and residual.dtype == np.float32 and residual.flags.c_contiguous
-            and out.flags.c_contiguous):
-        team.kernels().add_activation(out.reshape(-1), residual.reshape(-1), out.reshape(-1), *activation, team.ways)
-        return
-    np.add(out, residual, out=out)
-    activate_inplace(out, activation)

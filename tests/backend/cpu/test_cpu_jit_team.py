@@ -68,20 +68,6 @@ def test_max_pool3x3_team_equals_serial(kernels, shape, stride, pad, ways):
     np.testing.assert_array_equal(got, expected)
 
 
-@pytest.mark.parametrize("ways", [1, 2, 3])
-@pytest.mark.parametrize("act", [0, 1, 2])
-def test_add_activation_matches_numpy(kernels, ways, act):
-    team = kernels[0]
-    a, b = _rand(1001), _rand(1001, seed=1)
-    code = _act(act)
-    expected = _np_act(a.astype(np.float64) + b, *ACTS[act % len(ACTS)])
-    out = np.full_like(a, np.nan)
-    team.add_activation(a, b, out, *code, ways)
-    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
-    team.add_activation(a, b, a, *code, ways)  # in place
-    np.testing.assert_array_equal(a, out)
-
-
 @pytest.mark.parametrize("ways", [2, 3])
 def test_depthwise_stride2_team_equals_serial(kernels, ways):
     team, conv = kernels

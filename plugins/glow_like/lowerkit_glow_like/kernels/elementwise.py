@@ -1,5 +1,4 @@
-"""Element-wise kernels: numpy ufuncs writing into ``out``; ``add`` may carry a fused activation,
-and in team mode a large float32 sum runs as one team region (``jit.team.add_activation``)."""
+"""Element-wise kernels: numpy ufuncs writing into ``out``; ``add`` may carry a fused activation."""
 
 from __future__ import annotations
 
@@ -12,49 +11,19 @@ _UNARY = {"neg": np.negative, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "ta
 
 
 def _binary(ufunc):
-    def prepare(inputs, outputs, attrs, scratch, team=None):
+    def prepare(inputs, outputs, attrs, scratch):
         a, b = inputs
         (out,) = outputs
         if attrs.get("act", "none") == "none":
-            serial = lambda: ufunc(a, b, out=out)  # noqa: E731
-        else:
-            def serial():
-                ufunc(a, b, out=out)
-                apply_activation(out, attrs)
-        if team is not None and ufunc is np.add and _team_sum_fits(a, b, out):
-            return _team_sum(a, b, out, attrs, team, serial)
-        return serial
+            return lambda: ufunc(a, b, out=out)
+
+        def run():
+            ufunc(a, b, out=out)
+            apply_activation(out, attrs)
+
+        return run
 
     return prepare
-
-
-# Residual sums of at least this many elements run as a team region (both cores, each on the
-# band of the sum its GEMM band just wrote); ResNet-50's 16 sums took 2.6 ms of a 38 ms call
-# on the calling thread.
-TEAM_SUM_MIN_ELEMENTS = 16_384
-
-
-def _team_sum_fits(a, b, out) -> bool:
-    return (a.shape == b.shape == out.shape and out.size >= TEAM_SUM_MIN_ELEMENTS
-            and all(v.dtype == np.float32 and v.flags.c_contiguous for v in (a, b, out)))
-
-
-def _team_sum(a, b, out, attrs, team, serial):
-    """``out = act(a + b)`` as one team region (``jit.team.add_activation``), the serial form
-    while the team is off."""
-    from lowerkit.backend.cpu import jit
-
-    kernels = team.kernels()
-    code, p0, p1 = jit.activation_code(attrs)
-    fa, fb, fo = a.reshape(-1), b.reshape(-1), out.reshape(-1)
-
-    def run():
-        if team.usable():
-            kernels.add_activation(fa, fb, fo, code, p0, p1, team.ways)
-        else:
-            serial()
-
-    return run
 
 
 def _unary(ufunc):
@@ -66,8 +35,8 @@ def _unary(ufunc):
 
 
 for _op, _ufunc in _BINARY.items():
-    kernel(_op, inplace=True, team=_op == "add")(_binary(_ufunc))
-kernel("glow.add", inplace=True, team=True)(_binary(np.add))
+    kernel(_op, inplace=True)(_binary(_ufunc))
+kernel("glow.add", inplace=True)(_binary(np.add))
 for _op, _ufunc in _UNARY.items():
     kernel(_op, inplace=True)(_unary(_ufunc))
 

@@ -16,8 +16,6 @@ GEMM bands equal BLAS's result on those rows or columns).
   a few rows at a time, in each thread's cache;
 - :func:`fc_bias_activation` — a fully-connected layer in bands of output columns;
 - :func:`max_pool3x3` — the 3x3 max pool in bands of planes;
-- :func:`add_activation` — a residual sum and its activation in bands of the flat arrays
-  (the bands of a row-banded GEMM's output just before: each core re-reads what it wrote);
 - :func:`winograd_input` (bands of input channels) and :func:`winograd_products_output`
   (bands of output channels: the band's 36 channel GEMMs, then its output transform).
 
@@ -107,17 +105,6 @@ def depthwise_channels_last(xp, wt, bias, acc, oh, ow, kh, kw, sh, sw, dh, dw, c
     for j in prange(ways):
         c0, c1 = _band(channels, j, ways)
         conv.depthwise_channels_last(xp, wt, bias, acc, oh, ow, kh, kw, sh, sw, dh, dw, code, p0, p1, c0, c1)
-
-
-@njit(types.void(ro(1), ro(1), rw(1), i8, f8, f8, i8), **_FLAGS)
-def add_activation(a, b, out, code, p0, p1, ways):
-    """``out = act(a + b)`` (flat, one size; ``out`` may be ``a``) on ``ways`` bands."""
-    total = out.shape[0]
-    for j in prange(ways):
-        lo, hi = _band(total, j, ways)
-        for i in range(lo, hi):
-            out[i] = a[i] + b[i]
-        act_span(out, lo, hi, code, p0, p1)
 
 
 @njit(types.void(ro(4), rw(4), i8, i8, i8, i8), **_FLAGS)
