@@ -9,16 +9,12 @@ no average pooling), so ``[nnpack, glow_like, reference]`` gives three regions: 
 from __future__ import annotations
 
 from lowerkit import nn, ops
+from lowerkit.models.resnet import randomize_batch_norms
+from lowerkit.models.small import SmallCNN
 
 
-class MixedCNN(nn.Module):
-    """conv 3->16 3x3 pad 1, batch norm, relu, average pool 2, flatten, linear 256->10 (8x8 input)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 16, 3, padding=1)
-        self.bn = nn.BatchNorm2d(16)
-        self.fc = nn.Linear(16 * 4 * 4, 10)
+class MixedCNN(SmallCNN):
+    """SmallCNN's layers, average pooling instead of max pooling (input [N, 3, 8, 8])."""
 
     def forward(self, x):
         x = ops.avg_pool2d(ops.relu(self.bn(self.conv(x))), 2)
@@ -27,10 +23,7 @@ class MixedCNN(nn.Module):
 
 def mixed_cnn(seed: int = 0) -> MixedCNN:
     """The model, its batch norms with random statistics; input ``models.example_input("small_cnn")``."""
-    from lowerkit.models.resnet import randomize_batch_norms
-
     with nn.init_seed(seed) as rng:
         model = MixedCNN()
         randomize_batch_norms(model, rng)
     return model
-

@@ -6,12 +6,10 @@ from 8 threads — allocating only its outputs."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 from tests.glow_like.helpers import assert_close, peak_call_bytes
-from tests.team_calls import record_team_calls, team_on_small_layers
+from tests.team_calls import from_threads, record_team_calls, team_on_small_layers
 
 import lowerkit as lk
 import lowerkit_glow_like as glow
@@ -72,21 +70,12 @@ def test_eight_threads_share_one_image_by_image_handle():
     assert handle.per_image
     inputs = [x + np.float32(0.1 * i) for i in range(8)]
     expected = [handle.run([xi])[0] for xi in inputs]
-    results: list = [None] * 8
-
-    def worker(i: int) -> None:
-        for _ in range(3):
-            results[i] = handle.run([inputs[i]])[0]
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for got, want in zip(results, expected):
-        # Not bit for bit: 8 threads on 2 cores stall the team, and the stall guard then runs
-        # the serial forms (numpy's BLAS where the team's GEMMs are MKL's).
-        assert_close([got], [want], rtol=1e-5)
+    results = from_threads(lambda i: [handle.run([inputs[i]])[0] for _ in range(3)])
+    for i in range(8):
+        for got in results[i]:
+            # Not bit for bit: 8 threads on 2 cores stall the team, and the stall guard then
+            # runs the serial forms (numpy's BLAS where the team's GEMMs are MKL's).
+            assert_close([got], [expected[i]], rtol=1e-5)
 
 
 def test_image_by_image_calls_allocate_only_their_outputs():
