@@ -110,3 +110,21 @@ def test_spares_last_across_calls_per_thread_and_stay_bounded(rng):
     worker.start()
     worker.join()
     assert seen[0] is not plan._local.spares  # another thread, another pool
+
+
+def test_steady_state_calls_of_a_zoo_model_take_no_fresh_buffers(monkeypatch):
+    """After warm-up, every output a step writes comes from the spare buffers: none is a new
+    allocation (the pool once held too few buffers for EfficientNet's many shapes)."""
+    from lowerkit import models
+    from lowerkit_nnpack import plan as plan_module
+
+    x = models.example_input("efficientnet_b0", batch=1, small=True)
+    lowered = lowerkit.to_backend(lowerkit.trace(models.get("efficientnet_b0", small=True), x), ["nnpack"])
+    for _ in range(3):
+        lowered(x)
+    fresh = []
+    real = plan_module.aligned_empty
+    monkeypatch.setattr(plan_module, "aligned_empty", lambda shape, *a: fresh.append(shape) or real(shape, *a))
+    for _ in range(3):
+        lowered(x)
+    assert fresh == []
