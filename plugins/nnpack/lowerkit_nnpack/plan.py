@@ -77,8 +77,9 @@ class Spares:
     def __init__(self) -> None:
         # (byte buffer of aligned_empty, where its aligned part begins, its aligned bytes), oldest first
         self._free: list[tuple[np.ndarray, int, int]] = []
-        self._owned: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(value's array) -> (it, its buffer)
-        self._lent: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(array taken) -> (it, its buffer)
+        # id(array) -> (the array, its buffer's entry): lent by take, then owned by a live value
+        self._owned: dict[int, tuple[np.ndarray, tuple[np.ndarray, int, int]]] = {}
+        self._lent: dict[int, tuple[np.ndarray, tuple[np.ndarray, int, int]]] = {}
 
     def take(self, shape: tuple[int, ...]) -> np.ndarray:
         """A float32 C-contiguous, cache-line-aligned array of ``shape`` in memory nobody
@@ -86,15 +87,17 @@ class Spares:
         nbytes = 4 * prod(shape)
         free = self._free
         for i in range(len(free) - 1, -1, -1):
-            buffer, begin, capacity = free[i]
-            if nbytes <= capacity <= 2 * nbytes:
+            entry = free[i]
+            if nbytes <= entry[2] <= 2 * nbytes:
                 del free[i]
-                array = buffer[begin:begin + nbytes].view(np.float32).reshape(shape)
+                begin = entry[1]
+                array = entry[0][begin:begin + nbytes].view(np.float32).reshape(shape)
                 break
         else:
             array = aligned_empty(shape)
             buffer = array.base
-        self._lent[id(array)] = (array, buffer)
+            entry = (buffer, -buffer.ctypes.data % ALIGNMENT, buffer.nbytes - ALIGNMENT)
+        self._lent[id(array)] = (array, entry)
         return array
 
     def start_call(self) -> None:
@@ -112,19 +115,19 @@ class Spares:
 
     def died(self, array: np.ndarray, env: dict) -> None:
         """``array``'s value is dead: keep its buffer for reuse if this call's steps filled it
-        and no live value of ``env`` (the call's values, constants apart) shares it."""
+        and no live value of ``env`` (the call's values, constants apart) shares it. (Each
+        buffer is lent to one array, owned by one value: it cannot be freed twice.)"""
         owned = self._owned.pop(id(array), None)
         if owned is None or owned[0] is not array:
             return
-        buffer = owned[1]
+        entry = owned[1]
+        buffer = entry[0]
         for v in env.values():  # views of a buffer have it as their base
             if v is array or v.base is buffer:
                 return
-        if not any(entry[0] is buffer for entry in self._free):
-            begin = -buffer.ctypes.data % ALIGNMENT
-            self._free.append((buffer, begin, buffer.nbytes - ALIGNMENT))
-            if len(self._free) > self.MAX_FREE:
-                del self._free[0]
+        self._free.append(entry)
+        if len(self._free) > self.MAX_FREE:
+            del self._free[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +229,7 @@ class Plan:
                     fused.add(extra)
                     outputs = (extra.output,)
                     dying += dead[position[extra]]
+            dying = [v for v in dying if v not in graph_outputs]  # the call returns those
             self.steps.append(Step(node, kernel, tuple(runtime_inputs), outputs, tuple(dying),
                                    fills=node.op in ("conv2d", "mul")))
 
@@ -279,14 +283,22 @@ class Plan:
 
                 return run_gated, live
 
-            def run_conv(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
+            if weight is not None and (not has_bias or bias is not None):  # the usual case: both constant
+                def run_conv(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
+                    x = args[0]
+                    out = spares.take(conv.output_shape(x.shape[0]))
+                    return [conv(x, residual=args[1] if len(args) > 1 else None, out=out)]
+
+                return run_conv, live
+
+            def run_conv_inputs(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
                 it = iter(args[1:])
                 w = None if weight is not None else next(it)
                 b = None if (not has_bias or bias is not None) else next(it)
                 out = spares.take(conv.output_shape(args[0].shape[0]))
                 return [conv(args[0], w, b, residual=next(it, None), out=out)]
 
-            return run_conv, live
+            return run_conv_inputs, live
         if node.op == "conv2d_input_grad":
             weight = self._const(node, 0)
             grad = Conv2dInputGrad(
@@ -359,11 +371,10 @@ class Plan:
     # -- running --------------------------------------------------------------------
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run the method on ``inputs``; thread-safe (all per-call state is local or per-thread)."""
-        keep = set(self.outputs)
         if self.sliced:
-            return self._run_slices(inputs, keep, split(len(inputs[0]), self.workers))
+            return self._run_slices(inputs, split(len(inputs[0]), self.workers))
         if self.per_image:
-            return self._run_images(inputs, keep)
+            return self._run_images(inputs)
         env: dict[Value, np.ndarray] = dict(zip(self.inputs, inputs))
         # Every kernel of a plan asks BLAS for the same threads (cores // workers, from the
         # plan's one ``threads`` option), so the plan holds that limit over the whole call:
@@ -372,25 +383,25 @@ class Plan:
         guard = self.team.guard if self.team is not None else None
         start = guard.begin() if guard is not None else 0.0
         with blas_limit(self.blas_threads):
-            outputs = self._run(env, keep)
+            outputs = self._run(env)
         if guard is not None:
             guard.end(start)
         return outputs
 
-    def _run_slices(self, inputs: Sequence[np.ndarray], keep: set[Value], slices: list[slice]) -> list[np.ndarray]:
+    def _run_slices(self, inputs: Sequence[np.ndarray], slices: list[slice]) -> list[np.ndarray]:
         """Every layer on each slice of the batch, one slice per worker; outputs joined."""
         arrays = [np.asarray(x) for x in inputs]
         parts: list[list[np.ndarray]] = [[] for _ in slices]
 
         def run_slice(j: int) -> None:
             env: dict[Value, np.ndarray] = {v: x[slices[j]] for v, x in zip(self.inputs, arrays)}
-            parts[j] = self._run(env, keep)
+            parts[j] = self._run(env)
 
         with blas_limit(1):
             run_parallel(len(slices), run_slice, range(len(slices)))
         return [np.concatenate([part[k] for part in parts]) for k in range(len(self.outputs))]
 
-    def _run_images(self, inputs: Sequence[np.ndarray], keep: set[Value]) -> list[np.ndarray]:
+    def _run_images(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Every step on one image at a time (team regions inside); outputs joined."""
         arrays = [np.asarray(x) for x in inputs]
         guard = self.team.guard if self.team is not None else None
@@ -398,7 +409,7 @@ class Plan:
         parts = []
         with blas_limit(1):
             for i in range(len(arrays[0])):
-                parts.append(self._run({v: x[i:i + 1] for v, x in zip(self.inputs, arrays)}, keep))
+                parts.append(self._run({v: x[i:i + 1] for v, x in zip(self.inputs, arrays)}))
         if guard is not None:
             guard.end(start)
         return [np.concatenate([part[k] for part in parts]) for k in range(len(self.outputs))]
@@ -411,7 +422,7 @@ class Plan:
         spares.start_call()
         return spares
 
-    def _run(self, env: dict[Value, np.ndarray], keep: set[Value]) -> list[np.ndarray]:
+    def _run(self, env: dict[Value, np.ndarray]) -> list[np.ndarray]:
         """Every step on ``env`` (the live values of this call — inputs, then results; the
         constants stay in ``self.constants``, so a dying value is checked against the few
         live ones, not against every weight)."""
@@ -430,11 +441,10 @@ class Plan:
             del args
             spares.produced(results)
             env.update(zip(step.outputs, results))
-            for i in step.dying:
-                if i not in keep:
-                    array = env.pop(i, None)
-                    if array is not None:
-                        spares.died(array, env)
+            for i in step.dying:  # never an output of the call (see _build)
+                array = env.pop(i, None)
+                if array is not None:
+                    spares.died(array, env)
         return [env[i] if i in env else constants[i].copy() for i in self.outputs]
 
 
