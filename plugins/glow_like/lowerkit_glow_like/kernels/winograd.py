@@ -142,7 +142,7 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None):
 def _team_form(x, u, bias, out, padding, act, scratch, team, serial):
     """Two team regions per chunk of images (``lowerkit.backend.cpu.team_layers.run_winograd``):
     the input transform in bands of input channels, then per band of output channels its 36
-    channel GEMMs (numpy's cblas_sgemm, BLAS at one thread) and its output transform."""
+    channel GEMMs (jit.cblas.sgemm: MKL's or numpy's, BLAS at one thread) and its output transform."""
     from lowerkit.backend.cpu import team_layers
 
     n, c, h, wd, oc, oh, ow, th, tw, chunk = _plan(x.shape, out.shape)

@@ -7,7 +7,7 @@ computed by the same code as in the serial kernel, so results equal it bit for b
 GEMM bands equal BLAS's result on those rows or columns).
 
 - :func:`gemm_bias_activation` — ``out = act(w @ x + bias)``: each thread multiplies a band
-  of output rows with numpy's own ``cblas_sgemm`` (:mod:`.cblas`; BLAS must be at one
+  of output rows with :func:`.cblas.sgemm` (MKL's or numpy's ``cblas_sgemm``; BLAS must be at one
   thread) and runs the epilogue on its band while it is in that core's cache;
 - :func:`depthwise3x3_same`, :func:`depthwise3x3_s2`, :func:`depthwise5x5`, :func:`depthwise3x3`,
   :func:`conv2d_grouped`, :func:`depthwise_channels_last` — bands of planes (or channels);
