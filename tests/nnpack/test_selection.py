@@ -54,3 +54,15 @@ def test_batched_path_counts_one_workers_share_of_the_batch():
     resnet_conv5 = ConvGeometry(512, 512, (7, 7), (3, 3), (1, 1), (1, 1, 1, 1))  # 4 tiles per image
     assert select_algorithm(resnet_conv5, batch=8, workers=2) == "implicit_gemm"  # 16 per worker
     assert select_algorithm(resnet_conv5, batch=4, workers=2, batch_threshold=8) == "wt6x6"  # per-image, 16 tiles
+
+
+def test_team_plans_take_winograd_from_32_tiles_over_the_batch():
+    """One image on every core: wt6x6 lost to implicit GEMM at 16 tiles (14x14, batch 1)."""
+    from lowerkit_nnpack.selection import TEAM_WINOGRAD_MIN_TILES
+
+    assert TEAM_WINOGRAD_MIN_TILES == 32
+    g14, g28 = ConvGeometry(64, 64, (14, 14), (3, 3), (1, 1), (1, 1, 1, 1)), ConvGeometry(64, 64, (28, 28), (3, 3), (1, 1), (1, 1, 1, 1))
+    assert select_algorithm(g14, batch=1) == "wt6x6"  # the per-image rule: 16 tiles
+    assert select_algorithm(g14, batch=1, team=True) == "implicit_gemm"
+    assert select_algorithm(g14, batch=2, team=True) == "wt6x6"  # 32 tiles
+    assert select_algorithm(g28, batch=1, team=True) == "wt6x6"  # 49

@@ -70,6 +70,9 @@ def _plan(lowered):
 
 
 def test_a_one_image_plan_runs_team_regions_and_matches_the_reference(monkeypatch):
+    from lowerkit_nnpack import selection
+
+    monkeypatch.setattr(selection, "TEAM_WINOGRAD_MIN_TILES", 16)  # the 20x20 layer's 25 tiles take wt6x6
     module = mobile_net()
     x = np.random.default_rng(1).standard_normal((1, 3, 40, 40)).astype(np.float32)
     lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})

@@ -256,13 +256,17 @@ class Plan:
                 conv = TeamDepthwise(conv, self.team)
         elif node.op == "conv2d":
             weight, bias = self._const(node, 1), self._const(node, 2)
+            geom = conv_geometry(node)
+            batch_hint = _batch_hint(node.inputs[0].type.shape[0])
+            algorithm = opts["algorithm"]
+            if algorithm == "auto" and self.team is not None and weight is not None:  # team plans' own rule
+                algorithm = select_algorithm(geom, batch_hint, 1, run.batch_threshold, team=True)
             conv = Conv2d(
-                conv_geometry(node), weight, bias, algorithm=opts["algorithm"], activation=act,
+                geom, weight, bias, algorithm=algorithm, activation=act,
                 transform_strategy=opts["transform_strategy"], options=run,
-                batch_hint=_batch_hint(node.inputs[0].type.shape[0]), workspace=self.workspace,
+                batch_hint=batch_hint, workspace=self.workspace,
             )
             self.algorithms[node.debug_handle] = conv.algorithm
-            geom = conv_geometry(node)
             if weight is not None and PooledPointwise.fits(tuple(node.inputs[0].type.shape), geom.kernel,
                                                              geom.stride, geom.padding, attrs.get("groups", 1)):
                 conv = PooledPointwise(weight, bias, act, conv)

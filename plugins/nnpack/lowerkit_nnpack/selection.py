@@ -20,6 +20,11 @@ from .tiles import tile_counts
 # ties implicit GEMM on 7x7 (4 tiles), which then keeps the baseline's algorithm.
 WINOGRAD_MIN_TILES = 24
 WINOGRAD_MIN_TILES_PER_IMAGE = 16
+# In a team plan (one image on every core, lowerkit.backend.cpu.team_layers), Winograd pays from
+# this many 4x4 output tiles over the images of a call, as in glow_like's team form: at 16 (a
+# 14x14 map, batch 1) wt6x6 lost to implicit GEMM — ResNet-50's five such layers 1.27-1.35 vs
+# 1.0 ms each; `[nnpack, glow_like]` at batch 1 39.9 -> 37.2 ms with this rule (glow_like 37.4).
+TEAM_WINOGRAD_MIN_TILES = 32
 # ft16x16 beats implicit GEMM when (images per unit of work x 16x16 tiles) x kernel area reaches this.
 FFT16_MIN_WORK = 400
 
@@ -54,7 +59,8 @@ def images_per_chunk(batch: int, workers: int, batch_threshold: int) -> int:
     return batch
 
 
-def select_algorithm(geom: ConvGeometry, batch: int = 1, workers: int = 1, batch_threshold: int = 2) -> str:
+def select_algorithm(geom: ConvGeometry, batch: int = 1, workers: int = 1, batch_threshold: int = 2,
+                     team: bool = False) -> str:
     """The measured policy behind ``auto`` for calls of ``batch`` images on ``workers`` threads.
 
     With ``m`` = :func:`images_per_chunk`: 1x1 -> ``direct``; strided -> ``implicit_gemm``;
@@ -66,6 +72,8 @@ def select_algorithm(geom: ConvGeometry, batch: int = 1, workers: int = 1, batch
     picked: on 8x8 tiles a kernel of 4 or more leaves few outputs per tile, and 3x3 goes
     to Winograd; nor are ``wt8x8`` (wt6x6 measured as fast or faster on every ResNet-18 /
     VGG layer: its transformed kernel is 36 floats per filter, not 64) and ``wt4x4``.
+    ``team``: the layer runs as a team region (one image on every core), where Winograd
+    takes :data:`TEAM_WINOGRAD_MIN_TILES` tiles over the batch.
     """
     chunk = images_per_chunk(batch, workers, batch_threshold)
     kh, kw = geom.kernel
@@ -75,6 +83,8 @@ def select_algorithm(geom: ConvGeometry, batch: int = 1, workers: int = 1, batch
         return "implicit_gemm"
     if (kh, kw) == (3, 3):
         th, tw = tile_counts(geom.out_hw, (4, 4))
+        if team:
+            return "wt6x6" if batch * th * tw >= TEAM_WINOGRAD_MIN_TILES else "implicit_gemm"
         least = WINOGRAD_MIN_TILES if chunk < batch else WINOGRAD_MIN_TILES_PER_IMAGE
         return "wt6x6" if chunk * th * tw >= least else "implicit_gemm"
     th, tw = tile_counts(geom.out_hw, (16 - kh + 1, 16 - kw + 1))
