@@ -26,7 +26,7 @@ def team_on_small_layers(monkeypatch, tiled_pixels: int | None = None) -> None:
     skip_without_team()
     from lowerkit.backend.cpu import team_layers
 
-    for name in ("MIN_FLOPS", "MIN_DEPTHWISE_MACS", "MIN_LINEAR_WEIGHTS"):
+    for name in ("MIN_FLOPS", "MIN_DEPTHWISE_MACS", "MIN_LINEAR_WEIGHTS", "MIN_POOL_OUTPUTS"):
         monkeypatch.setattr(team_layers, name, 0)
     if tiled_pixels is not None:
         monkeypatch.setattr(team_layers, "TILED_PIXELS", tiled_pixels)

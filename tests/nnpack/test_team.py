@@ -30,17 +30,24 @@ def _add(g, op, ins, attrs=None):
     return g.add_node(op, ins, [t], full).output
 
 
+def _param_maker(g, params, seed):
+    """``param(name, shape, scale=0.3)``: a random weight in ``params`` and its param node in ``g``."""
+    rng = np.random.default_rng(seed)
+
+    def param(name, shape, scale=0.3):
+        params[name] = (rng.standard_normal(shape) * scale).astype(np.float32)
+        return g.add_node("param", [], [TensorType("f32", shape)], {"name": name}).output
+
+    return param
+
+
 def mobile_net(seed=0):
     """7x7/2 stem (tiled implicit GEMM) + relu, 1x1 expand + relu6, depthwise 3x3 (flat),
     depthwise 5x5 (phases), 1x1 project + residual, 3x3 Winograd + residual + relu, strided
     3x3 (im2col), depthwise 3x3 /2,
     linear over the last axis."""
-    rng = np.random.default_rng(seed)
     g, params = Graph(), {}
-
-    def param(name, shape, scale=0.3):
-        params[name] = (rng.standard_normal(shape) * scale).astype(np.float32)
-        return g.add_node("param", [], [TensorType("f32", shape)], {"name": name}).output
+    param = _param_maker(g, params, seed)
 
     x = g.add_input("x", TensorType("f32", (1, 3, 40, 40)))
     y = _add(g, "relu", [_add(g, "conv2d", [x, param("stem", (8, 3, 7, 7)), param("stem_b", (8,))],
@@ -125,12 +132,8 @@ def test_eight_threads_share_a_team_plan():
 def se_net(seed=0):
     """conv + silu, squeeze-excitation gate (pool, 1x1 + relu, 1x1 + sigmoid), the map times
     the gate, then a 1x1 projection (fewer channels than pixels) with a residual."""
-    rng = np.random.default_rng(seed)
     g, params = Graph(), {}
-
-    def param(name, shape, scale=0.3):
-        params[name] = (rng.standard_normal(shape) * scale).astype(np.float32)
-        return g.add_node("param", [], [TensorType("f32", shape)], {"name": name}).output
+    param = _param_maker(g, params, seed)
 
     x = g.add_input("x", TensorType("f32", (1, 8, 12, 12)))
     y = _add(g, "silu", [_add(g, "conv2d", [x, param("expand", (32, 8, 1, 1)), param("expand_b", (32,))])])

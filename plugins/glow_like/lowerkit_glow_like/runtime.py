@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lowerkit.backend.cpu import Parallel, Team, blas_limit, cpu_count, make_team, split
+from lowerkit.backend.cpu import Parallel, Team, aligned_empty, blas_limit, cpu_count, make_team, split
 from lowerkit.errors import InputError
 from lowerkit.ir import DTYPES
 
@@ -29,9 +29,8 @@ from .lir.batch import batch_size, batch_sliceable
 
 
 def _aligned_bytes(nbytes: int) -> np.ndarray:
-    raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
-    start = (-raw.ctypes.data) % ALIGNMENT
-    return raw[start : start + nbytes]
+    """Arena or scratch bytes on a cache line (the memory plan's offsets keep buffers aligned)."""
+    return aligned_empty(nbytes, np.uint8)
 
 
 # Kernel modules whose kernels call no BLAS routine (numpy ufuncs, copies, compiled chains).

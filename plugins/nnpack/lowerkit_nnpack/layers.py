@@ -135,7 +135,7 @@ class MaxPool2d:
         k, unused = self._kernels, self._unused
         three = max_pool3x3_fits((kh, kw), (sh, sw), (t, l), (1, 1), (h, w), (oh, ow))
         team = self.team
-        if three and team is not None and 9 * out.size >= team_layers.MIN_DEPTHWISE_MACS and team.usable():
+        if three and team is not None and out.size >= team_layers.MIN_POOL_OUTPUTS and team.usable():
             team.kernels().max_pool3x3(x, out, sh, t, l, team.ways)
             return out
         if three:

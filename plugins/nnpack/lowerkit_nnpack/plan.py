@@ -458,7 +458,7 @@ def _gated_convolutions(graph: Graph, users: dict, graph_outputs: set) -> dict[N
     constant weight, at least ``team_layers.MIN_FLOPS``, fewer output channels than pixels). Its team
     form scales the [OC, C] weight by each image's gate and multiplies ``x`` — no pass over
     the map (glow_like's ``fold_gates``, with the same condition)."""
-    producers = {v: n for n in graph.nodes for v in n.outputs}
+    producers = graph.producers()
     found: dict[Node, Node] = {}
     for node in graph.nodes:
         if node.op != "mul" or node.output in graph_outputs:
@@ -617,8 +617,7 @@ def _gemm_on_blas(graph: Graph, options: dict[str, Any], run: RunOptions) -> boo
 
 def _team_plan(graph: Graph, options: dict[str, Any], run: RunOptions) -> bool:
     """Several workers, a convolution or linear layer, and every dense convolution an
-    algorithm with a team form (``team.ALGORITHMS``, as ``auto`` picks it for a plan whose
-    layers run on one thread)."""
+    algorithm with a team form (``team.ALGORITHMS``, as ``auto`` picks it for a team plan)."""
     convolutions = [node for node in graph.nodes if node.op == "conv2d"]
     if run.workers <= 1 or not (convolutions or any(node.op == "linear" for node in graph.nodes)):
         return False
@@ -628,7 +627,7 @@ def _team_plan(graph: Graph, options: dict[str, Any], run: RunOptions) -> bool:
         algorithm = options["algorithm"]
         if algorithm == "auto":
             algorithm = select_algorithm(conv_geometry(node), _batch_hint(node.inputs[0].type.shape[0]), 1,
-                                         run.batch_threshold)
+                                         run.batch_threshold, team=True)
         if algorithm not in TEAM_ALGORITHMS:
             return False
     return True

@@ -140,16 +140,9 @@ def support_reason(node: Node) -> str | None:
     return None
 
 
-def claim_reason(node: Node) -> str | None:
-    """``None`` when nnpack claims ``node`` in a partition, else why it leaves it to a later
-    backend: everything nnpack runs (:func:`support_reason`). (Before nnpack ran the
-    squeeze-excitation ops, convolutions and activations on pooled ``[N, C, 1, 1]`` vectors
-    were left to the region around them; now the whole block stays in nnpack's region.)
-    """
-    return support_reason(node)
-
-
 def is_supported(node: Node) -> bool | Unsupported:
-    """The partition answer: :func:`claim_reason`."""
-    reason = claim_reason(node)
+    """The partition answer: nnpack claims everything it runs (:func:`support_reason`), the
+    squeeze-excitation ops on pooled ``[N, C, 1, 1]`` vectors included, so a block stays in
+    nnpack's region."""
+    reason = support_reason(node)
     return True if reason is None else Unsupported(reason)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from .blas import LIMITER
+from .jit.cblas import NO_TRANS, ROW_MAJOR, sgemm
 
-_ROW_MAJOR, _NO_TRANS = 101, 111
 # Products under this many multiply-adds stay on np.matmul: the ctypes call and its checks
 # cost ~6 us more than numpy's dispatch, more than MKL saves on ~4 MFLOP.
 MIN_MACS = 2_000_000
@@ -28,7 +28,7 @@ def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     if sgemm is not None and LIMITER.in_force == 1 and _rows_of_floats(a, b, out):
         m, k = a.shape
         n = b.shape[1]
-        sgemm(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, m, n, k, 1.0, a.ctypes.data, a.strides[0] // 4,
+        sgemm(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, a.ctypes.data, a.strides[0] // 4,
               b.ctypes.data, b.strides[0] // 4, 0.0, out.ctypes.data, out.strides[0] // 4)
         return
     np.matmul(a, b, out=out)
@@ -48,8 +48,6 @@ def _rows_of_floats(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
 
 def _find_mkl():
     try:
-        from .jit.cblas import sgemm
-
         found = sgemm()
     except ImportError:  # pragma: no cover - threadpoolctl missing: numpy's matmul
         found = None

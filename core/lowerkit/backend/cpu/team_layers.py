@@ -22,6 +22,7 @@ from .team import Team
 MIN_FLOPS = 1_000_000  # dense convolutions, per image
 MIN_DEPTHWISE_MACS = 100_000
 MIN_LINEAR_WEIGHTS = 65_536
+MIN_POOL_OUTPUTS = MIN_DEPTHWISE_MACS // 9  # the 3x3 max pool: nine taps an output
 # GEMMs of at most this many output channels and at least twice as many inputs split
 # columns (pixels) between threads, not rows: each thread then packs half the columns.
 COLUMN_SPLIT_ROWS = 64

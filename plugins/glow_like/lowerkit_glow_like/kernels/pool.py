@@ -43,7 +43,7 @@ def _prepare_window(x, out, attrs, inv, is_max: bool, parallel, team=None):
     (kh, kw), (sh, sw), (pt, pl), (dh, dw) = _window(attrs)
     planes = x.shape[0] * x.shape[1]
     three = is_max and max_pool3x3_fits((kh, kw), (sh, sw), (pt, pl), (dh, dw), x.shape[2:], out.shape[2:])
-    if three and team is not None and 9 * out.size >= team_layers.MIN_DEPTHWISE_MACS:
+    if three and team is not None and out.size >= team_layers.MIN_POOL_OUTPUTS:
         team_kernels = team.kernels()
 
         def run() -> None:

@@ -15,8 +15,8 @@ Kernels release the GIL; backends run them on the shared worker pool of
 - :mod:`.winograd` — Winograd F(4x4, 3x3) input and output transforms, fused per tile;
 - :mod:`.pool` — max, average and global average pooling;
 - :mod:`.norm` — softmax and layer norm over the last axis, one pass per row;
-- :mod:`.team` — the kernels above in bands on one parallel region, and GEMMs on numpy's
-  ``cblas_sgemm`` (:mod:`.cblas`);
+- :mod:`.team` — the kernels above in bands on one parallel region, and GEMMs on the
+  ``cblas_sgemm`` :mod:`.cblas` chooses (MKL's where installed, else numpy's);
 - :mod:`.activation` — the fused-activation codes (plain Python).
 """
 

@@ -7,10 +7,10 @@ sequential there.
 
 Where it is looked for, in order:
 
-1. **Intel MKL** (``pip install mkl``, or the ``mkl`` extra of the CPU plugins): its runtime
+1. **Intel MKL** (``pip install 'lowerkit[mkl]'``, i.e. the ``mkl`` wheel): its runtime
    library ``mkl_rt`` in the environment's library folder, switched to MKL's sequential
    threading layer. Measured on this project's machine (Xeon, AVX-512), one thread, MKL's
-   ``sgemm`` is 1.1-1.6x OpenBLAS's on the zoo's convolution shapes (most on the stems' short
+   ``sgemm`` is 1.1-1.8x OpenBLAS's on the zoo's convolution shapes (most on the stems' short
    K = 27 / 147), and the models' batch-1 time drops ~12% (docs/compiled-kernels.md). Not
    used where the process's MKL already runs another threading layer (someone loaded it
    first), nor when ``LOWERKIT_SGEMM=numpy``.

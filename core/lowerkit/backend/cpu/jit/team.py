@@ -48,6 +48,20 @@ def _band(total, j, ways):
     return total * j // ways, total * (j + 1) // ways
 
 
+@njit(inline="always")
+def _columns_epilogue(of, bias, rows, n, c0, c1, code, p0, p1):
+    """Bias and activation of columns [c0, c1) of every row of a flat [rows, n] output (a
+    band of pixels, not contiguous, so row by row; ``bias`` [rows] or empty)."""
+    has_bias = bias.shape[0] > 0
+    for r in range(rows):
+        lo, hi = r * n + c0, r * n + c1
+        if has_bias:
+            b = bias[r]
+            for i in range(lo, hi):
+                of[i] += b
+        act_span(of, lo, hi, code, p0, p1)
+
+
 @njit(types.void(ro(4), ro(4), ro(1), _EDGES, rw(4), i8, f8, f8, i8), **_FLAGS)
 def depthwise3x3_same(x, w, bias, edges, out, code, p0, p1, ways):
     """:func:`.conv.depthwise3x3_same` on ``ways`` bands of planes."""
@@ -141,13 +155,7 @@ def _gemm_bias_activation(w, x, bias, out, code, p0, p1, ways, by_columns, gemm)
             if c1 > c0:
                 gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, m, c1 - c0, k, one, w.ctypes.data, k,
                      x.ctypes.data + np.uint64(4 * c0), n, zero, out.ctypes.data + np.uint64(4 * c0), n)
-                for r in range(m):
-                    lo, hi = r * n + c0, r * n + c1
-                    if has_bias:
-                        b = bias[r]
-                        for i in range(lo, hi):
-                            of[i] += b
-                    act_span(of, lo, hi, code, p0, p1)
+                _columns_epilogue(of, bias, m, n, c0, c1, code, p0, p1)
         else:
             r0, r1 = _band(m, j, ways)
             if r1 > r0:
@@ -195,7 +203,6 @@ def _conv_tiles(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, tile_rows, cols
     oc, k = w.shape
     oh, ow = out.shape[1], out.shape[2]
     n = oh * ow
-    has_bias = bias.shape[0] > 0
     of = out.reshape(-1)
     for j in prange(ways):
         r0, r1 = _band(oh, j, ways)
@@ -206,13 +213,7 @@ def _conv_tiles(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, tile_rows, cols
             conv.im2col(x, tile, kh, kw, sh, sw, pt - a * sh, pl, dh, dw, 0, rows)
             gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, oc, rows * ow, k, np.float32(1.0), w.ctypes.data, k,
                  tile.ctypes.data, rows * ow, np.float32(0.0), out.ctypes.data + np.uint64(4 * a * ow), n)
-            for r in range(oc):
-                lo, hi = r * n + a * ow, r * n + (a + rows) * ow
-                if has_bias:
-                    b = bias[r]
-                    for i in range(lo, hi):
-                        of[i] += b
-                act_span(of, lo, hi, code, p0, p1)
+            _columns_epilogue(of, bias, oc, n, a * ow, (a + rows) * ow, code, p0, p1)
 
 
 def _fc_bias_activation(x, w, bias, out, code, p0, p1, ways, gemm):
