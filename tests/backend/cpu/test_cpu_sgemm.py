@@ -1,7 +1,8 @@
 """Which ``cblas_sgemm`` the compiled kernels call (lowerkit.backend.cpu.jit.cblas): MKL's,
-sequential, where it is installed; numpy's own BLAS with ``LOWERKIT_SGEMM=numpy`` or where
-the process's MKL already runs threaded; and the team GEMM is right on either. Each choice
-is made once per process, so the cases run in fresh processes."""
+sequential, where it is installed and the CPU is Intel's (or ``LOWERKIT_SGEMM=mkl``); numpy's
+own BLAS with ``LOWERKIT_SGEMM=numpy``, on other vendors' CPUs, or where the process's MKL
+already runs threaded; and the team GEMM is right on either. Each choice is made once per
+process, so the cases run in fresh processes."""
 
 from __future__ import annotations
 
@@ -62,11 +63,34 @@ def test_an_sgemm_is_found():
 
 
 @pytest.mark.skipif(not cblas._mkl_paths(), reason="MKL is not installed (pip install mkl)")
-def test_mkl_is_preferred_and_sequential_where_installed():
-    found = _probe(before="import threadpoolctl")
+def test_mkl_when_asked_for_is_sequential():
+    found = _probe(before="import threadpoolctl", LOWERKIT_SGEMM="mkl")
     assert found["library"].startswith("MKL") and found["library"].endswith("(sequential)"), found
     assert found["why_not_mkl"] is None
     _assert_team_gemm_right(found)
+
+
+@pytest.mark.skipif(not cblas._mkl_paths(), reason="MKL is not installed (pip install mkl)")
+@pytest.mark.parametrize("vendor, mkl", [("GenuineIntel", True), (None, True), ("AuthenticAMD", False),
+                                         ("HygonGenuine", False)])
+def test_auto_prefers_mkl_on_intel_cpus_only(vendor, mkl):
+    """MKL's fast kernels are dispatched for Intel CPUs; on an AMD EPYC numpy's OpenBLAS measured
+    faster, so by default other vendors keep numpy's BLAS (and say why)."""
+    found = _probe(before=f"cblas.cpu_vendor = lambda: {vendor!r}", LOWERKIT_SGEMM="auto")
+    assert found["library"].startswith("MKL") == mkl, found
+    if mkl:
+        assert found["why_not_mkl"] is None
+    else:
+        assert vendor in found["why_not_mkl"] and "LOWERKIT_SGEMM=mkl" in found["why_not_mkl"]
+    _assert_team_gemm_right(found)
+
+
+def test_the_cpu_vendor_is_told_on_linux():
+    if not os.path.exists("/proc/cpuinfo"):
+        pytest.skip("no /proc/cpuinfo")
+    with open("/proc/cpuinfo") as cpuinfo:
+        listed = [line.split(":")[1].strip() for line in cpuinfo if line.startswith("vendor_id")]
+    assert cblas.cpu_vendor() == (listed[0] if listed else None)
 
 
 def test_env_keeps_numpys_blas():
@@ -84,7 +108,7 @@ def test_mkl_already_threaded_in_the_process_is_left_alone():
               f"mkl = ctypes.CDLL({cblas._mkl_paths()[0]!r})\n"
               "mkl.MKL_Set_Threading_Layer(2)  # GNU OpenMP\n"
               "mkl.MKL_Get_Max_Threads()")
-    found = _probe(before=before)
+    found = _probe(before=before, LOWERKIT_SGEMM="mkl")
     assert found["library"] == "numpy's BLAS", found
     assert "already runs another threading layer" in found["why_not_mkl"]
     _assert_team_gemm_right(found)

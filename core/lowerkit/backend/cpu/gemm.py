@@ -4,7 +4,7 @@ Inside a region that holds BLAS at one thread (batch slices, pool bands, serial 
 :func:`.blas.blas_limit`), where :func:`.jit.cblas.sgemm` chose MKL, the product is MKL's
 sequential ``sgemm`` (called through ctypes, which releases the GIL); elsewhere — BLAS on
 several threads, other layouts, no MKL — it is ``np.matmul`` (numpy's own BLAS). One
-thread, the zoo's convolution GEMMs are 1.1-1.8x faster on MKL (``benchmarks/sgemm.py``);
+thread of a Xeon, the zoo's convolution GEMMs are 1.1-1.8x faster on MKL (``benchmarks/sgemm.py``);
 a trial routing the batch slices' GEMMs through MKL took ResNet-18 at batch 8 from ~103 to
 ~96 ms.
 """

@@ -7,13 +7,15 @@ sequential there.
 
 Where it is looked for, in order:
 
-1. **Intel MKL** (``pip install 'lowerkit[mkl]'``, i.e. the ``mkl`` wheel): its runtime
-   library ``mkl_rt`` in the environment's library folder, switched to MKL's sequential
-   threading layer. Measured on this project's machine (Xeon, AVX-512), one thread, MKL's
-   ``sgemm`` is 1.1-1.8x OpenBLAS's on the zoo's convolution shapes (most on the stems' short
-   K = 27 / 147), and the models' batch-1 time drops ~12% (docs/compiled-kernels.md). Not
-   used where the process's MKL already runs another threading layer (someone loaded it
-   first), nor when ``LOWERKIT_SGEMM=numpy``.
+1. **Intel MKL** (``pip install 'lowerkit[mkl]'``, i.e. the ``mkl`` wheel) on Intel CPUs:
+   its runtime library ``mkl_rt`` in the environment's library folder, switched to MKL's
+   sequential threading layer. Measured on a Xeon (AVX-512), one thread, MKL's ``sgemm`` is
+   1.1-1.8x OpenBLAS's on the zoo's convolution shapes (most on the stems' short K = 27 /
+   147), and the models' batch-1 time drops ~12%; on an AMD EPYC (AVX2) it is the other way
+   round — MKL 0.9-1.3x *slower* than OpenBLAS's Haswell kernels, ResNet-18 15% slower
+   (docs/compiled-kernels.md) — so on a CPU that is known not to be Intel's MKL is passed
+   over unless ``LOWERKIT_SGEMM=mkl``. Not used where the process's MKL already runs another
+   threading layer (someone loaded it first), nor when ``LOWERKIT_SGEMM=numpy``.
 2. **numpy's BLAS** (found through threadpoolctl, the library file numpy loaded), so a team
    GEMM runs the same kernel as ``np.matmul``; then any other BLAS loaded (SciPy's, which
    numba's import brings). Callers hold every BLAS at one thread around team regions.
@@ -37,7 +39,8 @@ from typing import Any
 ROW_MAJOR, NO_TRANS = 101, 111
 SGEMM_ENV = "LOWERKIT_SGEMM"
 """Environment variable: ``numpy`` keeps compiled kernels on numpy's BLAS even where MKL is
-installed; unset (or ``auto``) prefers MKL."""
+installed; ``mkl`` prefers MKL on any CPU; unset (or ``auto``) prefers MKL on Intel CPUs
+(and where the vendor cannot be told)."""
 
 _MKL_SEQUENTIAL = 1  # MKL_THREADING_SEQUENTIAL in mkl_service.h
 
@@ -74,15 +77,40 @@ def sgemm() -> Sgemm | None:
     if not _found:
         with _lock:
             if not _found:
-                choice = os.environ.get(SGEMM_ENV, "auto").strip().lower()
-                found = _find_mkl() if choice != "numpy" else _not_mkl(f"{SGEMM_ENV}=numpy")
-                _found.append(found or _find_numpy())
+                _found.append(_choose_mkl() or _find_numpy())
     return _found[0]
 
 
 def why_not_mkl() -> str | None:
     """Why :func:`sgemm` is not MKL's (None where it is, or before the choice was made)."""
     return _why_not_mkl[0] if _why_not_mkl else None
+
+
+def _choose_mkl() -> Sgemm | None:
+    choice = os.environ.get(SGEMM_ENV, "auto").strip().lower()
+    if choice == "numpy":
+        return _not_mkl(f"{SGEMM_ENV}=numpy")
+    vendor = cpu_vendor()
+    if choice != "mkl" and vendor not in (None, "GenuineIntel"):
+        return _not_mkl(f"the CPU is {vendor}'s: MKL's fast kernels are Intel's, and numpy's BLAS measured "
+                        f"faster there ({SGEMM_ENV}=mkl to use MKL anyway)")
+    return _find_mkl()
+
+
+def cpu_vendor() -> str | None:
+    """The CPU's vendor string (``GenuineIntel``, ``AuthenticAMD``, ...), or None where it cannot
+    be told (read from /proc/cpuinfo on Linux, from the processor name on Windows)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("vendor_id"):
+                    return line.partition(":")[2].strip() or None
+    except OSError:
+        pass
+    import platform  # only where /proc/cpuinfo is missing
+
+    name = platform.processor()
+    return next((v for v in ("GenuineIntel", "AuthenticAMD") if v in name), None)
 
 
 def _not_mkl(reason: str) -> None:
