@@ -79,3 +79,39 @@ def test_one_slow_call_back_on_the_team_is_no_verdict():
     for _ in range(StallGuard.STREAK):
         _call(guard, 40.0)
     assert _serial_run(guard, 5.0) == StallGuard.SERIAL_CALLS - 1
+
+
+def test_a_slower_machine_is_no_stall():
+    """The whole machine slows down (a shared VM): team calls take 2.4x its best, serial calls
+    slower still. The guard tries serial once, sees the team beat it, measures the team's best
+    anew and keeps it on."""
+    guard = StallGuard()
+    for _ in range(5):
+        _call(guard, 5.0)
+    for _ in range(StallGuard.STREAK):
+        _call(guard, 12.0)
+    assert not guard.on
+    serial = 0
+    while not guard.on:
+        start = guard.begin()
+        if guard.on:
+            guard.end(start - 0.012)  # the probe: 12 ms, the serial calls took 18
+            break
+        guard.end(start - 0.018)
+        serial += 1
+    assert serial == StallGuard.SERIAL_CALLS - 1
+    assert guard.on and abs(guard.best - 0.012) < 1e-3
+    assert all(_call(guard, ms) for ms in [12.0, 13.0, 11.5, 14.0] * 20)
+
+
+def test_a_probe_slower_than_the_serial_calls_goes_back():
+    guard = StallGuard()
+    _call(guard, 5.0)
+    for _ in range(StallGuard.STREAK):
+        _call(guard, 40.0)
+    # serial calls take 9 ms; the team, back on, 9.5: within 2x its old best, but slower than
+    # the serial forms now
+    assert _serial_run(guard, 9.5) == StallGuard.SERIAL_CALLS - 1
+    for _ in range(StallGuard.STREAK - 1):
+        _call(guard, 9.5)
+    assert not guard.on

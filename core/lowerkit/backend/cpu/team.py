@@ -13,10 +13,15 @@ MobileNetV2 batch 1 on the 2-core VM beside one busy process: median 36.7 ms, p9
 against 6.4 ms idle). The guard watches whole calls: a call more than :attr:`STALL` times
 slower than the best call seen stalls; :attr:`STREAK` stalls in a row switch the handle to
 its serial forms, and after :attr:`SERIAL_CALLS` calls (the last one the first back on the
-team) the team is tried again — if its first calls stall :attr:`STREAK` times in a row, the
-next serial stretch is twice as long (up to :attr:`MAX_SERIAL_CALLS`); one good call resets
-it. (A single slow call is no verdict: the first call after an idle pause wakes the team's
-sleeping threads.) On an idle machine the guard only reads the clock twice a call.
+team) the team is tried again. The probe compares the team with the serial calls just
+before it: a team call at most as slow as the best of them is good — the team is on again,
+and its best call is measured anew (a whole-machine slowdown, which slows both forms, is
+not a stall: on a shared VM whose speed moved 2x within minutes, ResNet-18's team calls ran
+27-50 ms and its serial ones 45-68, team / serial 0.70 call for call); :attr:`STREAK` bad
+probes in a row and the next serial stretch is twice as long (up to
+:attr:`MAX_SERIAL_CALLS`); one good probe resets it. (A single slow call is no verdict: the
+first call after an idle pause wakes the team's sleeping threads.) On an idle machine the
+guard only reads the clock twice a call.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ class StallGuard:
         self.best = float("inf")
         self._streak = 0
         self._serial_left = 0
+        self._serial_best = float("inf")  # the best serial call of the current serial stretch
         self._backoff = self.SERIAL_CALLS
         self._probing = False
 
@@ -56,22 +62,25 @@ class StallGuard:
 
     def end(self, start: float) -> None:
         """Call after the call; decides the mode of the calls that follow."""
-        if not self.on:
-            return
         seconds = time.perf_counter() - start
-        if seconds < self.best:
-            self.best = seconds
-        if seconds <= self.STALL * self.best:
+        if not self.on:
+            self._serial_best = min(self._serial_best, seconds)
+            return
+        if self._probing:
+            if seconds <= self._serial_best:  # the team beats the serial forms as things are now
+                self._probing, self._backoff, self._streak = False, self.SERIAL_CALLS, 0
+                self.best = seconds
+                return
+        elif seconds <= self.STALL * min(self.best, seconds):
+            self.best = min(self.best, seconds)
             self._streak = 0
-            if self._probing:
-                self._probing, self._backoff = False, self.SERIAL_CALLS
             return
         self._streak += 1
         if self._streak >= self.STREAK:
             if self._probing:  # the team stalled again as soon as it came back: wait longer
                 self._backoff = min(2 * self._backoff, self.MAX_SERIAL_CALLS)
             self.on, self._probing, self._streak = False, False, 0
-            self._serial_left = self._backoff
+            self._serial_left, self._serial_best = self._backoff, float("inf")
 
 
 @dataclass(frozen=True)
