@@ -12,7 +12,7 @@ CORE = Path(lowerkit.__file__).parent
 CPU = CORE / "backend" / "cpu"
 ALLOWED_IN_CPU = ("lowerkit.errors", "lowerkit.ir", "lowerkit.backend.cpu")
 STDLIB_AND_NUMPY = {"__future__", "collections", "concurrent", "contextlib", "ctypes", "dataclasses", "fractions", "glob",
-                    "importlib", "math", "numpy", "os", "sys", "threading", "time", "types", "typing"}
+                    "importlib", "math", "numpy", "os", "platform", "sys", "threading", "time", "types", "typing"}
 # The compiled kernels import numba at their top; only lowerkit.backend.cpu.jit.load imports them.
 JIT = CPU / "jit"
 JIT_PLAIN = ("__init__.py", "activation.py", "select.py")
