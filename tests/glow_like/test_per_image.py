@@ -2,7 +2,9 @@
 one image at a time through the whole program, each image's layers as team regions, in one
 image's rows of the arena (runtime.Executable._image_by_image). Which programs take it, and
 that it computes what the whole program and the reference compute — over repeated calls,
-from 8 threads — allocating only its outputs."""
+from 8 threads — allocating only its outputs. Where the batch could run as slices too, both
+forms are bound and the first calls choose (FormTrial): both compute the same, and the
+loser's memory goes."""
 
 from __future__ import annotations
 
@@ -35,20 +37,53 @@ def _model(name: str, batch: int):
 
 def test_which_programs_run_image_by_image(monkeypatch):
     mobile, _ = _model("mobilenet_v2", 3)
-    handle = _handle(mobile, threads=2)
-    assert handle.per_image and handle.team is not None and handle.batch_slices is None
+    handle = _handle(mobile, threads=2)  # 3 images, 2 workers: slices could run too
+    assert handle.per_image and handle.team is not None and handle.batch_slices is not None
+    assert handle.form_trial is not None and handle.form_trial.choice is None
+    two = _handle(_model("mobilenet_v2", 2)[0], threads=3)  # fewer images than workers: no slices
+    assert two.per_image and two.batch_slices is None and two.form_trial is None
+    monkeypatch.setenv("LOWERKIT_GLOW_PER_IMAGE", "1")
+    forced = _handle(mobile, threads=2)
+    assert forced.per_image and forced.batch_slices is None and forced.form_trial is None
+    monkeypatch.delenv("LOWERKIT_GLOW_PER_IMAGE")
     assert not _handle(mobile, threads=1).per_image  # one thread: nothing to share an image with
     assert not _handle(_model("mobilenet_v2", 1)[0], threads=2).per_image  # one image: plain team mode
     resnet = _handle(_model("resnet18", 3)[0], threads=2)  # no depthwise layer: slices
     assert not resnet.per_image and resnet.batch_slices is not None
     monkeypatch.setenv("LOWERKIT_GLOW_PER_IMAGE", "0")
     off = _handle(mobile, threads=2)
-    assert not off.per_image and off.batch_slices is not None
+    assert not off.per_image and off.batch_slices is not None and off.form_trial is None
+
+
+def test_the_first_calls_choose_between_images_and_slices(monkeypatch):
+    """Both forms run, alternately, and agree with the whole program; the trial then settles
+    and each thread drops the other form's calls and memory."""
+    module, x = _model("mobilenet_v2", 3)
+    handle = _handle(module, threads=2)
+    monkeypatch.setenv("LOWERKIT_GLOW_PER_IMAGE", "0")
+    monkeypatch.setenv("LOWERKIT_GLOW_SPLIT_BATCH", "0")
+    (expected,) = _handle(module, threads=1).run([x])
+    trial = handle.form_trial
+    forms = []
+    while trial.choice is None:
+        forms.append(trial.form())
+        (got,) = handle.run([x])
+        assert_close([got], [expected], rtol=1e-5)
+    # alternating (the compile's dry run was the first call of form 0)
+    assert all(a != b for a, b in zip(forms, forms[1:])) and set(forms) == {0, 1}
+    assert len(forms) <= 2 * (trial.WARMUP + trial.TIMED)
+    assert trial.choice == (0 if trial.best[0] <= trial.best[1] else 1)
+    (got,) = handle.run([x])
+    assert_close([got], [expected], rtol=1e-5)
+    state = handle._state()
+    assert (state.image is None) != (state.slices is None)
+    assert (state.image is not None) == (trial.choice == 0)
 
 
 @pytest.mark.parametrize("name", ["mobilenet_v2", "efficientnet_b0"])
 def test_images_match_the_whole_program_and_the_reference(name, monkeypatch):
     module, x = _model(name, 3)
+    monkeypatch.setenv("LOWERKIT_GLOW_PER_IMAGE", "1")
     handle = _handle(module, threads=2)
     assert handle.per_image
     ran = record_team_calls(monkeypatch)
@@ -78,11 +113,17 @@ def test_eight_threads_share_one_image_by_image_handle():
             assert_close([got], [expected[i]], rtol=1e-5)
 
 
-def test_image_by_image_calls_allocate_only_their_outputs():
+@pytest.mark.parametrize("per_image", ["1", None])
+def test_image_by_image_calls_allocate_only_their_outputs(per_image, monkeypatch):
+    """Image by image alone, and after a trial (whichever form won)."""
+    if per_image:
+        monkeypatch.setenv("LOWERKIT_GLOW_PER_IMAGE", per_image)
     module, x = _model("mobilenet_v2", 4)
     handle = _handle(module, threads=2)
     assert handle.per_image
     (out,) = handle.run([x])  # binds this thread's arena and kernels
-    handle.run([x])
+    for _ in range(8):
+        handle.run([x])
+    assert handle.form_trial is None or handle.form_trial.choice is not None
     peak = peak_call_bytes(handle, x)
     assert peak < out.nbytes + 128 * 1024, f"a call allocated {peak} bytes (output {out.nbytes})"

@@ -7,19 +7,21 @@ their planned buffers, runs every instruction, and copies the outputs out. A bat
 slices (one per worker, see ``Executable._split_batch``) binds an arena, scratch and call
 list per slice instead; each worker copies its rows in, runs, and copies them out. A batch
 run image by image (``Executable._image_by_image``) binds the calls to the first image's
-rows and runs every image through them in turn, on the team.
+rows and runs every image through them in turn, on the team. Where a batch can run either
+way, both are bound and the first calls time them (``lowerkit.backend.cpu.FormTrial``).
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from lowerkit.backend.cpu import Parallel, Team, aligned_empty, blas_limit, cpu_count, make_team, split
+from lowerkit.backend.cpu import FormTrial, Parallel, Team, aligned_empty, blas_limit, cpu_count, make_team, split
 from lowerkit.errors import InputError
 from lowerkit.ir import DTYPES
 
@@ -55,6 +57,7 @@ class _ThreadState:
     outputs: list[np.ndarray]
     calls: list
     slices: list[_Slice] | None = None  # batch-slice mode instead
+    image: _Slice | None = None  # image-by-image mode (or both forms, while they are on trial)
 
 
 def _module(op: str) -> str:
@@ -100,12 +103,18 @@ class Executable:
         self.team: Team | None = None
         self.batch_slices: list[slice] | None = None
         self.per_image = False  # team mode one image at a time (see _image_by_image)
+        # Image by image (form 0) or batch slices (form 1), where a batch can run both ways
+        # and LOWERKIT_GLOW_PER_IMAGE does not say: timed on the first calls (_per_image_trial).
+        self.form_trial: FormTrial | None = None
         if self.threads == "blas":
             self.ways, self.blas_threads = 1, None
         else:
             self.ways = int(self.threads) if self.threads else max(1, min(cpu_count(), 8))
             if self.ways > 1 and batch_size(program) >= 2 and self._image_by_image(program):
                 self.blas_threads, self.team, self.per_image = 1, make_team(self.ways), True
+                if self._per_image_trial(program):
+                    self.batch_slices = split(batch_size(program), self.ways)
+                    self.parallel, self.form_trial = Parallel(self.ways), FormTrial()
             elif self.ways > 1 and batch_size(program) >= self.ways and self._split_batch(program):
                 self.batch_slices = split(batch_size(program), self.ways)
                 self.blas_threads, self.parallel = 1, Parallel(self.ways)
@@ -182,6 +191,18 @@ class Executable:
                         for ins in program.instructions)
         return depthwise and Executable._team_mode(program)
 
+    def _per_image_trial(self, program: Program) -> bool:
+        """True where a batch that runs image by image could run as slices too (at least one
+        image per worker, :meth:`_split_batch`) and ``LOWERKIT_GLOW_PER_IMAGE`` is unset: both
+        forms are bound and the first calls decide (``FormTrial``: each form's first call
+        skipped, then the best of two each). Which wins depends on the machine: MobileNetV2,
+        batch 8, image by image vs slices: 32.0 vs 35.8 ms on a Xeon (AVX-512), 78-99 vs
+        54-71 ms on an AMD EPYC VM (AVX2; three alternating processes each).
+        ``LOWERKIT_GLOW_PER_IMAGE=1`` keeps image by image, ``=0`` slices (read at compile).
+        """
+        return (os.environ.get("LOWERKIT_GLOW_PER_IMAGE") != "1" and batch_size(program) >= self.ways
+                and self._split_batch(program))
+
     @staticmethod
     def _split_batch(program: Program) -> bool:
         """True for batch-sliceable programs (:mod:`.lir.batch`) — the caller checks the batch
@@ -216,7 +237,10 @@ class Executable:
     def _bind(self) -> _ThreadState:
         program = self.program
         if self.batch_slices is not None:
-            return self._bind_slices()
+            state = self._bind_slices()
+            if self.per_image:  # both forms, on trial
+                state.image = self._bind_one_image().image
+            return state
         if self.per_image:
             return self._bind_one_image()
         views = self._views(_aligned_bytes(max(program.plan.peak_bytes, ALIGNMENT)))
@@ -263,7 +287,7 @@ class Executable:
         scratch = _aligned_bytes(max(program.plan.scratch_bytes, ALIGNMENT))
         image = _Slice(first, [sliced[b] for b in program.inputs], [sliced[b] for b in program.outputs],
                        self._prepare(sliced, scratch, None, self.team))
-        return _ThreadState([], [], [], [image])
+        return _ThreadState([], [], [], image=image)
 
     def _prepare(self, views: list[np.ndarray], scratch: np.ndarray, parallel: Parallel | None,
                  team: Team | None = None) -> list:
@@ -289,12 +313,19 @@ class Executable:
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run on ``inputs``; returns fresh output arrays."""
         state = self._state()
-        if state.slices is not None:
+        if state.slices is not None or state.image is not None:
             arrays, results = self._batch_io(inputs)
-            if self.per_image:
-                self._run_images(state.slices[0], arrays, results)
+            trial = self.form_trial
+            form = 0 if state.slices is None else 1 if state.image is None else trial.form()
+            start = time.perf_counter()
+            if form == 0:
+                self._run_images(state.image, arrays, results)
             else:
                 self._run_slices(state.slices, arrays, results)
+            if trial is not None and state.slices is not None and state.image is not None:
+                trial.record(form, time.perf_counter() - start)
+                if trial.choice is not None:  # decided: this thread lets the other form's memory go
+                    state.image, state.slices = (state.image, None) if trial.choice == 0 else (None, state.slices)
             return results
         if len(inputs) != len(state.inputs):
             raise InputError(

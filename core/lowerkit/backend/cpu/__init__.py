@@ -8,6 +8,8 @@
 - :class:`Team`, :func:`make_team`, :class:`StallGuard` — one image on several cores as
   compiled parallel regions (``jit.team``), and the guard that turns them off while another
   process holds a core; :mod:`.team_layers` — how each kind of layer runs on a team.
+- :class:`FormTrial` — two forms of the same work, timed alternately on the first calls;
+  the faster one runs from then on.
 - :func:`blas_limit`, :func:`blas_threads_beside` — one process-wide, reference-counted
   BLAS thread limit (threadpoolctl, imported on first use).
 - :func:`winograd_matrices`, :func:`interpolation_points` — Winograd/Toom-Cook F(m, r)
@@ -28,11 +30,13 @@ from .im2col import im2col_view, merge_last, pad_into, tile_view
 from .pool import Parallel, pool, run_parallel
 from .split import split
 from .team import StallGuard, Team, make_team
+from .trial import FormTrial
 from .winograd import interpolation_points, winograd_matrices
 
 __all__ = [
     "ALIGNMENT",
     "BlasLimiter",
+    "FormTrial",
     "Parallel",
     "StallGuard",
     "Team",
