@@ -98,9 +98,11 @@ def test_depthwise_plans_run_image_by_image_on_the_team(monkeypatch):
         pytest.skip("one core: plans run serially")
     x = models.example_input("mobilenet_v2", batch=3, small=True)
     module = lowerkit.trace(models.get("mobilenet_v2", small=True), x)
+    monkeypatch.setenv("LOWERKIT_NNPACK_PER_IMAGE", "1")  # no trial against slices
     lowered = lowerkit.to_backend(module, ["nnpack"])  # batch norms folded first (a partition's passes)
     (plan,) = _plans(lowered)
     assert plan.per_image and not plan.sliced and plan.team is not None and plan.blas_threads == 1
+    assert plan.form_trial is None
     ran = record_team_calls(monkeypatch)
     got = np.asarray(lowered(x))
     assert ran
@@ -116,3 +118,36 @@ def test_depthwise_plans_run_image_by_image_on_the_team(monkeypatch):
     for i in range(8):
         for out in results[i]:
             np.testing.assert_allclose(out, expected[i], rtol=1e-4, atol=1e-4)
+
+def test_the_first_calls_choose_between_images_and_slices(monkeypatch):
+    """By default a depthwise plan's sliceable batch times both forms on its first calls,
+    alternately: image by image on the team, and slices whose workers run the serial forms
+    (no team region); both match the reference, and the faster form is kept."""
+    from tests.team_calls import record_team_calls, team_on_small_layers
+
+    from lowerkit.backend.cpu import cpu_count
+
+    team_on_small_layers(monkeypatch)
+    if cpu_count() < 2:
+        pytest.skip("one core: plans run serially")
+    x = models.example_input("mobilenet_v2", batch=3, small=True)
+    module = lowerkit.trace(models.get("mobilenet_v2", small=True), x)
+    expected = np.asarray(module(x))
+    lowered = lowerkit.to_backend(module, ["nnpack"])
+    (plan,) = _plans(lowered)
+    trial = plan.form_trial
+    assert plan.per_image and trial is not None
+    ran = record_team_calls(monkeypatch)
+    forms = []
+    while trial.choice is None:
+        form = trial.form()
+        ran.clear()
+        got = np.asarray(lowered(x))
+        forms.append((form, bool(ran)))
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    assert {f for f, _ in forms} == {0, 1}
+    assert all(team == (form == 0) for form, team in forms)  # slices: serial forms only
+    assert trial.choice == (0 if trial.best[0] <= trial.best[1] else 1)
+    ran.clear()
+    np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-4, atol=1e-4)
+    assert bool(ran) == (trial.choice == 0)

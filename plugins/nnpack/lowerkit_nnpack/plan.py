@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import prod
@@ -19,6 +20,7 @@ import numpy as np
 
 from lowerkit.backend.cpu import (
     ALIGNMENT,
+    FormTrial,
     aligned_empty,
     blas_limit,
     blas_threads_beside,
@@ -26,6 +28,7 @@ from lowerkit.backend.cpu import (
     run_parallel,
     split,
     team_layers,
+    team_off,
 )
 from lowerkit.errors import LowerkitError, NodeExecutionError, UnsupportedOperatorError
 from lowerkit.ir.graph import Graph
@@ -166,6 +169,11 @@ class Plan:
         self.per_image = (sliceable and self.team is not None and os.environ.get("LOWERKIT_NNPACK_PER_IMAGE") != "0"
                           and any(is_depthwise(node) for node in graph.nodes))
         self.sliced = sliceable and not self.per_image
+        # Such a batch could run as slices too: the first calls time both forms and keep the
+        # faster (image by image 0, slices 1; glow_like does the same, see docs/nnpack.md).
+        # LOWERKIT_NNPACK_PER_IMAGE=1 keeps image by image, =0 slices.
+        trial = self.per_image and os.environ.get("LOWERKIT_NNPACK_PER_IMAGE") != "1"
+        self.form_trial: FormTrial | None = FormTrial() if trial else None
         if self.sliced:
             self.team = None
         self.gemm_on_blas = not self.sliced and _gemm_on_blas(graph, options, requested)
@@ -378,7 +386,16 @@ class Plan:
         if self.sliced:
             return self._run_slices(inputs, split(len(inputs[0]), self.workers))
         if self.per_image:
-            return self._run_images(inputs)
+            trial = self.form_trial
+            if trial is None or trial.choice == 0:
+                return self._run_images(inputs)
+            form, start = trial.form(), time.perf_counter()
+            if form == 0:
+                outputs = self._run_images(inputs)
+            else:
+                outputs = self._run_slices(inputs, split(len(inputs[0]), self.workers))
+            trial.record(form, time.perf_counter() - start)
+            return outputs
         env: dict[Value, np.ndarray] = dict(zip(self.inputs, inputs))
         # Every kernel of a plan asks BLAS for the same threads (cores // workers, from the
         # plan's one ``threads`` option), so the plan holds that limit over the whole call:
@@ -393,13 +410,18 @@ class Plan:
         return outputs
 
     def _run_slices(self, inputs: Sequence[np.ndarray], slices: list[slice]) -> list[np.ndarray]:
-        """Every layer on each slice of the batch, one slice per worker; outputs joined."""
+        """Every layer on each slice of the batch, one slice per worker (a team plan's steps in
+        their serial forms); outputs joined."""
         arrays = [np.asarray(x) for x in inputs]
         parts: list[list[np.ndarray]] = [[] for _ in slices]
 
         def run_slice(j: int) -> None:
             env: dict[Value, np.ndarray] = {v: x[slices[j]] for v, x in zip(self.inputs, arrays)}
-            parts[j] = self._run(env)
+            if self.team is None:
+                parts[j] = self._run(env)
+            else:  # a team plan run as slices (on trial): each worker runs the serial forms
+                with team_off():
+                    parts[j] = self._run(env)
 
         with blas_limit(1):
             run_parallel(len(slices), run_slice, range(len(slices)))

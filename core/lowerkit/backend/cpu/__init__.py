@@ -5,7 +5,7 @@
   thread count; the calling thread runs one share.
 - :func:`aligned_empty` — arrays whose data starts on a cache line (numpy's large arrays do not).
 - :func:`split` — a range of work cut into contiguous, nearly equal parts.
-- :class:`Team`, :func:`make_team`, :class:`StallGuard` — one image on several cores as
+- :class:`Team`, :func:`make_team`, :class:`StallGuard`, :func:`team_off` — one image on several cores as
   compiled parallel regions (``jit.team``), and the guard that turns them off while another
   process holds a core; :mod:`.team_layers` — how each kind of layer runs on a team.
 - :class:`FormTrial` — two forms of the same work, timed alternately on the first calls;
@@ -29,7 +29,7 @@ from .cores import cpu_count
 from .im2col import im2col_view, merge_last, pad_into, tile_view
 from .pool import Parallel, pool, run_parallel
 from .split import split
-from .team import StallGuard, Team, make_team
+from .team import StallGuard, Team, make_team, team_off
 from .trial import FormTrial
 from .winograd import interpolation_points, winograd_matrices
 
@@ -52,6 +52,7 @@ __all__ = [
     "pool",
     "run_parallel",
     "split",
+    "team_off",
     "tile_view",
     "winograd_matrices",
 ]

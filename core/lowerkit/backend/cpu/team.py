@@ -26,7 +26,10 @@ guard only reads the clock twice a call.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -100,9 +103,28 @@ class Team:
         return _kernels[0] if _kernels else _load_kernels()
 
     def usable(self) -> bool:
-        """False while the guard has turned regions off, and in a child forked after the
-        parent ran team kernels: run the serial forms then."""
-        return self.guard.on and not (_layer[0] if _layer else _load_layer()).forked()
+        """False while the guard has turned regions off, on a thread inside :func:`team_off`,
+        and in a child forked after the parent ran team kernels: run the serial forms then."""
+        return self.guard.on and not _here.off and not (_layer[0] if _layer else _load_layer()).forked()
+
+
+class _Here(threading.local):
+    off = False
+
+
+_here = _Here()
+
+
+@contextmanager
+def team_off() -> Iterator[None]:
+    """Team regions off on this thread inside the block: every :meth:`Team.usable` there is
+    False, so team-bound calls take their serial forms (a team-bound plan run as batch
+    slices, each worker on its own images)."""
+    before, _here.off = _here.off, True
+    try:
+        yield
+    finally:
+        _here.off = before
 
 
 # Found on first use and kept: these two are asked once per layer per call (an import
