@@ -151,8 +151,34 @@ def test_every_team_kernel_family_runs_in_the_mobile_block(monkeypatch):
     handle = _compile(module, threads=2)
     (got,) = handle.run([x])
     assert_close([got], [module.run("forward", x)], rtol=1e-4)
-    assert {"gemm_bias_activation", "fc_bias_activation", "im2col", "depthwise3x3_same", "depthwise3x3_s2",
+    assert {"gemm_bias_activation", "im2col", "depthwise3x3_same", "depthwise3x3_s2",
             "depthwise5x5", "depthwise_channels_last"} <= set(ran), ran
+    assert "fc_bias_activation" not in ran  # the head has one row: a matrix-vector product, on numpy
+
+
+def test_a_fully_connected_layer_runs_on_the_team_for_several_rows_only(monkeypatch):
+    """glow.fc over the last axis of [1, 4, 8, 8] (32 rows) is a team region; the head over
+    the flattened result (one row) is numpy's matrix-vector product. Both match the reference."""
+    rng = np.random.default_rng(5)
+    g, params = Graph(), {}
+
+    def param(name, shape):
+        params[name] = (rng.standard_normal(shape) * 0.4).astype(np.float32)
+        return g.add_node("param", [], [f32(*shape)], {"name": name}).output
+
+    x = g.add_input("x", f32(1, 3, 8, 8))
+    y = _add(g, "conv2d", [x, param("conv", (4, 3, 3, 3))], {"padding": (1, 1, 1, 1)})
+    y = _add(g, "linear", [y, param("rows", (5, 8)), param("rows_b", (5,))])  # [1, 4, 8, 5]: 32 rows
+    y = _add(g, "reshape", [y], {"shape": (1, 160)})
+    g.set_outputs([_add(g, "linear", [y, param("head", (7, 160)), param("head_b", (7,))])])
+    module = module_of(g, params)
+    handle = _compile(module, threads=2)
+    assert handle.team is not None
+    ran = record_team_calls(monkeypatch)
+    xv = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    (got,) = handle.run([xv])
+    assert ran.count("fc_bias_activation") == 1, ran
+    assert_close([got], [module.run("forward", xv)], rtol=1e-4)
 
 
 def test_a_stalling_handle_runs_its_serial_forms_until_a_probe(monkeypatch):

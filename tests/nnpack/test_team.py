@@ -184,3 +184,26 @@ def test_max_pool_runs_as_a_team_region(monkeypatch):
     xs = rng.standard_normal((1, 3, 20, 18)).astype(np.float32)
     np.testing.assert_allclose(lowered(xs), module(xs), rtol=1e-5, atol=1e-6)
     assert "max_pool3x3" in ran, ran
+
+
+def test_a_one_row_linear_layer_is_numpys_matrix_vector_product(monkeypatch):
+    """A linear layer over one row (a flattened image) skips the team region (numpy's gemv
+    beat two sgemm bands); over several rows it is one. Both match the reference."""
+    g, params = Graph(), {}
+    param = _param_maker(g, params, 3)
+    x = g.add_input("x", TensorType("f32", (1, 3, 8, 8)))
+    y = _add(g, "conv2d", [x, param("conv", (4, 3, 3, 3))], {"padding": (1, 1, 1, 1)})
+    y = _add(g, "linear", [y, param("rows", (5, 8)), param("rows_b", (5,))])  # [1, 4, 8, 5]: 32 rows
+    y = _add(g, "flatten", [y])
+    g.set_outputs([_add(g, "linear", [y, param("head", (7, 160)), param("head_b", (7,))])])
+    for i, node in enumerate(g.nodes):
+        node.debug_handle = i + 1
+    module = Module(params, {"forward": GraphMethod(g)}, name="Heads")
+    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    assert _plan(lowered).team is not None
+    ran = record_team_calls(monkeypatch)
+    xv = np.random.default_rng(4).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    got = lowered(xv)
+    assert ran.count("fc_bias_activation") == 1, ran
+    expected = lk.to_backend(module, "reference")(xv)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

@@ -116,3 +116,28 @@ def test_compiled_im2col_matches_the_window_view(c, hw, k, stride, pad, dil):
     for first, last in ((0, split), (split, out_hw[0])):
         kernel(x, col, *k, *stride, pt, pl, *dil, first, last)
     np.testing.assert_array_equal(col.reshape(expected.shape), expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    c=st.integers(1, 4), h=st.integers(1, 9), w=st.integers(1, 9), kh=st.integers(1, 5), kw=st.integers(1, 5),
+    sh=st.integers(1, 3), sw=st.integers(1, 3), dh=st.integers(1, 2), dw=st.integers(1, 2),
+    pt=st.integers(0, 3), pl=st.integers(0, 3), split=st.integers(0, 9),
+)
+def test_compiled_im2col_is_the_column_matrix(c, h, w, kh, kw, sh, sw, dh, dw, pt, pl, split):
+    """jit.conv.im2col (stride 1 has a kernel of its own) writes every row band exactly, padding as zeros."""
+    pytest.importorskip("numba")
+    from lowerkit.backend.cpu.jit import conv
+
+    pb, pr = pt, pl  # symmetric padding
+    oh, ow = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1, (w + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    if oh < 1 or ow < 1:
+        return
+    x = np.random.default_rng(3).standard_normal((c, h, w)).astype(np.float32)
+    padded = np.pad(x, ((0, 0), (pt, pb), (pl, pr)))
+    want = np.ascontiguousarray(im2col_view(padded, (kh, kw), (oh, ow), (sh, sw), (dh, dw))).reshape(c * kh * kw, oh, ow)
+    got = np.full(want.shape, np.nan, np.float32)  # stale scratch: every element must be written
+    cut = min(split, oh)
+    conv.im2col(x, got, kh, kw, sh, sw, pt, pl, dh, dw, 0, cut)
+    conv.im2col(x, got, kh, kw, sh, sw, pt, pl, dh, dw, cut, oh)
+    np.testing.assert_array_equal(got, want)

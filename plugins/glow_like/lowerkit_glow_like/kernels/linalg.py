@@ -27,7 +27,7 @@ def _fc(inputs, outputs, attrs, scratch, team=None):
     x2 = x.reshape(-1, w.shape[0])
     out2 = out.reshape(-1, w.shape[1])
     act = attrs.get("act", "none")
-    if (team is not None and w.size >= team_layers.MIN_LINEAR_WEIGHTS and x2.flags.c_contiguous
+    if (team is not None and team_layers.linear_on_team(x2.shape[0], w.size) and x2.flags.c_contiguous
             and w.flags.c_contiguous
             and all(a.dtype == np.float32 for a in (*inputs, out))):
         return _fc_team(x2, w, bias, out2, attrs, team)

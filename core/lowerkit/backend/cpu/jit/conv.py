@@ -517,15 +517,58 @@ bias_activation = njit(_BIAS_ACT, **_FLAGS)(_bias_activation)
 
 
 
-@njit(types.void(ro(3), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, i8), nogil=True, cache=True, error_model="numpy")
+_IM2COL_SIG = types.void(ro(3), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, i8)
+
+
+@njit(_IM2COL_SIG, nogil=True, cache=True, error_model="numpy")
+def _im2col_unit_stride(x, col, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last):
+    """:func:`im2col` for column stride 1: each row is one contiguous copy.
+
+    Taps are the outer loops and channels the inner one, so a tap's valid column span
+    ``[lo, hi)`` is worked out once for all channels (no divisions in the loop).
+    """
+    c_n, h, wd = x.shape[0], x.shape[1], x.shape[2]
+    ow_n = col.shape[2]
+    pixels = col.shape[1] * ow_n
+    xf, cf = x.reshape(-1), col.reshape(-1)
+    zero = np.float32(0)
+    for kh in range(kh_n):
+        for kw in range(kw_n):
+            off = kw * dw - pl
+            lo = min(ow_n, max(0, -off))
+            hi = max(lo, min(ow_n, wd - off))
+            for c in range(c_n):
+                row = ((c * kh_n + kh) * kw_n + kw) * pixels
+                plane = c * h * wd + lo + off
+                for oh in range(first, last):
+                    d = row + oh * ow_n
+                    ih = oh * sh - pt + kh * dh
+                    if ih < 0 or ih >= h:
+                        for i in range(_U(ow_n)):
+                            cf[_U(d) + i] = zero
+                        continue
+                    for i in range(lo):
+                        cf[d + i] = zero
+                    for i in range(hi, ow_n):
+                        cf[d + i] = zero
+                    src, dst = _U(plane + ih * wd), _U(d + lo)
+                    for i in range(_U(hi - lo)):
+                        cf[dst + i] = xf[src + i]
+
+
+@njit(_IM2COL_SIG, nogil=True, cache=True, error_model="numpy")
 def im2col(x, col, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last):
     """Output rows [first, last) of the im2col matrix of one image: ``col`` [C*KH*KW, OH, OW]
     gets ``x[c, oh*sh - pt + kh*dh, ow*sw - pl + kw*dw]`` (zero on padding) at
     ``[(c*KH + kh)*KW + kw, oh, ow]``.
 
     Padding is written as zeros here, so no padded copy of the image is made; strides 1
-    and 2 have loops of their own (a constant stride vectorises).
+    and 2 have loops of their own (a constant stride vectorises); stride 1 goes to
+    :func:`_im2col_unit_stride`.
     """
+    if sw == 1:
+        _im2col_unit_stride(x, col, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last)
+        return
     c_n, h, wd = x.shape[0], x.shape[1], x.shape[2]
     ow_n = col.shape[2]
     pixels = col.shape[1] * ow_n

@@ -11,7 +11,7 @@ GEMM bands equal BLAS's result on those rows or columns).
   thread) and runs the epilogue on its band while it is in that core's cache;
 - :func:`depthwise3x3_same`, :func:`depthwise3x3_s2`, :func:`depthwise5x5`, :func:`depthwise3x3`,
   :func:`conv2d_grouped`, :func:`depthwise_channels_last` — bands of planes (or channels);
-- :func:`im2col` — one image's columns in bands of output rows;
+- :func:`im2col` — one image's columns in bands of channels (of output rows for fewer channels than ways);
 - :func:`conv_tiles` — a convolution as implicit GEMM: bands of output rows, im2col and GEMM
   a few rows at a time, in each thread's cache;
 - :func:`fc_bias_activation` — a fully-connected layer in bands of output columns;
@@ -132,11 +132,18 @@ def max_pool3x3(x, out, stride, pt, pl, ways):
 
 @njit(types.void(ro(3), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8), **_FLAGS)
 def im2col(x, col, kh, kw, sh, sw, pt, pl, dh, dw, ways):
-    """:func:`.conv.im2col` of one image on ``ways`` bands of output rows."""
-    rows = col.shape[1]
+    """:func:`.conv.im2col` of one image on ``ways`` bands of channels (each thread writes one
+    contiguous block of ``col``), or of output rows when there are fewer channels than ways."""
+    channels, rows = x.shape[0], col.shape[1]
+    taps = kh * kw
+    by_channels = channels >= ways
     for j in prange(ways):
-        first, last = _band(rows, j, ways)
-        conv.im2col(x, col, kh, kw, sh, sw, pt, pl, dh, dw, first, last)
+        if by_channels:
+            c0, c1 = _band(channels, j, ways)
+            conv.im2col(x[c0:c1], col[c0 * taps:c1 * taps], kh, kw, sh, sw, pt, pl, dh, dw, 0, rows)
+        else:
+            first, last = _band(rows, j, ways)
+            conv.im2col(x, col, kh, kw, sh, sw, pt, pl, dh, dw, first, last)
 
 
 def _gemm_bias_activation(w, x, bias, out, code, p0, p1, ways, by_columns, gemm):
