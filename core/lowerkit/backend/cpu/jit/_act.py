@@ -97,8 +97,12 @@ def act_span(a, lo, hi, code, p0, p1):
     s = a[lo:hi]
     n = s.shape[0]
     if code == 1:
+        # "+ 0" keeps every store: for max(s[i], 0) alone LLVM stores only the lanes that
+        # change, as masked stores (vmaskmovps), which AMD's Zen cores run ~10x slower than a
+        # plain vector store (1.2M floats: 0.58 -> 0.06-0.10 ms on a Zen 3). The add costs
+        # nothing in a memory-bound loop and changes no value (-0.0 becomes +0.0).
         for i in range(n):
-            s[i] = max(s[i], _ZERO)
+            s[i] = max(s[i], _ZERO) + _ZERO
     elif code == 2:
         f0, f1 = np.float32(p0), np.float32(p1)
         for i in range(n):
