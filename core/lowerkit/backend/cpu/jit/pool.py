@@ -31,6 +31,7 @@ def pool2d(x, inv, out, is_max, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last)
     oh_n, ow_n = out.shape[2], out.shape[3]
     xf, of = x.reshape(-1), out.reshape(-1)
     start = np.float32(-np.inf) if is_max else np.float32(0)
+    zero = np.float32(0)
     us = _U(sw)
     for p in range(first, last):
         xb = p * h * wd
@@ -51,9 +52,9 @@ def pool2d(x, inv, out, is_max, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last)
                     if hi <= lo:
                         continue
                     src, dst = _U(r + lo * sw + off), _U(d + lo)
-                    if is_max:
+                    if is_max:  # "+ 0": every lane stored (see _act.act_span's ReLU)
                         for i in range(_U(hi - lo)):
-                            of[dst + i] = max(of[dst + i], xf[src + i * us])
+                            of[dst + i] = max(of[dst + i], xf[src + i * us]) + zero
                     else:
                         for i in range(_U(hi - lo)):
                             of[dst + i] += xf[src + i * us]
