@@ -45,15 +45,16 @@ def activation_of(node: Node) -> Activation:
 
 
 def activate_inplace(a: np.ndarray, act: Activation) -> None:
-    """``a = act(a)`` in place; ``a`` is float32 and C-contiguous (ReLU: one numpy pass,
-    the others: the compiled pass of ``lowerkit.backend.cpu.jit.conv``)."""
+    """``a = act(a)`` in place; ``a`` is float32 and C-contiguous (the compiled pass of
+    ``lowerkit.backend.cpu.jit.conv``; a small ReLU on numpy: ``jit.relu_inplace``)."""
     code, p0, p1 = act
     if code == NONE[0] or a.size == 0:
         return
-    if code == RELU[0]:
-        np.maximum(a, np.float32(0), out=a)
-        return
     from lowerkit.backend.cpu import jit
+
+    if code == RELU[0]:
+        jit.relu_inplace(a)
+        return
 
     if not a.flags.c_contiguous:  # pragma: no cover - the kernels pass contiguous blocks
         flat = np.ascontiguousarray(a)
@@ -65,8 +66,6 @@ def activate_inplace(a: np.ndarray, act: Activation) -> None:
 
 def apply(x: np.ndarray, act: Activation) -> np.ndarray:
     """``act(x)`` into a fresh float32 array (an activation no convolution fused)."""
-    if act[0] == RELU[0]:
-        return np.maximum(x, np.float32(0), dtype=np.float32)
     out = np.array(x, dtype=np.float32, order="C", copy=True)
     activate_inplace(out, act)
     return out

@@ -100,7 +100,9 @@ def apply_activation(out: np.ndarray, attrs: dict) -> None:
     run by the compiled ``activate`` on contiguous arrays, in numpy otherwise."""
     act = attrs.get("act", "none")
     if act == "relu":
-        np.maximum(out, 0, out=out)
+        from lowerkit.backend.cpu import jit
+
+        jit.relu_inplace(out)
     elif act == "clip":
         np.clip(out, attrs["act_min"], attrs["act_max"], out=out)
     elif act != "none":

@@ -17,20 +17,24 @@ Kernels release the GIL; backends run them on the shared worker pool of
 - :mod:`.norm` — softmax and layer norm over the last axis, one pass per row;
 - :mod:`.team` — the kernels above in bands on one parallel region, and GEMMs on the
   ``cblas_sgemm`` :mod:`.cblas` chooses (MKL's where installed, else numpy's);
-- :mod:`.activation` — the fused-activation codes (plain Python).
+- :mod:`.activation` — the fused-activation codes (plain Python);
+- :func:`relu_inplace` — ReLU over an array in place, compiled where that is faster.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+
+import numpy as np
 import threading
 import time
 from types import ModuleType
 
-from .activation import NAMES as ACTIVATIONS, activation_code
+from .activation import NAMES as ACTIVATIONS, RELU, activation_code
 
-__all__ = ["ACTIVATIONS", "CACHE_ENV", "KERNEL_MODULES", "activation_code", "cache_dir", "load", "load_seconds"]
+__all__ = ["ACTIVATIONS", "CACHE_ENV", "COMPILED_RELU_MIN", "KERNEL_MODULES", "activation_code", "cache_dir", "load",
+           "load_seconds", "relu_inplace"]
 
 CACHE_ENV = "LOWERKIT_JIT_CACHE_DIR"
 KERNEL_MODULES = ("conv", "winograd", "pool", "norm", "team")
@@ -84,3 +88,18 @@ def load(name: str, package: str = __name__) -> ModuleType:
 def load_seconds() -> dict[str, float]:
     """Seconds each loaded kernel module took to compile or load from the cache, by module."""
     return dict(_seconds)
+
+
+# From this many elements a contiguous float32 ReLU runs compiled (one call costs ~1.5 us more
+# than numpy's): numpy's maximum against a scalar was 6x slower on an AMD EPYC (Zen 3) VM,
+# 200,704 floats 0.093 vs 0.014 ms.
+COMPILED_RELU_MIN = 4096
+
+
+def relu_inplace(a: np.ndarray) -> None:
+    """``a = max(a, 0)`` in place: the compiled pass for C-contiguous float32 arrays of at
+    least :data:`COMPILED_RELU_MIN` elements (imports numba on first use), numpy otherwise."""
+    if a.dtype == np.float32 and a.size >= COMPILED_RELU_MIN and a.flags.c_contiguous:
+        load("conv").activate(a.reshape(-1), RELU, 0.0, 0.0)
+    else:
+        np.maximum(a, a.dtype.type(0), out=a)

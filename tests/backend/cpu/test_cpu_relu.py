@@ -1,0 +1,38 @@
+"""lowerkit.backend.cpu.jit.relu_inplace: the compiled pass (large contiguous float32) and
+numpy's maximum (small, strided or other dtypes) give numpy's ReLU, NaN and infinities included."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lowerkit.backend.cpu import jit
+
+
+def _values(n: int, dtype=np.float32) -> np.ndarray:
+    a = np.random.default_rng(n).standard_normal(n).astype(dtype)
+    a[:6] = [np.nan, -np.inf, np.inf, -0.0, 0.0, -1e-40]  # a float32 denormal last
+    return a
+
+
+@pytest.mark.parametrize("n", [7, jit.COMPILED_RELU_MIN - 1, jit.COMPILED_RELU_MIN, 3 * jit.COMPILED_RELU_MIN + 5])
+def test_relu_inplace_is_numpys_relu(n):
+    if n >= jit.COMPILED_RELU_MIN:
+        pytest.importorskip("numba")
+    a = _values(n)
+    want = np.maximum(a, np.float32(0))
+    jit.relu_inplace(a)
+    np.testing.assert_array_equal(a, want)  # NaN in the same places; -0.0 == 0.0
+
+
+def test_relu_inplace_on_strided_and_float64_arrays():
+    a = _values(3 * jit.COMPILED_RELU_MIN).reshape(3, -1)
+    view = a[:, ::2]  # not contiguous: numpy's maximum, in place through the view
+    want = np.maximum(view, 0)
+    jit.relu_inplace(view)
+    np.testing.assert_array_equal(view, want)
+    assert np.isnan(a[0, 0]) and a[0, 1] == -np.inf  # the skipped columns untouched
+    d = _values(2 * jit.COMPILED_RELU_MIN, np.float64)
+    want = np.maximum(d, 0)
+    jit.relu_inplace(d)
+    np.testing.assert_array_equal(d, want)
