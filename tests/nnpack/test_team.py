@@ -69,6 +69,17 @@ def mobile_net(seed=0):
     return Module(params, {"forward": GraphMethod(g)}, name="MobileNet")
 
 
+def _lowered_on_team(g, params, name, monkeypatch):
+    """Number ``g``'s nodes, lower its module to a two-thread nnpack plan (checked to be a team
+    plan), and start recording the team kernels it calls: (module, lowered, calls)."""
+    for i, node in enumerate(g.nodes):
+        node.debug_handle = i + 1
+    module = Module(params, {"forward": GraphMethod(g)}, name=name)
+    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    assert _plan(lowered).team is not None
+    return module, lowered, record_team_calls(monkeypatch)
+
+
 def _plan(lowered):
     from lowerkit_nnpack.plan import Plan
 
@@ -175,12 +186,7 @@ def test_max_pool_runs_as_a_team_region(monkeypatch):
     w = g.add_node("param", [], [TensorType("f32", (8, 3, 3, 3))], {"name": "w"}).output
     y = _add(g, "relu", [_add(g, "conv2d", [x, w], {"padding": (1, 1, 1, 1)})])
     g.set_outputs([_add(g, "max_pool2d", [y], {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1, 1, 1)})])
-    for i, node in enumerate(g.nodes):
-        node.debug_handle = i + 1
-    module = Module(params, {"forward": GraphMethod(g)}, name="Stem")
-    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
-    assert _plan(lowered).team is not None
-    ran = record_team_calls(monkeypatch)
+    module, lowered, ran = _lowered_on_team(g, params, "Stem", monkeypatch)
     xs = rng.standard_normal((1, 3, 20, 18)).astype(np.float32)
     np.testing.assert_allclose(lowered(xs), module(xs), rtol=1e-5, atol=1e-6)
     assert "max_pool3x3" in ran, ran
@@ -196,12 +202,7 @@ def test_a_one_row_linear_layer_is_numpys_matrix_vector_product(monkeypatch):
     y = _add(g, "linear", [y, param("rows", (5, 8)), param("rows_b", (5,))])  # [1, 4, 8, 5]: 32 rows
     y = _add(g, "flatten", [y])
     g.set_outputs([_add(g, "linear", [y, param("head", (7, 160)), param("head_b", (7,))])])
-    for i, node in enumerate(g.nodes):
-        node.debug_handle = i + 1
-    module = Module(params, {"forward": GraphMethod(g)}, name="Heads")
-    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
-    assert _plan(lowered).team is not None
-    ran = record_team_calls(monkeypatch)
+    module, lowered, ran = _lowered_on_team(g, params, "Heads", monkeypatch)
     xv = np.random.default_rng(4).standard_normal((1, 3, 8, 8)).astype(np.float32)
     got = lowered(xv)
     assert ran.count("fc_bias_activation") == 1, ran

@@ -520,6 +520,21 @@ bias_activation = njit(_BIAS_ACT, **_FLAGS)(_bias_activation)
 _IM2COL_SIG = types.void(ro(3), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, i8)
 
 
+@njit(inline="always")
+def _zero_padding(cf, d, ow_n, lo, hi, inside):
+    """Zeros where the column row at ``d`` reads padding: all of it for an input row outside
+    the image (not ``inside``), else the columns outside ``[lo, hi)``."""
+    zero = np.float32(0)
+    if not inside:
+        for i in range(_U(ow_n)):
+            cf[_U(d) + i] = zero
+        return
+    for i in range(lo):
+        cf[d + i] = zero
+    for i in range(hi, ow_n):
+        cf[d + i] = zero
+
+
 @njit(_IM2COL_SIG, nogil=True, cache=True, error_model="numpy")
 def _im2col_unit_stride(x, col, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last):
     """:func:`im2col` for column stride 1: each row is one contiguous copy.
@@ -531,7 +546,6 @@ def _im2col_unit_stride(x, col, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last)
     ow_n = col.shape[2]
     pixels = col.shape[1] * ow_n
     xf, cf = x.reshape(-1), col.reshape(-1)
-    zero = np.float32(0)
     for kh in range(kh_n):
         for kw in range(kw_n):
             off = kw * dw - pl
@@ -543,14 +557,10 @@ def _im2col_unit_stride(x, col, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last)
                 for oh in range(first, last):
                     d = row + oh * ow_n
                     ih = oh * sh - pt + kh * dh
-                    if ih < 0 or ih >= h:
-                        for i in range(_U(ow_n)):
-                            cf[_U(d) + i] = zero
+                    inside = 0 <= ih < h
+                    _zero_padding(cf, d, ow_n, lo, hi, inside)
+                    if not inside:
                         continue
-                    for i in range(lo):
-                        cf[d + i] = zero
-                    for i in range(hi, ow_n):
-                        cf[d + i] = zero
                     src, dst = _U(plane + ih * wd), _U(d + lo)
                     for i in range(_U(hi - lo)):
                         cf[dst + i] = xf[src + i]
@@ -562,9 +572,9 @@ def im2col(x, col, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last):
     gets ``x[c, oh*sh - pt + kh*dh, ow*sw - pl + kw*dw]`` (zero on padding) at
     ``[(c*KH + kh)*KW + kw, oh, ow]``.
 
-    Padding is written as zeros here, so no padded copy of the image is made; strides 1
-    and 2 have loops of their own (a constant stride vectorises); stride 1 goes to
-    :func:`_im2col_unit_stride`.
+    Padding is written as zeros here, so no padded copy of the image is made; column
+    stride 1 goes to :func:`_im2col_unit_stride`, stride 2 has a loop of its own (a
+    constant stride vectorises).
     """
     if sw == 1:
         _im2col_unit_stride(x, col, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last)
@@ -573,8 +583,7 @@ def im2col(x, col, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last):
     ow_n = col.shape[2]
     pixels = col.shape[1] * ow_n
     xf, cf = x.reshape(-1), col.reshape(-1)
-    zero = np.float32(0)
-    u1, u2 = _U(1), _U(2)
+    u2 = _U(2)
     for c in range(c_n):
         for kh in range(kh_n):
             for kw in range(kw_n):
@@ -585,19 +594,12 @@ def im2col(x, col, kh_n, kw_n, sh, sw, pt, pl, dh, dw, first, last):
                 for oh in range(first, last):
                     d = row + oh * ow_n
                     ih = oh * sh - pt + kh * dh
-                    if ih < 0 or ih >= h:
-                        for i in range(_U(ow_n)):
-                            cf[_U(d) + i] = zero
+                    inside = 0 <= ih < h
+                    _zero_padding(cf, d, ow_n, lo, hi, inside)
+                    if not inside:
                         continue
-                    for i in range(lo):
-                        cf[d + i] = zero
-                    for i in range(hi, ow_n):
-                        cf[d + i] = zero
                     src, dst = _U(c * h * wd + ih * wd + lo * sw + off), _U(d + lo)
-                    if sw == 1:
-                        for i in range(_U(hi - lo)):
-                            cf[dst + i] = xf[src + i]
-                    elif sw == 2:
+                    if sw == 2:
                         for i in range(_U(hi - lo)):
                             cf[dst + i] = xf[src + i * u2]
                     else:
