@@ -9,6 +9,9 @@ Each shape is ``C[M, N] = A[M, K] @ B[K, N]`` (row-major: M output channels, K =
 channels x kernel taps, N output pixels), timed hot (the same operands every call) and cold
 (weights rotated over 12 copies, as in a model where every layer's weights come from memory);
 best of 5 rounds, GFLOP/s = 2MNK / time. Same process, interleaved.
+
+The 1x1 shapes also run as a one-node ``Conv`` on ONNX Runtime and OpenVINO at one thread
+(hot; their call overhead and NCHW in/out included): is the GEMM itself behind the peers?
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from threadpoolctl import threadpool_limits
 
 from lowerkit.backend.cpu.jit import cblas
 from lowerkit.backend.cpu.jit.cblas import NO_TRANS, ROW_MAJOR
-from peers import blas_lines
+from peers import blas_lines, conv_model, onnxruntime_runner, openvino_runner
 
 # (what, M, K, N): ResNet 3x3 layers at 56..7 (im2col), MobileNetV2 / EfficientNet 1x1 layers, the stems
 SHAPES = [
@@ -34,6 +37,8 @@ SHAPES = [
     ("MobileNetV2 project 384->64 14x14", 64, 384, 196),
     ("MobileNetV2 expand 160->960 7x7", 960, 160, 49),
     ("MobileNetV2 project 96->576 band 14x14", 288, 96, 196),
+    ("MobileNetV2 expand 16->96 112x112", 96, 16, 12544),
+    ("MobileNetV2 project 576->96 14x14", 96, 576, 196),
     ("stem 3x3/2 3->32 (K=27)", 32, 27, 12544),
     ("ResNet stem 7x7/2 3->64 (K=147)", 64, 147, 12544),
 ]
@@ -73,8 +78,8 @@ def main() -> None:
     if mkl is None:
         print(f"MKL column skipped: {cblas.why_not_mkl()}")
     print("\n| shape | M x K x N | numpy matmul us (GF/s) | numpy cblas cold us | MKL hot us (GF/s) | MKL cold us "
-          "| MKL / numpy, cold |")
-    print("|---|---|---|---|---|---|---|")
+          "| MKL / numpy, cold | ORT 1x1 Conv us | OpenVINO 1x1 Conv us | numpy / best peer, hot |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
     with threadpool_limits(1):
         for what, m, k, n in SHAPES:
@@ -93,7 +98,24 @@ def main() -> None:
                           f"{mkl_cold / numpy_cold:.2f}"]
             else:
                 cells += ["-", "-", "-"]
+            cells += _pointwise_peers(what, m, k, n, weights[0], b, hot)
             print(f"| {what} | {m}x{k}x{n} | " + " | ".join(cells) + " |", flush=True)
+
+
+def _pointwise_peers(what: str, m: int, k: int, n: int, a: np.ndarray, b: np.ndarray, numpy_us: float) -> list[str]:
+    """ONNX Runtime's and OpenVINO's one-thread times for a 1x1 shape as a Conv node, and numpy / the faster."""
+    side = int(round(n ** 0.5))
+    if "3x3" in what or "7x7/2" in what or side * side != n:
+        return ["-", "-", "-"]
+    x = np.ascontiguousarray(b.reshape(1, k, side, side))
+    model = conv_model(x.shape, np.ascontiguousarray(a.reshape(m, k, 1, 1)), 1, 0)
+    times = []
+    for runner in (onnxruntime_runner, openvino_runner):
+        run = runner(model, {"x": x}, 1)
+        times.append(best_us([run]) if run is not None else None)
+    cells = [f"{t:.0f}" if t is not None else "not installed" for t in times]
+    known = [t for t in times if t is not None]
+    return cells + ([f"{numpy_us / min(known):.2f}"] if known else ["-"])
 
 
 if __name__ == "__main__":
