@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lowerkit.backend.cpu import jit
 from lowerkit.backend.cpu.jit.activation import NAMES, activation_code
 from lowerkit.ir.node import Node
 
@@ -50,8 +51,6 @@ def activate_inplace(a: np.ndarray, act: Activation) -> None:
     code, p0, p1 = act
     if code == NONE[0] or a.size == 0:
         return
-    from lowerkit.backend.cpu import jit
-
     if code == RELU[0]:
         jit.relu_inplace(a)
         return

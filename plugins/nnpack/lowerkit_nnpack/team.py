@@ -160,11 +160,10 @@ class TeamLinear:
 
     def __call__(self, x, weight=None, bias=None) -> np.ndarray:
         wt = self.layer.weight_t
-        if weight is not None or bias is not None or not self.team.usable() or x.shape[-1] != wt.shape[0]:
+        if (weight is not None or bias is not None or not self.team.usable() or x.shape[-1] != wt.shape[0]
+                or not team_layers.linear_on_team(x.size // wt.shape[0], wt.size)):
             return self.layer(x, weight, bias)
         x2 = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, wt.shape[0])
-        if not team_layers.linear_on_team(x2.shape[0], wt.size):
-            return self.layer(x, weight, bias)
         out = aligned_empty((x2.shape[0], wt.shape[1]))
         self.kernels.fc_bias_activation(x2, wt, self.bias, out, *NONE, self.team.ways, self.team.sgemm)
         return out.reshape(*x.shape[:-1], wt.shape[1])

@@ -32,6 +32,7 @@ COLUMN_SPLIT_ROWS = 64
 TILED_PIXELS = 1024
 TILE_BYTES = 384 * 1024
 
+
 def linear_on_team(rows: int, weights: int) -> bool:
     """Whether a fully-connected layer of ``rows`` input rows and ``weights`` weights runs as a
     team region. One row is a matrix-vector product, and numpy's (BLAS's gemv, one thread) beat

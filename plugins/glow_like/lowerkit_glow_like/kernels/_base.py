@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lowerkit.backend.cpu import jit
 from lowerkit.ir import TensorType
 
 Run = Callable[[], None]
@@ -84,8 +85,6 @@ def bias_activation(attrs: dict, bias: np.ndarray | None):
     """The epilogue of a GEMM convolution: ``epilogue(a)`` adds ``bias`` (one value per row of
     ``a`` [rows, pixels], repeating every ``len(bias)`` rows) and applies the fused activation,
     in one compiled pass; None when there is nothing to do."""
-    from lowerkit.backend.cpu import jit
-
     code, p0, p1 = jit.activation_code(attrs)
     b = np.empty(0, np.float32) if bias is None else np.ascontiguousarray(bias.reshape(-1), dtype=np.float32)
     if b.size == 0 and code == jit.activation.NONE:
@@ -100,14 +99,10 @@ def apply_activation(out: np.ndarray, attrs: dict) -> None:
     run by the compiled ``activate`` on contiguous arrays, in numpy otherwise."""
     act = attrs.get("act", "none")
     if act == "relu":
-        from lowerkit.backend.cpu import jit
-
         jit.relu_inplace(out)
     elif act == "clip":
         np.clip(out, attrs["act_min"], attrs["act_max"], out=out)
     elif act != "none":
-        from lowerkit.backend.cpu import jit
-
         code, p0, p1 = jit.activation_code(attrs)
         if out.flags.c_contiguous and out.dtype == np.float32:
             jit.load("conv").activate(out.reshape(-1), code, p0, p1)

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import importlib
 import os
-
-import numpy as np
 import threading
 import time
 from types import ModuleType
+
+import numpy as np
 
 from .activation import NAMES as ACTIVATIONS, RELU, activation_code
 
