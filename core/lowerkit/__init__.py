@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from . import autograd, nn, training  # training installs lowerkit.autograd.Trainer
+from . import autograd
 from .backend import hookspecs
 from .backend.hookspecs import Unsupported, hookimpl
 from .backend.profile import profile
@@ -31,7 +31,6 @@ from .errors import (
 )
 from .ir import Module, graph_of
 from .serialization import dumps, load, loads, save
-from .deploy import check
 
 # The functional API lives with the tracer and the hook specs with the backend layer; both
 # keep their historical import paths (``import lowerkit.ops``, ``lowerkit.hookspecs``).
@@ -75,12 +74,20 @@ __all__ = [
 ]
 
 
-_LAZY = {"models": ("models", None), "bench": ("cli.bench", "bench")}
+# ``lowerkit.autograd.Trainer`` lives a floor above autograd, in lowerkit.training, which
+# installs it when imported; autograd imports that module on the name's first use.
+autograd.install_from("lowerkit.training", "Trainer")
+
+_LAZY = {
+    "models": ("models", None), "bench": ("cli.bench", "bench"),
+    "nn": ("nn", None), "training": ("training", None), "check": ("deploy", "check"),
+}
 
 
 def __getattr__(name: str) -> object:
-    # Imported on first use, not by `import lowerkit`: the model zoo and the benchmark sit
-    # in the top layers, and packages below them import lowerkit.
+    # Imported on first use, not by `import lowerkit`: the model zoo and the benchmark sit in
+    # the top layers (packages below them import lowerkit); nn (numpy.random), training and
+    # deploy (importlib.metadata) cost ~50 ms that listing backends or loading a file never needs.
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib

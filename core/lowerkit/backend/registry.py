@@ -82,8 +82,8 @@ class BackendInfo:
     hooks: tuple[str, ...] | None = None
     #: ``lowerkit_options()``: dicts with name, type, default, doc (``None``: not declared).
     options: tuple[dict[str, Any], ...] | None = None
-    #: ``lowerkit_supported_ops()`` (``None``: not declared; ``()`` with no
-    #: ``lowerkit_is_supported``: whole modules only).
+    #: ``lowerkit_supported_ops()`` (``None``: not declared, or not asked with
+    #: ``backends(ops=False)``; ``()`` with no ``lowerkit_is_supported``: whole modules only).
     ops: tuple[str, ...] | None = None
     #: The payload versions it reads, the written one first (lowerkit_payload_versions);
     #: ``None`` when not asked (check=False), broken, or the backend does not say.
@@ -222,7 +222,7 @@ class _Registry:
                 self._from_entry_points[key] = backend
             return backend
 
-    def infos(self, check: bool, timeout: float | None = None) -> list[BackendInfo]:
+    def infos(self, check: bool, timeout: float | None = None, ops: bool = True) -> list[BackendInfo]:
         with self._lock:
             claims = self.claims()
             in_process = dict(self._in_process)
@@ -246,7 +246,7 @@ class _Registry:
             elif not check:
                 result.append(base)
             else:
-                probes.append((len(result), _Probe(self, base)))
+                probes.append((len(result), _Probe(self, base, ops)))
                 result.append(None)
         # Probes run side by side, each in a daemon thread, so that one hanging plugin costs
         # at most the timeout and never blocks the listing.
@@ -275,9 +275,10 @@ def probe_timeout(timeout: float | None = None) -> float:
 class _Probe:
     """Load one backend and ask its availability, options and ops, in a daemon thread."""
 
-    def __init__(self, registry: _Registry, base: BackendInfo) -> None:
+    def __init__(self, registry: _Registry, base: BackendInfo, ops: bool) -> None:
         self._registry = registry
         self._base = base
+        self._ask_ops = ops
         self._info: BackendInfo | None = None
         self._thread = threading.Thread(target=self._run, name=f"lowerkit-probe-{base.name}", daemon=True)
 
@@ -303,7 +304,8 @@ class _Probe:
             available, reason = backend.availability()
             info = replace(base, available=bool(available), note=str(reason or ""))
             hooks = tuple(h for h in HOOK_NAMES if backend.has_hook(h))
-            info = replace(info, hooks=hooks, options=_declared_options(backend), ops=_declared_ops(backend, hooks))
+            ops = _declared_ops(backend, hooks) if self._ask_ops else None
+            info = replace(info, hooks=hooks, options=_declared_options(backend), ops=ops)
             info = replace(info, payload_versions=backend.payload_versions() or None)
         except LowerkitError as err:
             info = replace(base, available=False, error=str(err))
@@ -369,7 +371,7 @@ _REGISTRY = _Registry()
 WRAPPERS.listen(_wrappers_changed)
 
 
-def backends(*, check: bool = True, timeout: float | None = None) -> list[BackendInfo]:
+def backends(*, check: bool = True, timeout: float | None = None, ops: bool = True) -> list[BackendInfo]:
     """Every installed backend, sorted by name, with distribution, version and availability.
 
     With ``check=False`` nothing is imported and ``available`` is ``None``. Otherwise each
@@ -377,10 +379,12 @@ def backends(*, check: bool = True, timeout: float | None = None) -> list[Backen
     seconds (default ``$LOWERKIT_PROBE_TIMEOUT`` or 5); one that does not answer in time is
     listed as unavailable with that reason. A broken plugin is listed with its ``error``
     (whatever it raised, ``SystemExit`` included); it never prevents the others from being
-    listed, and listing never raises because of a plugin.
+    listed, and listing never raises because of a plugin. With ``ops=False`` the backends are
+    not asked for their supported ops (which usually imports their kernels) and ``ops`` is
+    ``None``: the quick listing of ``lowerkit backends`` without ``-v``/``--json``.
     """
     start_env_profile()
-    return _REGISTRY.infos(check, timeout)
+    return _REGISTRY.infos(check, timeout, ops)
 
 
 def backend_names() -> list[str]:

@@ -16,10 +16,8 @@ atomically. Every malformed input raises :class:`~lowerkit.errors.FormatError`.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import struct
-import tempfile
 from pathlib import Path
 
 from ..errors import FormatError
@@ -63,6 +61,8 @@ def frame(payload: bytes, version: tuple[int, int] = FORMAT_VERSION) -> bytes:
             f"the module needs {len(payload)} bytes, above the format's limit of {MAX_PAYLOAD}"
         )
     prefix = _PREFIX.pack(MAGIC, version[0], version[1], len(payload))
+    import hashlib  # here, not at import: OpenSSL's binding costs ~5 ms of every start-up
+
     return prefix + hashlib.sha256(prefix + payload).digest() + payload
 
 
@@ -87,6 +87,8 @@ def unframe(data: bytes | bytearray | memoryview) -> tuple[tuple[int, int], memo
         raise FormatError(
             f"lowerkit file {state}: header says {length} payload bytes, found {len(payload)}"
         )
+    import hashlib
+
     hasher = hashlib.sha256(data[: _PREFIX.size])
     hasher.update(payload)
     if hasher.digest() != digest:
@@ -133,6 +135,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """
     target = Path(path)
     try:
+        import tempfile
+
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
     except OSError as err:  # name the file asked for, not the temporary one
         raise type(err)(err.errno, err.strerror, os.fspath(path)) from err

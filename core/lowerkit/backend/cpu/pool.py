@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 _pools: dict[int, ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
@@ -24,6 +26,10 @@ def pool(threads: int) -> ThreadPoolExecutor:
     with _pools_lock:
         executor = _pools.get(threads)
         if executor is None:
+            # Imported here: concurrent.futures (and the logging it brings) costs ~6 ms at
+            # every start-up, and listing the backends never runs a pool.
+            from concurrent.futures import ThreadPoolExecutor
+
             executor = ThreadPoolExecutor(max(1, threads - 1), thread_name_prefix=f"lowerkit-cpu-{threads}")
             _pools[threads] = executor
         return executor
