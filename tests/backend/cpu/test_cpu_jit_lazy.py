@@ -49,3 +49,24 @@ def test_the_compiled_kernels_page_examples_run():
     assert blocks
     for i, block in enumerate(blocks):
         exec(compile(block, f"{doc.name}[{i}]", "exec"), {"__name__": "compiled_kernels_example"})
+
+
+def test_the_cache_directory_follows_the_kernel_sources(tmp_path, monkeypatch):
+    """numba keys its cache by the kernel file's timestamp only; lowerkit adds a digest of
+    every source the kernels inline, so a changed helper means a fresh cache directory."""
+    from lowerkit.backend.cpu import jit
+
+    package = tmp_path / "lk_fake_kernels"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "helpers.py").write_text("K = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(jit.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(jit, "_digests", {})
+    before = jit.cache_dir("lk_fake_kernels")
+    assert before.startswith(str(tmp_path / "cache"))
+    assert jit.cache_dir("lk_fake_kernels") == before  # stable while nothing changes
+    (package / "helpers.py").write_text("K = 2\n")
+    jit._digests.clear()
+    assert jit.cache_dir("lk_fake_kernels") != before
+    assert jit.cache_dir() != jit.cache_dir("lk_fake_kernels")  # the core's own sources differ

@@ -44,24 +44,60 @@ _loaded: dict[str, ModuleType] = {}
 _seconds: dict[str, float] = {}
 
 
-def cache_dir() -> str:
-    """Where compiled kernels are cached: ``$LOWERKIT_JIT_CACHE_DIR`` if set, else
-    ``$NUMBA_CACHE_DIR`` if set, else numba's default (``__pycache__`` beside each kernel
-    source file when writable, else a per-user directory)."""
-    for env in (CACHE_ENV, "NUMBA_CACHE_DIR"):
-        if os.environ.get(env):
-            return os.environ[env]
-    return "__pycache__ beside the kernel sources (numba's default)"
+def cache_dir(package: str = __name__) -> str:
+    """Where the compiled kernels of ``package`` are cached: a directory named after a digest
+    of their sources, under ``$LOWERKIT_JIT_CACHE_DIR`` if set, else ``$NUMBA_CACHE_DIR``,
+    else ``$XDG_CACHE_HOME/lowerkit/numba`` (``~/.cache/lowerkit/numba``).
+
+    Why a digest: numba keys a cache by the timestamp of the kernel's own file only, but the
+    kernels inline helpers from other files (``_act.py``, ``_types.py``); after such a helper
+    changed (an edit, a ``git pull`` of an editable install) numba reused machine code built
+    from the old helper. A new digest is a new, empty directory: every kernel recompiles.
+    """
+    base = os.environ.get(CACHE_ENV) or os.environ.get("NUMBA_CACHE_DIR")
+    if not base:
+        home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        base = os.path.join(home, "lowerkit", "numba")
+    return os.path.join(base, f"kernels-{_sources_digest(package)}")
 
 
-def _configure_numba() -> None:
+# Modules outside a kernel package whose source its kernels compile in (constants, helpers).
+_EXTRA_SOURCES = {"lowerkit_glow_like.kernels.jit": ("lowerkit_glow_like.kernels.jit_codes",)}
+_digests: dict[str, str] = {}
+
+
+def _sources_digest(package: str) -> str:
+    """SHA-256 (first 16 hex digits) of the sources the kernels of ``package`` compile from:
+    this package's files, ``package``'s files and the modules :data:`_EXTRA_SOURCES` names."""
+    digest = _digests.get(package)
+    if digest is None:
+        import hashlib
+        import importlib.util
+
+        files = sorted(_package_files(__name__) | _package_files(package) | {
+            importlib.util.find_spec(name).origin for name in _EXTRA_SOURCES.get(package, ())})
+        h = hashlib.sha256()
+        for path in files:
+            with open(path, "rb") as f:
+                h.update(f.read())
+        digest = _digests[package] = h.hexdigest()[:16]
+    return digest
+
+
+def _package_files(package: str) -> set[str]:
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    return {os.path.join(folder, name) for folder in folders for name in os.listdir(folder) if name.endswith(".py")}
+
+
+def _configure_numba(package: str) -> None:
     import numba.core.config as config
 
     from ..blas import LIMITER
 
-    chosen = os.environ.get(CACHE_ENV)
-    if chosen:
-        config.CACHE_DIR = chosen  # read by numba when a cache is first located
+    config.CACHE_DIR = cache_dir(package)  # read by numba when each kernel's cache is located
     LIMITER.rescan()  # importing numba loads scipy, and with it a second OpenBLAS
 
 
@@ -77,7 +113,7 @@ def load(name: str, package: str = __name__) -> ModuleType:
     with _lock:
         module = _loaded.get(key)
         if module is None:
-            _configure_numba()
+            _configure_numba(package)
             start = time.perf_counter()
             module = importlib.import_module(key)
             _seconds[key] = time.perf_counter() - start
