@@ -1,7 +1,10 @@
 """A convolution writes into the buffer of a value that died earlier — in this call or, per
-thread, an earlier one (``plan.Spares``), the most recently freed first, always on a cache
+thread, an earlier one (``spares.Spares``), the most recently freed first, always on a cache
 line: never the caller's inputs, a constant, or a buffer a live value (or a view of it)
-still holds; returned outputs stay the caller's."""
+still holds; returned outputs stay the caller's. From the second call on, those buffers are
+views of one arena at offsets planned from the recorded call (``spares.plan_offsets``):
+values alive at the same time never share memory, and a call that takes other sizes drops
+the plan."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import numpy as np
 import lowerkit
 from lowerkit import nn
 from lowerkit.backend.cpu import ALIGNMENT
-from lowerkit_nnpack.plan import Spares
+from lowerkit_nnpack.spares import Spares, plan_offsets
 
 
 class _Chain(nn.Module):
@@ -85,9 +88,9 @@ def test_spares_prefer_the_most_recently_freed_buffer():
     assert np.shares_memory(spares.take((4, 4)), older)
 
 
-def test_spares_last_across_calls_per_thread_and_stay_bounded(rng):
-    """Buffers freed in one call serve the next (no fresh pages in steady state); the pool
-    holds at most ``Spares.MAX_FREE`` buffers however many calls run."""
+def test_spares_plan_one_arena_per_thread_from_the_second_call(rng):
+    """The first call reuses freed buffers and is recorded; from the next, the values that die
+    within a call live in one arena, the same every call, and the freed buffers are let go."""
     import threading
 
     from lowerkit_nnpack.plan import Plan
@@ -97,34 +100,84 @@ def test_spares_last_across_calls_per_thread_and_stay_bounded(rng):
     x = rng.standard_normal((1, 6, 12, 12)).astype(np.float32)
     lowered = lowerkit.to_backend(lowerkit.trace(net, x), "nnpack", {"forward": {"threads": 1}})
     (plan,) = [h.plan for h in lowered._handles.values() if isinstance(getattr(h, "plan", None), Plan)]
+    expected = np.asarray(lowered(x))
+    spares = plan._local.spares
+    assert spares._arena is None and spares._free  # recorded: intermediates died and were kept
     lowered(x)
-    pool = plan._local.spares._free
-    before = {id(entry[0]) for entry in pool}
-    assert before  # intermediates died and were kept
-    for _ in range(10):
-        lowered(x)
-    assert len(pool) <= Spares.MAX_FREE
-    assert before & {id(entry[0]) for entry in pool}  # the same buffers serve every call
+    arena = spares._arena
+    # three intermediates die, two at most alive at once: the arena holds two maps
+    assert arena is not None and arena.nbytes == 2 * 6 * 12 * 12 * 4 and not spares._free
+    for _ in range(5):
+        np.testing.assert_array_equal(np.asarray(lowered(x)), expected)
+    assert spares._arena is arena
     seen = []
     worker = threading.Thread(target=lambda: (lowered(x), seen.append(plan._local.spares)))
     worker.start()
     worker.join()
-    assert seen[0] is not plan._local.spares  # another thread, another pool
+    assert seen[0] is not spares  # another thread, another pool and arena
+
+
+def test_the_offsets_never_overlap_for_values_alive_together():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        log, clock, alive = [], 0, []
+        for _ in range(int(rng.integers(1, 30))):
+            clock += 1
+            log.append([int(rng.integers(1, 5000)) * 4, clock, None])
+            alive.append(len(log) - 1)
+            while alive and rng.random() < 0.5:
+                clock += 1
+                log[alive.pop(int(rng.integers(len(alive))))][2] = clock
+        slots, size = plan_offsets(log)
+        for i, slot in enumerate(slots):
+            assert (slot is None) == (log[i][2] is None)
+            if slot is None:
+                continue
+            assert slot[0] == log[i][0] and slot[1] % ALIGNMENT == 0 and slot[1] + slot[0] <= size
+            for j in range(i):
+                other = slots[j]
+                together = log[i][1] < log[j][2] and log[j][1] < log[i][2] if other else False
+                if together:
+                    assert slot[1] + slot[0] <= other[1] or other[1] + other[0] <= slot[1], (i, j)
+
+
+def test_a_call_taking_other_sizes_drops_the_plan_and_stays_safe():
+    spares = Spares()
+
+    def call(shapes):
+        spares.start_call()
+        arrays = []
+        for shape in shapes:
+            a = spares.take(shape)
+            spares.produced([a])
+            a.fill(len(arrays))
+            arrays.append(a)
+            if len(arrays) > 1:  # the one before dies once this one is written
+                spares.died(arrays[-2], {})
+        return arrays
+
+    call([(8, 8), (8, 8), (4, 4)])
+    first = call([(8, 8), (8, 8), (4, 4)])  # planned
+    assert spares._arena is not None
+    assert all(np.shares_memory(a, spares._arena) for a in first[:2])
+    other = call([(8, 8), (16, 16), (4, 4)])  # differs at the second take: the plan goes
+    assert spares._slots is None and not np.shares_memory(other[0], other[1])
+    assert [float(a[0, 0]) for a in other] == [0.0, 1.0, 2.0]
 
 
 def test_steady_state_calls_of_a_zoo_model_take_no_fresh_buffers(monkeypatch):
     """After warm-up, every output a step writes comes from the spare buffers: none is a new
     allocation (the pool once held too few buffers for EfficientNet's many shapes)."""
     from lowerkit import models
-    from lowerkit_nnpack import plan as plan_module
+    from lowerkit_nnpack import spares as spares_module
 
     x = models.example_input("efficientnet_b0", batch=1, small=True)
     lowered = lowerkit.to_backend(lowerkit.trace(models.get("efficientnet_b0", small=True), x), ["nnpack"])
     for _ in range(3):
         lowered(x)
     fresh = []
-    real = plan_module.aligned_empty
-    monkeypatch.setattr(plan_module, "aligned_empty", lambda shape, *a: fresh.append(shape) or real(shape, *a))
+    real = spares_module.aligned_empty
+    monkeypatch.setattr(spares_module, "aligned_empty", lambda shape, *a: fresh.append(shape) or real(shape, *a))
     for _ in range(3):
         lowered(x)
     assert fresh == []

@@ -19,9 +19,7 @@ from typing import Any
 import numpy as np
 
 from lowerkit.backend.cpu import (
-    ALIGNMENT,
     FormTrial,
-    aligned_empty,
     blas_limit,
     blas_threads_beside,
     make_team,
@@ -42,6 +40,7 @@ from .grad import Conv2dInputGrad, Conv2dWeightGrad
 from .activations import NONE, activation_of, apply
 from .layers import Linear, MaxPool2d, PooledPointwise, softmax
 from .selection import select_algorithm
+from .spares import Spares
 from .team import ALGORITHMS as TEAM_ALGORITHMS, TeamConv, TeamDepthwise, TeamLinear
 from .support import (
     ACTIVATION_OPS,
@@ -57,80 +56,6 @@ from .workspace import SHARED
 # A step's kernel takes the arrays of its runtime inputs and returns its outputs; a step that
 # ``fills`` also takes the call's spare arrays (see :class:`Spares`) to write its output into.
 StepKernel = Callable[..., list[np.ndarray]]
-
-
-class Spares:
-    """Buffers of values that died, most recently freed last. A step writes its output into
-    the most recently freed buffer that holds it (at most twice its size), else into a new
-    one, as glow_like writes into a planned arena: a fresh 1.6 MB output cost ~25-35 µs a
-    layer in page faults. Every buffer starts on a cache line (:func:`aligned_empty`: numpy's
-    own large arrays do not, and MKL's AVX-512 GEMM writing MobileNetV2's 24 -> 144 expansion
-    at 56x56 took 94 us into numpy's array, 84 us into an aligned one).
-    Only buffers this plan's steps filled are taken back — never the caller's inputs, the
-    constants, nor a view of someone else's array — and never while a live value shares
-    their memory, nor one the call returns. A plan keeps one per thread across calls
-    (:meth:`Plan._spares`): buffers freed in one call serve the next, so steady-state calls
-    touch no fresh pages."""
-
-    __slots__ = ("_free", "_owned", "_lent")
-    # Buffers kept, the least recently freed dropped first: at 8, EfficientNet-B0 allocated 32
-    # fresh maps a call (1-5 MB each, in page faults); from 32 no zoo model allocates any.
-    MAX_FREE = 32
-
-    def __init__(self) -> None:
-        # (byte buffer of aligned_empty, where its aligned part begins, its aligned bytes), oldest first
-        self._free: list[tuple[np.ndarray, int, int]] = []
-        # id(array) -> (the array, its buffer's entry): lent by take, then owned by a live value
-        self._owned: dict[int, tuple[np.ndarray, tuple[np.ndarray, int, int]]] = {}
-        self._lent: dict[int, tuple[np.ndarray, tuple[np.ndarray, int, int]]] = {}
-
-    def take(self, shape: tuple[int, ...]) -> np.ndarray:
-        """A float32 C-contiguous, cache-line-aligned array of ``shape`` in memory nobody
-        reads any more (a new one where no spare buffer holds it)."""
-        nbytes = 4 * prod(shape)
-        free = self._free
-        for i in range(len(free) - 1, -1, -1):
-            entry = free[i]
-            if nbytes <= entry[2] <= 2 * nbytes:
-                del free[i]
-                begin = entry[1]
-                array = entry[0][begin:begin + nbytes].view(np.float32).reshape(shape)
-                break
-        else:
-            array = aligned_empty(shape)
-            buffer = array.base
-            entry = (buffer, -buffer.ctypes.data % ALIGNMENT, buffer.nbytes - ALIGNMENT)
-        self._lent[id(array)] = (array, entry)
-        return array
-
-    def start_call(self) -> None:
-        """A new call: only arrays this call's steps produce count as owned."""
-        self._owned.clear()
-        self._lent.clear()
-
-    def produced(self, arrays: list[np.ndarray]) -> None:
-        """A step's results: one owns its buffer if :meth:`take` gave it. (Nothing else: an
-        array a step made some other way may be a view of the caller's input.)"""
-        for array in arrays:
-            lent = self._lent.pop(id(array), None)
-            if lent is not None and lent[0] is array:
-                self._owned[id(array)] = lent
-
-    def died(self, array: np.ndarray, env: dict) -> None:
-        """``array``'s value is dead: keep its buffer for reuse if this call's steps filled it
-        and no live value of ``env`` (the call's values, constants apart) shares it. (Each
-        buffer is lent to one array, owned by one value: it cannot be freed twice.)"""
-        owned = self._owned.pop(id(array), None)
-        if owned is None or owned[0] is not array:
-            return
-        entry = owned[1]
-        buffer = entry[0]
-        for v in env.values():  # views of a buffer have it as their base
-            if v is array or v.base is buffer:
-                return
-        self._free.append(entry)
-        if len(self._free) > self.MAX_FREE:
-            del self._free[0]
 
 
 @dataclass(frozen=True, slots=True)
