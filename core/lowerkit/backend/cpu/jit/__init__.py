@@ -93,6 +93,9 @@ def _package_files(package: str) -> set[str]:
 
 
 def _configure_numba(package: str) -> None:
+    """numba's cache in :func:`cache_dir` for ``package``. The setting stays for the process:
+    a kernel module imported directly later (``from ...jit.conv import ...``) caches there too,
+    and every digest covers this package's sources, so any of them is safe."""
     import numba.core.config as config
 
     from ..blas import LIMITER
