@@ -56,11 +56,15 @@ def test_the_cache_directory_follows_the_kernel_sources(tmp_path, monkeypatch):
     every source the kernels inline, so a changed helper means a fresh cache directory."""
     from lowerkit.backend.cpu import jit
 
+    import sys
+
     package = tmp_path / "lk_fake_kernels"
     package.mkdir()
-    (package / "__init__.py").write_text("")
+    (package / "__init__.py").write_text('CACHE_SOURCES = ("lk_fake_codes",)\n')
     (package / "helpers.py").write_text("K = 1\n")
+    (tmp_path / "lk_fake_codes.py").write_text("CODE = 1\n")  # outside the package, named by it
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "lk_fake_kernels", raising=False)
     monkeypatch.setenv(jit.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(jit, "_digests", {})
     before = jit.cache_dir("lk_fake_kernels")
@@ -68,5 +72,9 @@ def test_the_cache_directory_follows_the_kernel_sources(tmp_path, monkeypatch):
     assert jit.cache_dir("lk_fake_kernels") == before  # stable while nothing changes
     (package / "helpers.py").write_text("K = 2\n")
     jit._digests.clear()
-    assert jit.cache_dir("lk_fake_kernels") != before
+    after_helper = jit.cache_dir("lk_fake_kernels")
+    assert after_helper != before
+    (tmp_path / "lk_fake_codes.py").write_text("CODE = 2\n")
+    jit._digests.clear()
+    assert jit.cache_dir("lk_fake_kernels") not in (before, after_helper)
     assert jit.cache_dir() != jit.cache_dir("lk_fake_kernels")  # the core's own sources differ

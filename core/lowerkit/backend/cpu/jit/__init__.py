@@ -61,21 +61,21 @@ def cache_dir(package: str = __name__) -> str:
     return os.path.join(base, f"kernels-{_sources_digest(package)}")
 
 
-# Modules outside a kernel package whose source its kernels compile in (constants, helpers).
-_EXTRA_SOURCES = {"lowerkit_glow_like.kernels.jit": ("lowerkit_glow_like.kernels.jit_codes",)}
 _digests: dict[str, str] = {}
 
 
 def _sources_digest(package: str) -> str:
     """SHA-256 (first 16 hex digits) of the sources the kernels of ``package`` compile from:
-    this package's files, ``package``'s files and the modules :data:`_EXTRA_SOURCES` names."""
+    this package's files, ``package``'s files and the modules its ``CACHE_SOURCES`` names
+    (modules outside the package whose constants or helpers its kernels compile in)."""
     digest = _digests.get(package)
     if digest is None:
         import hashlib
         import importlib.util
 
-        files = sorted(_package_files(__name__) | _package_files(package) | {
-            importlib.util.find_spec(name).origin for name in _EXTRA_SOURCES.get(package, ())})
+        extra = getattr(importlib.import_module(package), "CACHE_SOURCES", ())
+        files = sorted(_package_files(__name__) | _package_files(package)
+                       | {importlib.util.find_spec(name).origin for name in extra})
         h = hashlib.sha256()
         for path in files:
             with open(path, "rb") as f:
