@@ -13,7 +13,6 @@ import numpy as np
 
 from lowerkit.backend.cpu import im2col_view, pad_into, split, team_layers
 from lowerkit.backend.cpu.gemm import matmul_into
-from lowerkit.backend.cpu.jit.select import im2col_compiled
 
 from . import grouped, winograd
 from ._base import apply_activation, bias_activation, kernel, scratch_array
@@ -39,13 +38,13 @@ def padded_bytes(c: int, hw, padding, itemsize: int) -> int:
 
 class Im2col:
     """Fills columns ``[C, KH, KW, OH, OW]`` of one image ``[C, H, W]``: compiled for float32
-    where ``lowerkit.backend.cpu.jit.select.im2col_compiled``, else numpy's copy from a
-    window view of a padded copy."""
+    (``lowerkit.backend.cpu.jit.conv.im2col``), else numpy's copy from a window view of a
+    padded copy."""
 
     def __init__(self, c, hw, khw, out_hw, stride, padding, dilation, dtype, scratch, offset: int = 0):
         (h, w), (pt, pl, pb, pr) = hw, padding
         self.kernels = None
-        if np.dtype(dtype) == np.float32 and im2col_compiled(stride, out_hw):
+        if np.dtype(dtype) == np.float32:
             from lowerkit.backend.cpu import jit
 
             self.kernels = jit.load("conv")

@@ -1,7 +1,7 @@
 """implicit_gemm: im2col into a reused column buffer, then BLAS GEMMs.
 
 Columns of one image come from the compiled im2col of ``lowerkit.backend.cpu.jit.conv``
-(float32, where ``lowerkit.backend.cpu.jit.select.im2col_compiled``: padding written as zeros),
+(float32: padding written as zeros),
 else from a window view of a padded copy; the batch-folded and channel-split paths keep the
 view (their column layouts are not one image's contiguous matrix).
 """
@@ -12,7 +12,6 @@ import numpy as np
 
 from lowerkit.backend.cpu import im2col_view, pad_into
 from lowerkit.backend.cpu.gemm import matmul_into
-from lowerkit.backend.cpu.jit.select import im2col_compiled
 
 
 from ..workspace import Workspace
@@ -40,10 +39,9 @@ class ImplicitGemm(ConvAlgorithm):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        # The compiled im2col, loaded here (at build) for the geometries it serves.
-        g = self.geom
+        # The compiled im2col, loaded here (at build).
         self._im2col = None
-        if not self._reads_in_place() and im2col_compiled(g.stride, self.out_hw):
+        if not self._reads_in_place():
             from lowerkit.backend.cpu import jit
 
             self._im2col = jit.load("conv").im2col

@@ -58,17 +58,10 @@ def padded_hw(out_hw, kernel, stride, dilation) -> tuple[int, int]:
     return tuple((o - 1) * s + (k - 1) * d + 1 for o, k, s, d in zip(out_hw, kernel, stride, dilation))
 
 
-# The compiled im2col (``conv.im2col``) writes padding as zeros and needs no padded copy.
-# One thread, us, numpy's window copy vs compiled: 3x224x224 7x7/2 669 vs 504, 3x224x224
-# 3x3/2 169 vs 99, 64x56x56 3x3/2 287 vs 187, 64x56x56 3x3 454 vs 313, 256x14x14 3x3 225
-# vs 206, but 512x7x7 3x3 219 vs 236: rows of 7 are too short.
-COMPILED_IM2COL_MIN_WIDTH = 14  # output columns, for stride 1 (strided im2col always compiles)
-
-
-def im2col_compiled(stride, out_hw) -> bool:
-    """Whether the compiled im2col fills a convolution's float32 columns (else numpy's copy
-    from a window view of a padded image)."""
-    return tuple(stride) != (1, 1) or out_hw[1] >= COMPILED_IM2COL_MIN_WIDTH
+# The compiled im2col (``conv.im2col``) writes padding as zeros and needs no padded copy, so
+# every float32 convolution takes it. Its stride-1 rows are contiguous copies: one thread, us,
+# numpy's window copy of a padded image vs compiled, 3x224x224 7x7/2 669 vs 504, 64x56x56 3x3
+# 454 vs 313, 512x7x7 3x3 267 vs 177, 512x4x4 3x3 255 vs 175, 256x2x2 3x3 82 vs 51.
 
 
 def max_pool3x3_fits(kernel, stride, padding, dilation, in_hw, out_hw) -> bool:
