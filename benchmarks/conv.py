@@ -11,6 +11,10 @@ stride-1 gradient kernels against PyTorch's CPU backward.
     python benchmarks/conv.py --quick --no-dense --no-gradients   # the depthwise table only
 
 Every table has ONNX Runtime and OpenVINO columns (the same one-node ONNX model; see peers.py).
+Two nnpack figures per row: ``auto`` is the kernel API (``lowerkit_nnpack.conv.Conv2d``, its
+work split over the thread pool), ``lowered`` the one-convolution module lowered to nnpack —
+what a user's lowered model runs for that layer (a team region at batch 1, batch slices on the
+workers at batch 8), call overhead included. The issue-14 target is read from ``lowered``.
 The depthwise table (MobileNet/EfficientNet layers) compares nnpack's depthwise extension and
 glow_like (a lowered one-conv module, call overhead included) with the peers.
 """
@@ -26,6 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from threadpoolctl import threadpool_limits
+
+import lowerkit as lk
+from lowerkit import nn
 
 from lowerkit.backend.cpu import cpu_count
 from lowerkit_nnpack.algorithms import check_algorithm
@@ -117,6 +124,16 @@ def openvino_conv(x: np.ndarray, w: np.ndarray, stride: int, pad: int, threads: 
         return None
 
 
+def lowered_conv(x: np.ndarray, w: np.ndarray, stride: int, pad: int, backend: str = "nnpack"):
+    """A one-convolution lowerkit module (traced from ``lowerkit.nn.Conv2d``, no bias) lowered
+    to ``backend``: the plan a lowered model runs for this layer, call overhead included."""
+    oc, c, kh, _ = w.shape
+    conv = nn.Conv2d(c, oc, kh, stride=stride, padding=pad, bias=False)
+    conv.weight = w
+    module = lk.to_backend(lk.trace(conv, x), backend)
+    return lambda: module(x)
+
+
 def torch_module():
     try:
         import torch
@@ -166,6 +183,7 @@ def forward_table(layers: list[Layer], batches: list[int], args) -> list[dict]:
                 engines.append((name, (lambda c: lambda: c(x))(conv), None))
                 if name == "auto":
                     row["auto_is"] = conv.algorithm
+            engines.append(("lowered", lowered_conv(x, w, layer.stride, layer.pad), None))
             for blas in sorted({1, cores}):
                 engines.append(("im2col", lambda: im2col_baseline(x, w, layer.stride, layer.pad), blas))
             ort = onnxruntime_conv(x, w, layer.stride, layer.pad, cores)
@@ -205,25 +223,29 @@ def forward_table(layers: list[Layer], batches: list[int], args) -> list[dict]:
     return rows
 
 
-COLUMNS = ["wt8x8", "wt6x6", "wt4x4", "ft8x8", "ft16x16", "implicit_gemm", "direct", "auto", "im2col", "onnxruntime",
-           "openvino", "torch"]
+COLUMNS = ["wt8x8", "wt6x6", "wt4x4", "ft8x8", "ft16x16", "implicit_gemm", "direct", "auto", "lowered", "im2col",
+           "onnxruntime", "openvino", "torch"]
+RATIOS = (("auto", "im2col"), ("auto", "onnxruntime"), ("auto", "openvino"), ("auto", "torch"),
+          ("lowered", "onnxruntime"), ("lowered", "openvino"))
+SHORT = {"im2col": "im2col", "onnxruntime": "ORT", "openvino": "OV", "torch": "torch"}
 
 
 def print_header(markdown: bool) -> None:
-    cols = ["layer", "N", "auto is"] + COLUMNS + ["auto/im2col", "auto/ORT", "auto/OV", "auto/torch"]
+    names = [f"{a[0] if a == 'auto' else 'low'}/{SHORT[b]}" for a, b in RATIOS]
+    cols = ["layer", "N", "auto is"] + COLUMNS + names
     if markdown:
         print("| " + " | ".join(cols) + " |")
         print("|" + "---|" * len(cols))
     else:
         print(f"{'layer':<44} {'N':>2} {'auto is':>13} " + " ".join(f"{c[:9]:>9}" for c in COLUMNS[:-4])
-              + f" {'im2col':>7} {'ORT':>7} {'OV':>7} {'torch':>7} {'a/im2col':>8} {'a/ORT':>6} {'a/OV':>6} {'a/torch':>7}")
+              + f" {'im2col':>7} {'ORT':>7} {'OV':>7} {'torch':>7} " + " ".join(f"{n:>8}" for n in names))
 
 
 def print_row(row: dict, markdown: bool) -> None:
     def fmt(v) -> str:
         return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1f}"
 
-    ratios = [row["auto"] / row[k] for k in ("im2col", "onnxruntime", "openvino", "torch")]
+    ratios = [row[a] / row[b] for a, b in RATIOS]
     name = f"{row['layer']} ({row['shape']})"
     if markdown:
         cells = [name, str(row["batch"]), row["auto_is"]] + [fmt(row.get(c)) for c in COLUMNS] + [f"{r:.2f}" for r in ratios]
@@ -232,7 +254,7 @@ def print_row(row: dict, markdown: bool) -> None:
         print(f"{name[:44]:<44} {row['batch']:>2} {row['auto_is']:>13} "
               + " ".join(f"{fmt(row.get(c)):>9}" for c in COLUMNS[:-4])
               + f" {fmt(row['im2col']):>7} {fmt(row['onnxruntime']):>7} {fmt(row['openvino']):>7} {fmt(row['torch']):>7}"
-              + f" {ratios[0]:>8.2f} {ratios[1]:>6.2f} {ratios[2]:>6.2f} {ratios[3]:>7.2f}", flush=True)
+              + " " + " ".join(f"{r:>8.2f}" for r in ratios), flush=True)
 
 
 def gradient_table(layers: list[Layer], batch: int, args) -> None:
@@ -301,6 +323,9 @@ def main() -> None:
     print()
     for label, key in (("im2col", "im2col"), ("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino"), ("torch", "torch")):
         print(f"geomean auto/{label} over the stride-1 3x3 rows: {geomean([r['auto'] / r[key] for r in three]):.2f}")
+    for label, key in (("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino")):
+        ratios = [r["lowered"] / r[key] for r in three]
+        print(f"geomean lowered/{label} over the stride-1 3x3 rows: {geomean(ratios):.2f} (lowest {min(ratios):.2f})")
     print(f"geomean auto/ONNX Runtime over all rows: {geomean([r['auto'] / r['onnxruntime'] for r in rows]):.2f}")
     print(f"geomean auto (measured policy) / NNPACK's published rules over all rows: "
           f"{geomean([r['auto'] / r['nnpack_rules'] for r in rows]):.2f}")
