@@ -107,9 +107,13 @@ def test_spares_plan_one_arena_per_thread_from_the_second_call(rng):
     arena = spares._arena
     # three intermediates die, two at most alive at once: the arena holds two maps
     assert arena is not None and arena.nbytes == 2 * 6 * 12 * 12 * 4 and not spares._free
+    views = list(spares._views)
+    assert sum(v is not None for v in views) == 3  # the three intermediates that die
     for _ in range(5):
         np.testing.assert_array_equal(np.asarray(lowered(x)), expected)
     assert spares._arena is arena
+    # each take's view of the arena is made once and handed out again on every later call
+    assert [id(v) for v in spares._views] == [id(v) for v in views]
     seen = []
     worker = threading.Thread(target=lambda: (lowered(x), seen.append(plan._local.spares)))
     worker.start()

@@ -45,7 +45,7 @@ class Spares:
     (a fresh 1.6 MB output cost ~25-35 us a layer in page faults).
     """
 
-    __slots__ = ("_free", "_owned", "_lent", "_log", "_recording", "_clock", "_takes", "_slots", "_arena")
+    __slots__ = ("_free", "_owned", "_lent", "_log", "_recording", "_clock", "_takes", "_slots", "_arena", "_views")
     # Freed buffers kept, the least recently freed dropped first: at 8, EfficientNet-B0
     # allocated 32 fresh maps a call (1-5 MB each, in page faults); from 32 no zoo model did.
     MAX_FREE = 32
@@ -62,6 +62,7 @@ class Spares:
         self._takes = 0
         self._slots: list[tuple[int, int] | None] | None = None  # per take: (bytes, arena offset)
         self._arena: np.ndarray | None = None
+        self._views: list[np.ndarray | None] = []  # per take: its arena view, made on first use
 
     def start_call(self) -> None:
         """A new call: only arrays this call's steps produce count as owned. A call recorded
@@ -72,6 +73,7 @@ class Spares:
             self._slots, size = plan_offsets(self._log)
             if size:
                 self._arena = aligned_empty(size, np.uint8)
+                self._views = [None] * len(self._slots)
                 self._free.clear()  # the arena holds what they held
             else:
                 self._slots = None
@@ -89,9 +91,12 @@ class Spares:
         if slots is not None:
             slot = slots[k] if k < len(slots) else None
             if slot is not None and slot[0] == nbytes:
-                return self._arena[slot[1]:slot[1] + nbytes].view(np.float32).reshape(shape)
+                view = self._views[k]  # the same array every call: no slicing on the hot path
+                if view is None or view.shape != shape:
+                    view = self._views[k] = self._arena[slot[1]:slot[1] + nbytes].view(np.float32).reshape(shape)
+                return view
             if slot is not None or k >= len(slots):  # not the recorded sequence: the next call records anew
-                self._slots, self._arena = None, None
+                self._slots, self._arena, self._views = None, None, []
         array, entry = self._reuse(shape, nbytes)
         if self._recording:
             self._log.append([nbytes, self._clock, None])
