@@ -33,7 +33,6 @@ from threadpoolctl import threadpool_limits
 
 import lowerkit as lk
 from lowerkit import nn
-
 from lowerkit.backend.cpu import cpu_count
 from lowerkit_nnpack.algorithms import check_algorithm
 from lowerkit_nnpack.conv import Conv2d, RunOptions
@@ -325,7 +324,8 @@ def main() -> None:
         print(f"geomean auto/{label} over the stride-1 3x3 rows: {geomean([r['auto'] / r[key] for r in three]):.2f}")
     for label, key in (("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino")):
         ratios = [r["lowered"] / r[key] for r in three]
-        print(f"geomean lowered/{label} over the stride-1 3x3 rows: {geomean(ratios):.2f} (lowest {min(ratios):.2f})")
+        lowest = min((v for v in ratios if math.isfinite(v)), default=float("nan"))
+        print(f"geomean lowered/{label} over the stride-1 3x3 rows: {geomean(ratios):.2f} (lowest {lowest:.2f})")
     print(f"geomean auto/ONNX Runtime over all rows: {geomean([r['auto'] / r['onnxruntime'] for r in rows]):.2f}")
     print(f"geomean auto (measured policy) / NNPACK's published rules over all rows: "
           f"{geomean([r['auto'] / r['nnpack_rules'] for r in rows]):.2f}")
