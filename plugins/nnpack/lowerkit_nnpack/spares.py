@@ -15,7 +15,7 @@ from math import prod
 
 import numpy as np
 
-from lowerkit.backend.cpu import ALIGNMENT, aligned_empty
+from lowerkit.backend.cpu import ALIGNMENT, aligned_empty, pack_lifetimes
 
 __all__ = ["Spares", "plan_offsets"]
 
@@ -149,21 +149,13 @@ class Spares:
 def plan_offsets(log: list[list]) -> tuple[list[tuple[int, int] | None], int]:
     """Arena offsets for a recorded call: ``log`` has per take ``[bytes, taken at, freed at
     or None]`` (one clock over takes and frees). Takes freed within the call get ``(bytes,
-    offset)``, the largest placed first, each at the lowest cache-line-aligned offset no take
-    alive at the same time overlaps; the others ``None``. Returns the slots and the arena's
-    bytes."""
+    offset)``, placed as glow_like places its buffers (``lowerkit.backend.cpu.pack_lifetimes``:
+    cache-line-aligned, no take overlapping one alive at the same time); the others ``None``.
+    Returns the slots and the arena's bytes."""
+    dying = [i for i, entry in enumerate(log) if entry[2] is not None]
+    # alive from its take up to, not including, its free: the clock never repeats a time
+    offsets, top = pack_lifetimes([(log[i][1], log[i][2] - 1, log[i][0]) for i in dying])
     slots: list[tuple[int, int] | None] = [None] * len(log)
-    placed: list[tuple[int, int, int, int]] = []  # (taken at, freed at, offset, end)
-    top = 0
-    for i in sorted((i for i, e in enumerate(log) if e[2] is not None), key=lambda i: (-log[i][0], i)):
-        nbytes, start, end = log[i]
-        size = -(-nbytes // ALIGNMENT) * ALIGNMENT
-        offset = 0
-        for lo, hi in sorted((o, e) for s, f, o, e in placed if s < end and start < f):
-            if offset + size <= lo:
-                break
-            offset = max(offset, hi)
-        placed.append((start, end, offset, offset + size))
-        slots[i] = (nbytes, offset)
-        top = max(top, offset + size)
+    for i, offset in zip(dying, offsets):
+        slots[i] = (log[i][0], offset)
     return slots, top

@@ -4,6 +4,7 @@
 - :func:`run_parallel`, :class:`Parallel`, :func:`pool` — one process-wide worker pool per
   thread count; the calling thread runs one share.
 - :func:`aligned_empty` — arrays whose data starts on a cache line (numpy's large arrays do not).
+- :func:`pack_lifetimes` — offsets in one arena for buffers of known lifetimes (a static memory plan).
 - :func:`split` — a range of work cut into contiguous, nearly equal parts.
 - :class:`Team`, :func:`make_team`, :class:`StallGuard`, :func:`team_off` — one image on several cores as
   compiled parallel regions (``jit.team``), and the guard that turns them off while another
@@ -24,6 +25,7 @@ numpy and the standard library (threadpoolctl lazily). See docs/cpu-support.md.
 from __future__ import annotations
 
 from .aligned import ALIGNMENT, aligned_empty
+from .arena import pack_lifetimes
 from .blas import BlasLimiter, blas_limit, blas_threads_beside
 from .cores import cpu_count
 from .im2col import im2col_view, merge_last, pad_into, tile_view
@@ -48,6 +50,7 @@ __all__ = [
     "make_team",
     "interpolation_points",
     "merge_last",
+    "pack_lifetimes",
     "pad_into",
     "pool",
     "run_parallel",

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lowerkit.backend.cpu import pack_lifetimes
+
 from ..kernels import KERNELS
 from .program import ALIGNMENT, MemoryPlan, Program
 
@@ -70,22 +72,11 @@ def liveness_lower_bound(intervals: list[Interval], steps: int) -> int:
 
 
 def assign_offsets(intervals: list[Interval]) -> dict[int, int]:
-    """Greedy-by-size placement with best fit among time-overlapping placed buffers."""
-    placed: list[tuple[Interval, int]] = []
-    offsets: dict[int, int] = {}
-    for iv in sorted(intervals, key=lambda x: (-x.size, x.start, x.root)):
-        busy = sorted((off, off + other.size) for other, off in placed if other.overlaps(iv))
-        best_off, best_waste, cursor = None, None, 0
-        for lo, hi in busy:
-            gap = lo - cursor
-            if gap >= iv.size and (best_waste is None or gap - iv.size < best_waste):
-                best_off, best_waste = cursor, gap - iv.size
-            cursor = max(cursor, hi)
-        if best_off is None:
-            best_off = cursor
-        offsets[iv.root] = best_off
-        placed.append((iv, best_off))
-    return offsets
+    """Greedy-by-size placement with best fit among time-overlapping placed buffers
+    (``lowerkit.backend.cpu.pack_lifetimes``, which nnpack's arena uses too)."""
+    ordered = sorted(intervals, key=lambda iv: iv.root)  # ties placed by root, as before
+    offsets, _ = pack_lifetimes([(iv.start, iv.end, iv.size) for iv in ordered], ALIGNMENT)
+    return {iv.root: offset for iv, offset in zip(ordered, offsets)}
 
 
 def plan_memory(program: Program) -> MemoryPlan:

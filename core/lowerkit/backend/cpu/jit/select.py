@@ -58,12 +58,6 @@ def padded_hw(out_hw, kernel, stride, dilation) -> tuple[int, int]:
     return tuple((o - 1) * s + (k - 1) * d + 1 for o, k, s, d in zip(out_hw, kernel, stride, dilation))
 
 
-# The compiled im2col (``conv.im2col``) writes padding as zeros and needs no padded copy, so
-# every float32 convolution takes it. Its stride-1 rows are contiguous copies: one thread, us,
-# numpy's window copy of a padded image vs compiled, 3x224x224 7x7/2 669 vs 504, 64x56x56 3x3
-# 454 vs 313, 512x7x7 3x3 267 vs 177, 512x4x4 3x3 255 vs 175, 256x2x2 3x3 82 vs 51.
-
-
 def max_pool3x3_fits(kernel, stride, padding, dilation, in_hw, out_hw) -> bool:
     """True where the compiled ``pool.max_pool3x3`` applies (``padding`` starts top, left): a 3x3 undilated window, equal strides 1 or 2,
     and no window lying wholly on padding (at most 2 padded rows or columns on any side)."""
