@@ -24,8 +24,9 @@ def test_implicit_gemm_pool_workers_run_single_threaded_blas(rng, batch):
     """Both paths carry the parallelism on the pool, with BLAS at cores // workers: a
     BLAS-threaded GEMM would leave OpenBLAS's threads spinning into the next kernel's pool
     work (docs/nnpack.md, "Options")."""
-    geom = ConvGeometry(4, 8, (9, 9), (3, 3), (2, 2), (1, 1, 1, 1))
-    conv = Conv2d(geom, rng.standard_normal((8, 4, 3, 3)).astype(np.float32), algorithm="implicit_gemm",
+    # 16 input channels: 144 rows of columns, more than the panel GEMM takes (it runs no BLAS)
+    geom = ConvGeometry(16, 8, (9, 9), (3, 3), (2, 2), (1, 1, 1, 1))
+    conv = Conv2d(geom, rng.standard_normal((8, 16, 3, 3)).astype(np.float32), algorithm="implicit_gemm",
                   options=RunOptions(2, min_parallel_flops=0))
     seen = []
     inner = conv.impl.compute_output
@@ -35,7 +36,7 @@ def test_implicit_gemm_pool_workers_run_single_threaded_blas(rng, batch):
         inner(*args)
 
     conv.impl.compute_output = recording
-    conv(rng.standard_normal((batch, 4, 9, 9)).astype(np.float32))
+    conv(rng.standard_normal((batch, 16, 9, 9)).astype(np.float32))
     assert len(seen) == 2  # one call per worker: the work was split
     assert set(seen) == {max(1, cpu_count() // 2)}
 

@@ -100,7 +100,7 @@ def test_a_one_image_plan_runs_team_regions_and_matches_the_reference(monkeypatc
     expected = module(x)
     got = lowered(x)
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
-    assert {"gemm_bias_activation", "conv_tiles", "im2col", "fc_bias_activation", "depthwise3x3_same",
+    assert {"team_gemm", "conv_tiles", "im2col", "fc_bias_activation", "depthwise3x3_same",
             "depthwise5x5", "depthwise3x3_s2", "winograd_input", "winograd_products_output"} <= set(ran), ran
     assert "wt6x6" in plan.algorithms.values()
     serial = lk.to_backend(module, "nnpack", {"forward": {"threads": 1}})

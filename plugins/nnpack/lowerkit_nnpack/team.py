@@ -51,6 +51,7 @@ class TeamConv:
         oc, k = self.w2.shape
         self.form = team_layers.DenseTeamForm.of(oc, k, g.kernel, g.stride, g.padding, (1, 1), g.out_hw, team.ways)
         self.pointwise = self.form.pointwise
+        self.packed = self.form.pack(self.w2, self.bias)  # a gated call scales w2: sgemm then
         self.ws = conv.impl.ws  # per-thread scratch: a plan serves concurrent callers
 
     def output_shape(self, batch: int) -> tuple[int, int, int, int]:
@@ -99,11 +100,11 @@ class TeamConv:
             cols = None if form.cols_shape is None else self.ws.get("team_cols", form.cols_shape)
             scaled = None if gate is None else self.ws.get("team_gated_weight", self.w2.shape)
             for i in range(x.shape[0]):
-                w = self.w2
+                w, packed = self.w2, self.packed
                 if scaled is not None:  # only 1x1 layers take a gate
                     np.multiply(self.w2, gate[i].reshape(1, c), out=scaled)
-                    w = scaled
-                form.run(self.team, x[i], w, self.bias, out[i], act, cols)
+                    w, packed = scaled, None
+                form.run(self.team, x[i], w, self.bias, out[i], act, cols, packed=packed)
         if residual is not None:  # the regions ended without the activation: sum, then activate
             np.add(out, residual, out=out)
             activate_inplace(out, self.activation)

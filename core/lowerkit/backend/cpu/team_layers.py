@@ -1,10 +1,11 @@
 """How a layer of one image runs as team regions: the choices glow_like's and nnpack's team
 forms share (``lowerkit.backend.cpu.jit.team`` has the kernels; see docs/compiled-kernels.md).
 
-- :class:`DenseTeamForm` — a dense convolution: a 1x1 one as one GEMM region (bands of
-  output channels, or of pixels for few channels over many inputs); one with at least
-  :data:`TILED_PIXELS` outputs as implicit GEMM in tiles of ~:data:`TILE_BYTES` of columns
-  per thread; others as im2col then the GEMM;
+- :class:`DenseTeamForm` — a dense convolution: a 1x1 one as one GEMM region; one with at
+  least :data:`TILED_PIXELS` outputs as implicit GEMM in tiles of ~:data:`TILE_BYTES` of
+  columns per thread; others as im2col then the GEMM. The GEMM is the compiled panel GEMM on
+  a weight packed once where :func:`.panels.fits` says it is faster, else sgemm in bands of
+  output channels, or of pixels for few channels over many inputs;
 - :func:`depthwise_scratch` / :func:`run_depthwise` — the depthwise kernels with a team form;
 - the sizes below which a layer stays on the calling thread (a region costs ~3.5 us).
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import panels
 from .team import Team
 
 MIN_FLOPS = 1_000_000  # dense convolutions, per image
@@ -48,9 +50,11 @@ DEPTHWISE_ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise5x5", 
 class DenseTeamForm:
     """The team form of a dense convolution ``w2`` [OC, K] of one geometry; :meth:`run`
     computes one image. ``cols_shape`` is the float32 column scratch :meth:`run` needs
-    (None for 1x1 layers, which read the image in place)."""
+    (None for 1x1 layers, which read the image in place). ``panel``: a layer (1x1, or im2col
+    then the GEMM) whose GEMM is the panel GEMM, given the weight :meth:`pack` made."""
 
     pointwise: bool
+    panel: bool
     tiled: bool
     by_columns: bool
     tile_rows: int
@@ -66,14 +70,21 @@ class DenseTeamForm:
         tile_rows = max(1, min(oh, TILE_BYTES // (4 * k * ow)))
         cols_shape = None if pointwise else ((ways, k * tile_rows * ow) if tiled else (1, k * oh * ow))
         geometry = (kh, kw, *stride, *tuple(padding)[:2], *dilation)
-        return cls(pointwise, tiled, oc <= COLUMN_SPLIT_ROWS and k >= 2 * oc, tile_rows, cols_shape, geometry,
-                   (oh, ow))
+        panel = not tiled and panels.fits(k, oh * ow, team=True)
+        return cls(pointwise, panel, tiled, oc <= COLUMN_SPLIT_ROWS and k >= 2 * oc, tile_rows, cols_shape,
+                   geometry, (oh, ow))
+
+    def pack(self, w2: np.ndarray, bias: np.ndarray) -> panels.PackedWeight | None:
+        """The weight (and bias) as :meth:`run` takes them for a :attr:`panel` layer, else None."""
+        return panels.PackedWeight.of(w2, bias) if self.panel else None
 
     def run(self, team: Team, x: np.ndarray, w2: np.ndarray, bias: np.ndarray, out: np.ndarray,
-            act: tuple[int, float, float], cols: np.ndarray | None, fill_columns=None) -> None:
+            act: tuple[int, float, float], cols: np.ndarray | None, fill_columns=None,
+            packed: panels.PackedWeight | None = None) -> None:
         """``out`` [OC, OH, OW] = act(conv(``x`` [C, H, W]) + bias) on ``team``; ``cols`` of
         :attr:`cols_shape`; ``fill_columns(x, cols [K, OH, OW])`` replaces the team im2col
-        of the untiled form when given."""
+        of the untiled form when given; ``packed`` (from :meth:`pack`) replaces ``w2`` and
+        ``bias`` in a :attr:`panel` layer's GEMM."""
         kernels, ways, sgemm = team.kernels(), team.ways, team.sgemm
         oc = w2.shape[0]
         (oh, ow), pixels = self.out_hw, self.out_hw[0] * self.out_hw[1]
@@ -89,6 +100,9 @@ class DenseTeamForm:
             else:
                 fill_columns(x, image_cols)
             src = image_cols.reshape(-1, pixels)
+        if packed is not None:
+            packed.run_team(src, out.reshape(oc, pixels), act, ways)
+            return
         kernels.gemm_bias_activation(w2, src, bias, out.reshape(oc, pixels), *act, ways, self.by_columns, sgemm)
 
 

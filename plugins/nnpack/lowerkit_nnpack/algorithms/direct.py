@@ -1,4 +1,5 @@
-"""direct: 1x1 convolutions as plain GEMMs (no im2col)."""
+"""direct: 1x1 convolutions as plain GEMMs (no im2col; image by image on the compiled panel
+GEMM where it fits, as implicit GEMM decides: ``ImplicitGemm.run_chunk``)."""
 
 from __future__ import annotations
 

@@ -15,6 +15,8 @@ Kernels release the GIL; backends run them on the shared worker pool of
 - :mod:`.winograd` — Winograd F(4x4, 3x3) input and output transforms, fused per tile;
 - :mod:`.pool` — max, average and global average pooling;
 - :mod:`.norm` — softmax and layer norm over the last axis, one pass per row;
+- :mod:`.panel` — a 1x1 convolution's GEMM on a weight packed once, bias and activation
+  fused (LLVM IR micro-kernels; ``lowerkit.backend.cpu.panels`` packs and chooses);
 - :mod:`.team` — the kernels above in bands on one parallel region, and GEMMs on the
   ``cblas_sgemm`` :mod:`.cblas` chooses (MKL's where installed, else numpy's);
 - :mod:`.activation` — the fused-activation codes (plain Python);
@@ -37,7 +39,7 @@ __all__ = ["ACTIVATIONS", "CACHE_ENV", "COMPILED_RELU_MIN", "KERNEL_MODULES", "a
            "load_seconds", "relu_inplace"]
 
 CACHE_ENV = "LOWERKIT_JIT_CACHE_DIR"
-KERNEL_MODULES = ("conv", "winograd", "pool", "norm", "team")
+KERNEL_MODULES = ("conv", "winograd", "pool", "norm", "team", "panel")
 
 _lock = threading.Lock()
 _loaded: dict[str, ModuleType] = {}

@@ -1,0 +1,96 @@
+"""A convolution's weight ``[M, K]`` (output channels x rows of columns) packed once into
+panels for the compiled panel GEMM (``jit.panel``), and where that beats BLAS's ``sgemm``
+plus the epilogue pass: 1x1 layers, which read the image in place, and layers whose im2col
+columns are few rows (stems) or few pixels (7x7 maps on a team).
+
+Plain Python: packing is numpy; the kernels load (``jit.load("panel")``, numba) when a
+:class:`PackedWeight` is made, i.e. while a backend binds a layer.
+
+Measured on an AMD EPYC VM (Zen 3, AVX2), zoo shapes M x K x N (output channels x rows x
+pixels), ReLU6 epilogue, best of 25-75 calls, sgemm + epilogue / panel GEMM:
+
+- one thread, K <= 128: 96x16x12544 1.32-1.34, 16x32x12544 1.18-1.23, 144x24x3136 1.17,
+  192x32x784 1.17, 240x40x784 1.13, 40x27x12544 1.19, 576x96x196 1.02-1.24, 128x64x784 1.01,
+  256x64x3136 0.98; 128 < K <= 256 at parity or below (24x144x3136 1.01-1.16, 1024x256x196
+  0.89-0.95, 64x147x12544 — ResNet's stem — 0.88); from 480 on 0.90-0.98;
+- two threads (a team region against two sgemm bands, each with its epilogue): 1.07-1.81
+  on all shapes below 512 rows; 96x576x196 0.95, 256x1024x196 0.98, 1024x256x196 0.99; at
+  49 pixels 1.07-1.11 (960x160, 320x960, 2048x512, 1152x192) and 512x4608x49 (ResNet's 7x7
+  3x3 layers) 1.08 in an earlier prototype of the same kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SERIAL_MAX_INPUTS = 128  # one thread: the panel GEMM up to this many rows of columns
+TEAM_MAX_INPUTS = 512  # a team region: below this many, or any for at most TEAM_ANY_PIXELS
+TEAM_ANY_PIXELS = 128
+
+
+def fits(k: int, pixels: int, team: bool) -> bool:
+    """Whether the panel GEMM runs a convolution whose GEMM has ``k`` rows of columns (input
+    channels of a 1x1 layer) over ``pixels`` outputs per image, on a team region or on one
+    thread (the measurements above)."""
+    if team:
+        return k < TEAM_MAX_INPUTS or pixels <= TEAM_ANY_PIXELS
+    return k <= SERIAL_MAX_INPUTS
+
+
+def block_columns(k: int) -> int:
+    """Columns of the image the kernel multiplies by every panel before moving on (a multiple
+    of 16): 128 for at most 32 inputs, else 64. One thread, 16 to 256 columns and unblocked
+    over 17 zoo shapes: 64 was within 5% of the best on 14; 16 or 32 columns lost up to 34%
+    where the inputs are few (96x16x12544), no blocks up to 27% (the image block leaves L1).
+    Copying each block into a contiguous buffer first (as BLAS packs) gained nothing but on
+    64x147x12544 (ResNet's stem, 0.89 -> 0.98 of sgemm's speed), whose image rows, 49 KB
+    apart, fall into the same few L1 sets."""
+    return 128 if k <= 32 else 64
+
+
+@dataclass(frozen=True, eq=False)
+class PackedWeight:
+    """``w`` [M, K] in panels of ``jit.panel.ROWS`` (6) rows (``panels[p][k, r] = w[6p + r,
+    k]``, rows past M zero) and its bias [panels * 6] (zeros without one), flat float32, each
+    followed by the ``jit.panel.PAD`` floats the kernels may read; :meth:`run` and
+    :meth:`run_team` compute ``out = act(w @ x + bias)`` for ``x`` [K, N] and ``out`` [M, N]
+    (C order, float32)."""
+
+    panels: np.ndarray
+    bias: np.ndarray
+    m: int
+    k: int
+    columns: int  # block_columns(k)
+    count: int  # panels
+    kernels: object  # the jit.panel module
+
+    @classmethod
+    def of(cls, w: np.ndarray, bias: np.ndarray | None) -> PackedWeight:
+        from . import jit
+
+        kernels = jit.load("panel")
+        rows, pad = kernels.ROWS, kernels.PAD
+        m, k = w.shape
+        count = -(-m // rows)
+        padded = np.zeros((count * rows, k), np.float32)
+        padded[:m] = w
+        panels = np.zeros(count * k * rows + pad, np.float32)
+        panels[: count * k * rows] = padded.reshape(count, rows, k).transpose(0, 2, 1).reshape(-1)
+        b = np.zeros(count * rows + pad, np.float32)
+        if bias is not None and bias.size:
+            b[:m] = bias.reshape(-1)
+        return cls(panels, b, m, k, block_columns(k), count, kernels)
+
+    def run(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> None:
+        """``out = act(w @ x + bias)`` on the calling thread."""
+        self.kernels.gemm(self.panels, self.bias, x, out, self.k, self.m, self.columns, *act, 0, self.count,
+                          0, x.shape[1])
+
+    def run_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], ways: int) -> None:
+        """The same as one team region: bands of columns where the image has at least as many
+        columns as the weight has rows (each thread then reads half the image and all the
+        weight), else bands of panels."""
+        self.kernels.team_gemm(self.panels, self.bias, x, out, self.k, self.m, self.columns, *act, ways,
+                               x.shape[1] >= self.m)

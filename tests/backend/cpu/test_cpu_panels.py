@@ -1,0 +1,157 @@
+"""The panel GEMM (lowerkit.backend.cpu.panels, kernels in jit.panel): ``act(w @ x + bias)``
+against float64 numpy over odd shapes (every tile kind, partial panels, inner dimensions
+past one block), the team region equal to the serial kernel bit for bit in both band
+directions, no write outside the output, eight threads at once, and both plugins running
+their 1x1 layers on it against reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from lowerkit.backend.cpu import jit, panels  # noqa: E402
+from lowerkit.backend.cpu.jit.layer import team_ready  # noqa: E402
+from tests.team_calls import from_threads  # noqa: E402
+
+ACTS = {
+    "none": lambda v: v,
+    "relu": lambda v: np.maximum(v, 0),
+    "clip": lambda v: np.clip(v, 0.0, 6.0),
+    "silu": lambda v: v / (1 + np.exp(-v)),
+    "hardswish": lambda v: v * np.clip(v + 3, 0, 6) / 6,
+}
+
+
+def _code(name):
+    return jit.activation_code({"act": name, "act_min": 0.0, "act_max": 6.0})
+
+
+def _case(m, k, n, seed=0, bias=True):
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((m, k)).astype(np.float32)
+    x = rng.standard_normal((k, n)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32) if bias else None
+    return w, x, b
+
+
+def _expected(w, x, b, act):
+    v = w.astype(np.float64) @ x.astype(np.float64)
+    if b is not None:
+        v += b[:, None]
+    return ACTS[act](v)
+
+
+# M: partial panels (1, 5, 7, 13), whole ones (6, 12); N: the 16-, 8- and 1-column tiles
+# (1, 7, 8, 9, 16, 25, 49, 135); K: 1, odd, a multiple of 16, past the 256-deep block.
+SHAPES = [(1, 1, 1), (5, 3, 7), (6, 16, 16), (7, 17, 25), (12, 33, 8), (13, 300, 49), (16, 32, 135),
+          (24, 520, 9), (2, 257, 41)]
+
+
+@pytest.mark.parametrize("m,k,n", SHAPES)
+@pytest.mark.parametrize("act", list(ACTS))
+def test_panel_gemm_matches_numpy(m, k, n, act):
+    w, x, b = _case(m, k, n, bias=act != "relu")
+    packed = panels.PackedWeight.of(w, b)
+    out = np.full((m, n), np.nan, np.float32)
+    packed.run(x, out, _code(act))
+    np.testing.assert_allclose(out, _expected(w, x, b, act), rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("m,k,n", [(5, 3, 7), (13, 300, 49), (16, 32, 135), (40, 24, 20), (7, 64, 300)])
+@pytest.mark.parametrize("ways", [1, 2, 3])
+def test_team_region_equals_the_serial_kernel(m, k, n, ways):
+    if not team_ready():
+        pytest.skip("team kernels cannot run here")
+    w, x, b = _case(m, k, n)
+    packed = panels.PackedWeight.of(w, b)
+    serial = np.empty((m, n), np.float32)
+    packed.run(x, serial, _code("silu"))
+    team = np.full((m, n), np.nan, np.float32)
+    packed.run_team(x, team, _code("silu"), ways)  # columns if n >= m, else panels
+    np.testing.assert_array_equal(team, serial)
+    other = np.full((m, n), np.nan, np.float32)
+    packed.kernels.team_gemm(packed.panels, packed.bias, x, other, k, m, packed.columns, *_code("silu"), ways,
+                             not n >= m)  # the other band direction
+    np.testing.assert_array_equal(other, serial)
+
+
+def test_writes_only_the_output_and_reads_x_with_its_row_stride():
+    m, k, n = 13, 20, 37
+    w, x, b = _case(m, k, n)
+    wide = np.zeros((k, n + 11), np.float32)
+    wide[:, :n] = x
+    wide[:, n:] = np.nan  # columns past n must not be read into the result
+    buffer = np.full(m * n + 64, -7.0, np.float32)
+    out = buffer[: m * n].reshape(m, n)
+    packed = panels.PackedWeight.of(w, b)
+    packed.kernels.gemm(packed.panels, packed.bias, np.ascontiguousarray(wide[:, :n]), out, k, m, packed.columns,
+                        0, 0.0, 0.0, 0, packed.count, 0, n)
+    np.testing.assert_allclose(out, _expected(w, x, b, "none"), rtol=1e-4, atol=1e-4)
+    assert np.all(buffer[m * n :] == -7.0)
+    part = np.full((m, n), -1.0, np.float32)  # panels [1, 2) x columns [8, 24) only
+    packed.kernels.gemm(packed.panels, packed.bias, x, part, k, m, packed.columns, 0, 0.0, 0.0, 1, 2, 8, 24)
+    expected = np.full((m, n), -1.0)
+    expected[6:12, 8:24] = _expected(w, x, b, "none")[6:12, 8:24]
+    np.testing.assert_allclose(part, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_eight_threads_at_once_get_their_own_results():
+    w, _, b = _case(30, 48, 1)
+    packed = panels.PackedWeight.of(w, b)
+    inputs = [_case(30, 48, 70, seed=s)[1] for s in range(8)]
+
+    def call(i):
+        outs = []
+        for _ in range(20):
+            out = np.empty((30, 70), np.float32)
+            packed.run(inputs[i], out, _code("relu"))
+            outs.append(out)
+        return outs
+
+    results = from_threads(call)
+    for i in range(8):
+        expected = _expected(w, inputs[i], b, "relu")
+        for got in results[i]:
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_the_rule_takes_few_input_channels_on_one_thread_and_more_on_a_team():
+    assert panels.fits(16, 12544, team=False) and panels.fits(128, 49, team=False)
+    assert not panels.fits(147, 12544, team=False) and not panels.fits(480, 49, team=False)
+    assert panels.fits(480, 196, team=True) and panels.fits(960, 49, team=True)
+    assert not panels.fits(576, 196, team=True) and panels.fits(4608, 49, team=True)
+    assert panels.block_columns(16) == 128 and panels.block_columns(144) == 64
+
+
+def _pointwise_module(batch):
+    import lowerkit as lk
+    from lowerkit import nn
+
+    net = nn.Sequential(nn.Conv2d(8, 24, 1), nn.ReLU6(), nn.Conv2d(24, 12, 1), nn.BatchNorm2d(12), nn.SiLU(),
+                        nn.Conv2d(12, 20, 3, padding=1))
+    x = np.random.default_rng(1).standard_normal((batch, 8, 11, 9)).astype(np.float32)
+    return lk.trace(net, x), x
+
+
+@pytest.mark.parametrize("backend", ["glow_like", "nnpack"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_plugins_run_their_1x1_layers_on_the_panel_gemm(monkeypatch, backend, batch):
+    import lowerkit as lk
+
+    if batch == 1:
+        from tests.team_calls import team_on_small_layers
+
+        team_on_small_layers(monkeypatch)  # batch 1: the team form
+    module, x = _pointwise_module(batch)
+    ran: list[str] = []
+    for name in ("run", "run_team"):
+        original = getattr(panels.PackedWeight, name)
+        monkeypatch.setattr(panels.PackedWeight, name,
+                            lambda self, *a, _f=original, _n=name: (ran.append(_n), _f(self, *a))[1])
+    lowered = lk.to_backend(module, [backend, "reference"] if backend == "nnpack" else backend)
+    expected = lk.to_backend(module, "reference")(x)
+    got = lowered(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-4, atol=1e-4)
+    assert ran, "no 1x1 layer ran on the panel GEMM"
