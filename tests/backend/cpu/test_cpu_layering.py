@@ -13,7 +13,7 @@ CPU = CORE / "backend" / "cpu"
 ALLOWED_IN_CPU = ("lowerkit.errors", "lowerkit.ir", "lowerkit.backend.cpu")
 STDLIB_AND_NUMPY = {"__future__", "collections", "concurrent", "contextlib", "ctypes", "dataclasses", "fractions", "glob",
                     "hashlib", "importlib", "math", "numpy", "os", "platform", "sys", "threading", "time", "types",
-                    "typing"}
+                    "typing", "weakref"}
 # The compiled kernels import numba at their top; only lowerkit.backend.cpu.jit.load imports them.
 JIT = CPU / "jit"
 JIT_PLAIN = ("__init__.py", "activation.py", "select.py")

@@ -155,3 +155,39 @@ def test_plugins_run_their_1x1_layers_on_the_panel_gemm(monkeypatch, backend, ba
     got = lowered(x)
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-4, atol=1e-4)
     assert ran, "no 1x1 layer ran on the panel GEMM"
+
+
+def test_shared_packs_a_constant_weight_once_and_never_a_writable_one():
+    w, _, b = _case(10, 12, 1)
+    w.flags.writeable = False
+    b.flags.writeable = False
+    first = panels.PackedWeight.shared(w, b)
+    assert first is not None and panels.PackedWeight.shared(w, b) is first  # every thread binding
+    other_bias = (b + 1).astype(np.float32)
+    other_bias.flags.writeable = False
+    assert panels.PackedWeight.shared(w, other_bias) is not first
+    assert panels.PackedWeight.shared(w.reshape(10, 3, 2, 2), None) is not None  # [M, ...] weights
+    assert panels.PackedWeight.shared(np.ones((4, 4), np.float32), None) is None  # given at call time
+    assert panels.PackedWeight.shared(w, np.ones(10, np.float32)) is None
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("kernel", [1, 3])
+def test_a_weight_given_at_call_time_is_not_packed_at_bind(monkeypatch, batch, kernel):
+    """The panel GEMM takes constant weights only: a weight that is a module input is in the
+    arena, its values unknown while a layer binds (it must stay on sgemm and match reference)."""
+    import lowerkit as lk
+
+    if batch == 1:
+        from tests.team_calls import team_on_small_layers
+
+        team_on_small_layers(monkeypatch)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((batch, 6, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((10, 6, kernel, kernel)).astype(np.float32)
+    module = lk.trace(lambda a, b: lk.ops.relu(lk.ops.conv2d(a, b, padding=kernel // 2)), x, w)
+    lowered = lk.to_backend(module, "glow_like")
+    expected = lk.to_backend(module, "reference")
+    for scale in (1.0, -2.0):  # a second call with other weights
+        np.testing.assert_allclose(np.asarray(lowered(x, w * scale)), np.asarray(expected(x, w * scale)),
+                                   rtol=1e-4, atol=1e-4)

@@ -21,6 +21,8 @@ pixels), ReLU6 epilogue, best of 25-75 calls, sgemm + epilogue / panel GEMM:
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,10 +70,13 @@ class PackedWeight:
 
     @classmethod
     def of(cls, w: np.ndarray, bias: np.ndarray | None) -> PackedWeight:
+        """``w`` [M, ...] (a convolution's weight: M rows of K = the rest) and ``bias`` [M] or
+        None, packed now."""
         from . import jit
 
         kernels = jit.load("panel")
         rows, pad = kernels.ROWS, kernels.PAD
+        w = w.reshape(w.shape[0], -1)
         m, k = w.shape
         count = -(-m // rows)
         padded = np.zeros((count * rows, k), np.float32)
@@ -82,6 +87,24 @@ class PackedWeight:
         if bias is not None and bias.size:
             b[:m] = bias.reshape(-1)
         return cls(panels, b, m, k, block_columns(k), count, kernels)
+
+    @classmethod
+    def shared(cls, w: np.ndarray, bias: np.ndarray | None) -> PackedWeight | None:
+        """:meth:`of` for a constant weight and bias — read-only arrays, as a backend keeps its
+        constants —, packed once for every thread that binds the same ``w`` (the same array
+        object) with an equal bias, and kept while ``w`` lives. None when either array is
+        writable: a weight or bias given at call time, whose values binding cannot see."""
+        if w.flags.writeable or (bias is not None and bias.flags.writeable):
+            return None
+        b = None if bias is None else np.array(bias, np.float32).reshape(-1)
+        key = id(w)
+        with _SHARED_LOCK:
+            entry = _SHARED.get(key)
+            if entry is not None and entry[0]() is w and _equal(entry[1], b):
+                return entry[2]
+            packed = cls.of(w, b)
+            _SHARED[key] = (weakref.ref(w, lambda _, k=key: _SHARED.pop(k, None)), b, packed)
+        return packed
 
     def run(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> None:
         """``out = act(w @ x + bias)`` on the calling thread."""
@@ -94,3 +117,12 @@ class PackedWeight:
         weight), else bands of panels."""
         self.kernels.team_gemm(self.panels, self.bias, x, out, self.k, self.m, self.columns, *act, ways,
                                x.shape[1] >= self.m)
+
+
+# PackedWeight.shared's packings: id(w) -> (weakref to w, the bias packed, the packing).
+_SHARED: dict[int, tuple] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _equal(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b))

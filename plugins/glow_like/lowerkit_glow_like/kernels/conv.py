@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.backend.cpu import im2col_view, pad_into, split, team_layers
+from lowerkit.backend.cpu import im2col_view, pad_into, panels, split, team_layers
 from lowerkit.backend.cpu.gemm import matmul_into
 
 from . import grouped, winograd
@@ -176,7 +176,7 @@ def _prepare_panel(x, w, bias, out, attrs, columns):
     batch would be one GEMM over all images (small maps): batch slices of 4 images, same
     process, calls alternating, best of 40, batched / panel: MobileNetV2 at batch 8 58.0 /
     52.9 ms, EfficientNet-B0 88.5 / 84.0, ResNet-50 407.9 / 412.3."""
-    from lowerkit.backend.cpu import jit, panels
+    from lowerkit.backend.cpu import jit
 
     n, c = x.shape[0], x.shape[1]
     oc, pixels = w.shape[0], out.shape[2] * out.shape[3]
@@ -184,7 +184,9 @@ def _prepare_panel(x, w, bias, out, attrs, columns):
     if not (all(a.dtype == np.float32 for a in (x, w, out)) and x.flags.c_contiguous and out.flags.c_contiguous
             and panels.fits(k, pixels, team=False)):
         return None
-    packed = panels.PackedWeight.of(w.reshape(oc, k), None if bias is None else bias.reshape(-1))
+    packed = panels.PackedWeight.shared(w, bias)  # None for a weight given at call time
+    if packed is None:
+        return None
     act = jit.activation_code(attrs)
     outs = out.reshape(n, oc, pixels)
     if columns is None:
@@ -229,7 +231,9 @@ def _prepare_team(inputs, outputs, attrs, scratch, team, serial):
     bias = _team_bias(inputs)
     act = jit.activation_code(attrs)
     form = team_layers.DenseTeamForm.of(oc, w2.shape[1], (kh, kw), stride, padding, dilation, (oh, ow), team.ways)
-    packed = form.pack(w2, bias)
+    # Packed once per constant weight (not per thread binding); a weight given at call time
+    # keeps sgemm.
+    packed = panels.PackedWeight.shared(w, inputs[2] if len(inputs) > 2 else None) if form.panel else None
     cols = fill = None
     if form.tiled:
         cols = np.empty(form.cols_shape, np.float32)
