@@ -83,8 +83,11 @@ class Conv2d:
             geom, weight, relu=relu, precompute=transform_strategy == "precompute", workspace=workspace,
             activation=activation,
         )
-        self.bias = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
+        # A private, read-only copy: the compiled bias is fixed at build, like the weight (whose
+        # transforms and panel packing are made once).
+        self.bias = None if bias is None else np.array(bias, dtype=np.float32)
         if self.bias is not None:
+            self.bias.flags.writeable = False
             self.impl.load_epilogue()  # at build: no call loads compiled code
         self.options = options
         # Fixed per layer: computed once, not on every call (a call of a small layer is

@@ -191,3 +191,33 @@ def test_a_weight_given_at_call_time_is_not_packed_at_bind(monkeypatch, batch, k
     for scale in (1.0, -2.0):  # a second call with other weights
         np.testing.assert_allclose(np.asarray(lowered(x, w * scale)), np.asarray(expected(x, w * scale)),
                                    rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_nnpack_packs_its_compiled_weight_and_follows_a_bias_given_at_call_time(batch):
+    """nnpack's direct convolution on the panel GEMM: the compiled bias is a private copy (the
+    caller's array changing later changes nothing, as for the weight); a bias passed with the
+    call is used as it is at that call, also when the same array is changed in place."""
+    from lowerkit_nnpack.conv import Conv2d, RunOptions
+    from lowerkit_nnpack.geometry import ConvGeometry
+
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((10, 12, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(10).astype(np.float32)
+    x = rng.standard_normal((batch, 12, 6, 7)).astype(np.float32)
+    conv = Conv2d(ConvGeometry(12, 10, (6, 7), (1, 1), (1, 1), (0, 0, 0, 0)), w, b, algorithm="direct",
+                  options=RunOptions(1))
+    assert conv.impl._panel_fits
+
+    def expected(bias):
+        return np.einsum("ok,nkhw->nohw", w[:, :, 0, 0].astype(np.float64), x) + bias[None, :, None, None]
+
+    np.testing.assert_allclose(conv(x), expected(b), rtol=1e-4, atol=1e-4)
+    original = b.copy()
+    b += 1  # the caller's array: the compiled bias was copied
+    np.testing.assert_allclose(conv(x), expected(original), rtol=1e-4, atol=1e-4)
+    given = np.zeros(10, np.float32)
+    np.testing.assert_allclose(conv(x, bias=given), expected(given), rtol=1e-4, atol=1e-4)
+    given += 3  # the same array, changed in place between calls
+    np.testing.assert_allclose(conv(x, bias=given), expected(given), rtol=1e-4, atol=1e-4)
+    assert conv.impl._panel is not None  # the calls ran on the panel GEMM

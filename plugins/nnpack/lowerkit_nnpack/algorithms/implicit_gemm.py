@@ -42,7 +42,7 @@ compiled panel GEMM on the weight packed once, bias and activation fused.
 
     name = "implicit_gemm"
 
-    _panel: tuple | None = None  # (the bias it was packed with, the packed weight)
+    _panel: tuple | None = None  # (the bias object it was packed with, its values then, the packed weight)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -150,14 +150,15 @@ compiled panel GEMM on the weight packed once, bias and activation fused.
 
     def _packed(self, kernel: np.ndarray, bias: np.ndarray | None) -> panels.PackedWeight | None:
         """The compiled weight ``[OC, C*KH*KW]`` and this call's bias packed into panels (once,
-        on first use; again if the bias changes), when the call uses the compiled weight and
-        :func:`panels.fits` the layer on one thread; else None."""
+        on first use; again for another bias, or a writable one whose values changed), when the
+        call uses the compiled weight and :func:`panels.fits` the layer on one thread; else None."""
         if not self._panel_fits or kernel is not self._kernel:
             return None
         cached = self._panel
-        if cached is None or cached[0] is not bias:
-            cached = self._panel = (bias, panels.PackedWeight.of(kernel, bias))
-        return cached[1]
+        if cached is None or cached[0] is not bias or (bias is not None and bias.flags.writeable
+                                                       and not np.array_equal(cached[1], bias)):
+            cached = self._panel = (bias, None if bias is None else bias.copy(), panels.PackedWeight.of(kernel, bias))
+        return cached[2]
 
     def _image_columns(self, image: np.ndarray) -> np.ndarray:
         """The column matrix ``[C*KH*KW, OH*OW]`` of one image (in this thread's workspace)."""
