@@ -4,7 +4,9 @@ The column buffer ``[C/g, KH, KW, OH, OW]`` lives in per-thread scratch. :class:
 fills it with the compiled kernel (float32, strided or at least 14 output columns: padding
 written as zeros, no padded copy), or copies the image into a zero-bordered padded buffer
 (also scratch) and fills all columns with one copy from a strided window view of it. A 1x1,
-stride-1, unpadded convolution skips im2col: the input already is the column matrix.
+stride-1, unpadded convolution skips im2col: the input already is the column matrix. Where
+``lowerkit.backend.cpu.panels.fits`` (few rows of columns on one thread; more on a team) and
+the weight is a constant, the GEMM is the compiled panel GEMM with bias and activation fused.
 """
 
 from __future__ import annotations
@@ -171,7 +173,7 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, c
 def _prepare_panel(x, w, bias, out, attrs, columns):
     """A convolution image by image on the compiled panel GEMM, with its bias and activation
     (``lowerkit.backend.cpu.panels``), where that beats sgemm and the epilogue on one thread
-    (at most 256 rows of columns); None elsewhere. ``columns(image)`` gives an image's column
+    (``panels.fits``: at most 128 rows of columns) and the weight is a constant; None elsewhere. ``columns(image)`` gives an image's column
     matrix (its im2col), None for a 1x1 layer, which reads the image in place — also where a
     batch would be one GEMM over all images (small maps): batch slices of 4 images, same
     process, calls alternating, best of 40, batched / panel: MobileNetV2 at batch 8 58.0 /
