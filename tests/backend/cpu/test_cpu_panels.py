@@ -221,3 +221,26 @@ def test_nnpack_packs_its_compiled_weight_and_follows_a_bias_given_at_call_time(
     given += 3  # the same array, changed in place between calls
     np.testing.assert_allclose(conv(x, bias=given), expected(given), rtol=1e-4, atol=1e-4)
     assert conv.impl._panel is not None  # the calls ran on the panel GEMM
+
+
+def test_glow_like_keeps_its_pool_forms_for_1x1_layers_and_takes_the_panel_gemm_on_one_thread(monkeypatch):
+    """On the pool (intra-op workers, no team) a large 1x1 layer stays split between workers;
+    on the calling thread the same layer runs on the panel GEMM. Both match numpy."""
+    from lowerkit.backend.cpu import Parallel
+    from lowerkit_glow_like.kernels.conv import prepare_conv
+
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 64, 28, 28)).astype(np.float32)  # 2 x 25.7 MFLOP: above the split size
+    w = rng.standard_normal((128, 64, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(128).astype(np.float32)
+    w.flags.writeable = b.flags.writeable = False  # constants, as glow_like binds them
+    expected = np.einsum("ok,nkp->nop", w[:, :, 0, 0].astype(np.float64), x.reshape(2, 64, -1)) + b[:, None]
+    ran: list[int] = []
+    original = panels.PackedWeight.run
+    monkeypatch.setattr(panels.PackedWeight, "run", lambda self, *a: (ran.append(1), original(self, *a))[1])
+    for parallel, on_panel in ((Parallel(2), False), (None, True)):
+        ran.clear()
+        out = np.empty((2, 128, 28, 28), np.float32)
+        prepare_conv([x, w, b], [out], {}, None, parallel=parallel)()
+        np.testing.assert_allclose(out.reshape(2, 128, -1), expected, rtol=1e-4, atol=1e-3)
+        assert bool(ran) == on_panel

@@ -130,7 +130,9 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, c
     k = cg * kh * kw
     w2 = w.reshape(groups, ocg, k)
     pointwise = _is_pointwise(w.shape, stride, padding, dilation)
-    if pointwise and groups == 1:  # image by image, before the batched GEMM too (below)
+    # On this thread (batch slices, a one-thread handle): image by image, before the batched
+    # GEMM too. With the pool, the batched and split forms below keep its workers busy.
+    if pointwise and groups == 1 and parallel is None:
         panel_run = _prepare_panel(x, w, bias, out, attrs, None)
         if panel_run is not None:
             return panel_run
@@ -143,13 +145,13 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, c
     col2 = None if col is None else col.reshape(k, oh * ow)
     im2col = None if pointwise else Im2col(cg, (h, wd), (kh, kw), (oh, ow), stride, padding, dilation,
                                            col_dtype, scratch, offset=col.nbytes)
-    if not pointwise and groups == 1:  # stems: few rows of columns
+    if groups == 1:  # few rows of columns (stems, 1x1 layers), on this thread
 
         def columns(image):
             im2col(image, col)
             return col2
 
-        panel_run = _prepare_panel(x, w, bias, out, attrs, columns)
+        panel_run = _prepare_panel(x, w, bias, out, attrs, None if pointwise else columns)
         if panel_run is not None:
             return panel_run
     epilogue = _epilogue(attrs, bias, out.dtype)

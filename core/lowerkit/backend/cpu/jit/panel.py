@@ -210,6 +210,7 @@ def gemm(panels, bias, x, out, k, m, nc, code, p0, p1, pa, pb, n0, n1):
     M; blocks of ``nc`` columns)."""
     ldx, ldc = x.shape[1], out.shape[1]
     wa, xa, ca, ba = panels.ctypes.data, x.ctypes.data, out.ctypes.data, bias.ctypes.data
+    of = out.reshape(-1)  # flat: no row view (two atomic reference counts) per activated row
     f = np.uint64(4)
     for b0 in range(n0, n1, nc):
         b1 = min(n1, b0 + nc)
@@ -233,7 +234,7 @@ def gemm(panels, bias, x, out, k, m, nc, code, p0, p1, pa, pb, n0, n1):
                     _column(kc, wp, xp + f * np.uint64(j), ldx, cp + f * np.uint64(j), ldc, bp, first, rows)
                 if last and code != 0:
                     for r in range(p * ROWS, p * ROWS + rows):
-                        act_span(out[r], b0, b1, code, p0, p1)
+                        act_span(of, r * ldc + b0, r * ldc + b1, code, p0, p1)
 
 
 @njit(types.void(ro(1), ro(1), ro(2), rw(2), i8, i8, i8, i8, f8, f8, i8, types.boolean),
