@@ -24,8 +24,11 @@ def test_implicit_gemm_pool_workers_run_single_threaded_blas(rng, batch):
     """Both paths carry the parallelism on the pool, with BLAS at cores // workers: a
     BLAS-threaded GEMM would leave OpenBLAS's threads spinning into the next kernel's pool
     work (docs/nnpack.md, "Options")."""
-    # 16 input channels: 144 rows of columns, more than the panel GEMM takes (it runs no BLAS)
-    geom = ConvGeometry(16, 8, (9, 9), (3, 3), (2, 2), (1, 1, 1, 1))
+    # 16 input channels: 144 rows of columns, more than the panel GEMM (which runs no BLAS)
+    # takes on one thread — at batch 4 on maps of more than 784 pixels, here 30x30, which is
+    # still under the 1024 below which the batch is folded into one GEMM
+    side = 9 if batch == 1 else 60
+    geom = ConvGeometry(16, 8, (side, side), (3, 3), (2, 2), (1, 1, 1, 1))
     conv = Conv2d(geom, rng.standard_normal((8, 16, 3, 3)).astype(np.float32), algorithm="implicit_gemm",
                   options=RunOptions(2, min_parallel_flops=0))
     seen = []
@@ -36,7 +39,7 @@ def test_implicit_gemm_pool_workers_run_single_threaded_blas(rng, batch):
         inner(*args)
 
     conv.impl.compute_output = recording
-    conv(rng.standard_normal((batch, 16, 9, 9)).astype(np.float32))
+    conv(rng.standard_normal((batch, 16, side, side)).astype(np.float32))
     assert len(seen) == 2  # one call per worker: the work was split
     assert set(seen) == {max(1, cpu_count() // 2)}
 

@@ -24,6 +24,9 @@ ACTS = {
 }
 
 
+STRIP = jit.load("panel").STRIP_FLOATS
+
+
 def _code(name):
     return jit.activation_code({"act": name, "act_min": 0.0, "act_max": 6.0})
 
@@ -43,10 +46,12 @@ def _expected(w, x, b, act):
     return ACTS[act](v)
 
 
-# M: partial panels (1, 5, 7, 13), whole ones (6, 12); N: the 16-, 8- and 1-column tiles
-# (1, 7, 8, 9, 16, 25, 49, 135); K: 1, odd, a multiple of 16, past the 256-deep block.
+# M: partial panels (1, 5, 7, 13), whole ones (6, 12); N: whole 16-column tiles and every kind
+# of partial one (1-3 single columns, 4-8 and 9-15 masked: 1, 7, 8, 9, 16, 25, 49, 135, 74);
+# K: 1, odd, a multiple of 16, past the 256-deep block. The last three have enough panels
+# (jit.panel.PACK_PANELS) and rows for the image to be copied into strips first.
 SHAPES = [(1, 1, 1), (5, 3, 7), (6, 16, 16), (7, 17, 25), (12, 33, 8), (13, 300, 49), (16, 32, 135),
-          (24, 520, 9), (2, 257, 41)]
+          (24, 520, 9), (2, 257, 41), (197, 300, 37), (200, 64, 74), (193, 70, 3)]
 
 
 @pytest.mark.parametrize("m,k,n", SHAPES)
@@ -59,7 +64,8 @@ def test_panel_gemm_matches_numpy(m, k, n, act):
     np.testing.assert_allclose(out, _expected(w, x, b, act), rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
-@pytest.mark.parametrize("m,k,n", [(5, 3, 7), (13, 300, 49), (16, 32, 135), (40, 24, 20), (7, 64, 300)])
+@pytest.mark.parametrize("m,k,n", [(5, 3, 7), (13, 300, 49), (16, 32, 135), (40, 24, 20), (7, 64, 300),
+                                   (400, 100, 70)])  # the last copies the image into strips (>= 32 panels)
 @pytest.mark.parametrize("ways", [1, 2, 3])
 def test_team_region_equals_the_serial_kernel(m, k, n, ways):
     if not team_ready():
@@ -72,26 +78,44 @@ def test_team_region_equals_the_serial_kernel(m, k, n, ways):
     packed.run_team(x, team, _code("silu"), ways)  # columns if n >= m, else panels
     np.testing.assert_array_equal(team, serial)
     other = np.full((m, n), np.nan, np.float32)
-    packed.kernels.team_gemm(packed.panels, packed.bias, x, other, k, m, packed.columns, *_code("silu"), ways,
+    packed.kernels.team_gemm(packed.panels, packed.bias, x, other, panels.strips(3 * STRIP), k, m, packed.columns,
+                             *_code("silu"), ways,
                              not n >= m)  # the other band direction
     np.testing.assert_array_equal(other, serial)
 
 
-def test_writes_only_the_output_and_reads_x_with_its_row_stride():
-    m, k, n = 13, 20, 37
+@pytest.mark.parametrize("n", [3, 37, 74, 130])
+def test_copying_the_image_into_strips_changes_no_bit(n):
+    # One call over every panel copies the image (>= PACK_PANELS panels); two calls over
+    # fewer panels each read it in place. Same products in the same order: equal bit for bit.
+    m, k = 200, 300
     w, x, b = _case(m, k, n)
-    wide = np.zeros((k, n + 11), np.float32)
-    wide[:, :n] = x
-    wide[:, n:] = np.nan  # columns past n must not be read into the result
+    packed = panels.PackedWeight.of(w, b)
+    assert packed.count >= packed.kernels.PACK_PANELS and k >= packed.kernels.PACK_INPUTS
+    whole = np.full((m, n), np.nan, np.float32)
+    packed.run(x, whole, _code("clip"))
+    halves = np.full((m, n), np.nan, np.float32)
+    half = packed.count // 2
+    assert half < packed.kernels.PACK_PANELS
+    for pa, pb in ((0, half), (half, packed.count)):
+        packed.kernels.gemm(packed.panels, packed.bias, x, halves, panels.strips(STRIP), k, m, packed.columns,
+                            *_code("clip"), pa, pb, 0, n)
+    np.testing.assert_array_equal(whole, halves)
+
+
+@pytest.mark.parametrize("m,k,n", [(13, 20, 37), (200, 70, 37)])  # the image read in place / copied
+def test_writes_only_the_output_and_only_the_panels_and_columns_asked_for(m, k, n):
+    w, x, b = _case(m, k, n)
     buffer = np.full(m * n + 64, -7.0, np.float32)
     out = buffer[: m * n].reshape(m, n)
     packed = panels.PackedWeight.of(w, b)
-    packed.kernels.gemm(packed.panels, packed.bias, np.ascontiguousarray(wide[:, :n]), out, k, m, packed.columns,
-                        0, 0.0, 0.0, 0, packed.count, 0, n)
+    packed.kernels.gemm(packed.panels, packed.bias, x, out, panels.strips(STRIP), k, m, packed.columns, 0, 0.0, 0.0,
+                        0, packed.count, 0, n)
     np.testing.assert_allclose(out, _expected(w, x, b, "none"), rtol=1e-4, atol=1e-4)
     assert np.all(buffer[m * n :] == -7.0)
     part = np.full((m, n), -1.0, np.float32)  # panels [1, 2) x columns [8, 24) only
-    packed.kernels.gemm(packed.panels, packed.bias, x, part, k, m, packed.columns, 0, 0.0, 0.0, 1, 2, 8, 24)
+    packed.kernels.gemm(packed.panels, packed.bias, x, part, panels.strips(STRIP), k, m, packed.columns, 0, 0.0, 0.0,
+                        1, 2, 8, 24)
     expected = np.full((m, n), -1.0)
     expected[6:12, 8:24] = _expected(w, x, b, "none")[6:12, 8:24]
     np.testing.assert_allclose(part, expected, rtol=1e-4, atol=1e-4)
@@ -117,9 +141,10 @@ def test_eight_threads_at_once_get_their_own_results():
             np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
-def test_the_rule_takes_few_input_channels_on_one_thread_and_more_on_a_team():
-    assert panels.fits(16, 12544, team=False) and panels.fits(128, 49, team=False)
-    assert not panels.fits(147, 12544, team=False) and not panels.fits(480, 49, team=False)
+def test_the_rule_takes_few_input_channels_or_small_maps_on_one_thread_and_more_on_a_team():
+    assert panels.fits(16, 12544, team=False) and panels.fits(128, 3136, team=False)
+    assert not panels.fits(147, 12544, team=False) and not panels.fits(480, 3136, team=False)
+    assert panels.fits(480, 784, team=False) and panels.fits(4608, 49, team=False)
     assert panels.fits(480, 196, team=True) and panels.fits(960, 49, team=True)
     assert not panels.fits(576, 196, team=True) and panels.fits(4608, 49, team=True)
     assert panels.block_columns(16) == 128 and panels.block_columns(144) == 64

@@ -1,7 +1,7 @@
 """A convolution's weight ``[M, K]`` (output channels x rows of columns) packed once into
 panels for the compiled panel GEMM (``jit.panel``), and where that beats BLAS's ``sgemm``
 plus the epilogue pass: 1x1 layers, which read the image in place, and layers whose im2col
-columns are few rows (stems) or few pixels (7x7 maps on a team).
+columns are few rows (stems) or few pixels (maps up to 28x28 on one thread, 7x7 on a team).
 
 Plain Python: packing is numpy; the kernels load (``jit.load("panel")``, numba) when a
 :class:`PackedWeight` is made, i.e. while a backend binds a layer.
@@ -17,6 +17,13 @@ pixels), ReLU6 epilogue, best of 25-75 calls, sgemm + epilogue / panel GEMM:
   on all shapes below 512 rows; 96x576x196 0.95, 256x1024x196 0.98, 1024x256x196 0.99; at
   49 pixels 1.07-1.11 (960x160, 320x960, 2048x512, 1152x192) and 512x4608x49 (ResNet's 7x7
   3x3 layers) 1.08 in an earlier prototype of the same kernel.
+- since the image is copied into strips for calls over many panels (``jit.panel``), a whole
+  layer on small maps: in the models, batch 8 (slices of 4 images on the two workers, where a
+  map under 1024 pixels was otherwise one sgemm over the slice's images and a transpose),
+  two handles, calls alternating, both creation orders, best / median of 30, panel GEMM on
+  maps of at most 784 pixels / off: glow_like MobileNetV2 0.82 / 0.81 and 0.93 / 0.89,
+  EfficientNet-B0 0.96 / 0.94 and 0.97 / 0.94, ResNet-50 0.94 / 0.97 and 0.99 / 0.98,
+  ResNet-18 0.98 / 0.99 and 0.91 / 0.97; ``[nnpack, glow_like]`` 0.94-1.01 / 0.92-0.99.
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SERIAL_MAX_INPUTS = 128  # one thread: the panel GEMM up to this many rows of columns
+SERIAL_MAX_INPUTS = 128  # one thread: the panel GEMM up to this many rows of columns, or any
+SERIAL_ANY_PIXELS = 784  # on maps of at most this many pixels (28x28 and smaller)
 TEAM_MAX_INPUTS = 512  # a team region: below this many, or any for at most TEAM_ANY_PIXELS
 TEAM_ANY_PIXELS = 128
 
@@ -35,10 +43,11 @@ TEAM_ANY_PIXELS = 128
 def fits(k: int, pixels: int, team: bool) -> bool:
     """Whether the panel GEMM runs a convolution whose GEMM has ``k`` rows of columns (input
     channels of a 1x1 layer) over ``pixels`` outputs per image, on a team region or on one
-    thread (the measurements above)."""
+    thread (the measurements above): on one thread up to 128 rows, or any on maps of at most
+    784 pixels; on a team below 512 rows, or any on maps of at most 128 pixels."""
     if team:
         return k < TEAM_MAX_INPUTS or pixels <= TEAM_ANY_PIXELS
-    return k <= SERIAL_MAX_INPUTS
+    return k <= SERIAL_MAX_INPUTS or pixels <= SERIAL_ANY_PIXELS
 
 
 def block_columns(k: int) -> int:
@@ -46,9 +55,10 @@ def block_columns(k: int) -> int:
     of 16): 128 for at most 32 inputs, else 64. One thread, 16 to 256 columns and unblocked
     over 17 zoo shapes: 64 was within 5% of the best on 14; 16 or 32 columns lost up to 34%
     where the inputs are few (96x16x12544), no blocks up to 27% (the image block leaves L1).
-    Copying each block into a contiguous buffer first (as BLAS packs) gained nothing but on
-    64x147x12544 (ResNet's stem, 0.89 -> 0.98 of sgemm's speed), whose image rows, 49 KB
-    apart, fall into the same few L1 sets."""
+    Copying each block into a contiguous buffer first (as BLAS packs) gained nothing with few
+    panels but on 64x147x12544 (ResNet's stem, 0.89 -> 0.98 of sgemm's speed), whose image
+    rows, 49 KB apart, fall into the same few L1 sets; the kernel copies into strips only for
+    calls over many panels (``jit.panel.PACK_PANELS``)."""
     return 128 if k <= 32 else 64
 
 
@@ -108,15 +118,35 @@ class PackedWeight:
 
     def run(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> None:
         """``out = act(w @ x + bias)`` on the calling thread."""
-        self.kernels.gemm(self.panels, self.bias, x, out, self.k, self.m, self.columns, *act, 0, self.count,
-                          0, x.shape[1])
+        self.kernels.gemm(self.panels, self.bias, x, out, self._strips(1), self.k, self.m, self.columns, *act, 0,
+                          self.count, 0, x.shape[1])
 
     def run_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], ways: int) -> None:
         """The same as one team region: bands of columns where the image has at least as many
         columns as the weight has rows (each thread then reads half the image and all the
         weight), else bands of panels."""
-        self.kernels.team_gemm(self.panels, self.bias, x, out, self.k, self.m, self.columns, *act, ways,
-                               x.shape[1] >= self.m)
+        self.kernels.team_gemm(self.panels, self.bias, x, out, self._strips(ways), self.k, self.m, self.columns,
+                               *act, ways, x.shape[1] >= self.m)
+
+    def _strips(self, ways: int) -> np.ndarray:
+        """Scratch for the kernel's copy of the image (where it copies: many panels and rows)."""
+        if self.count < self.kernels.PACK_PANELS or self.k < self.kernels.PACK_INPUTS:
+            return _NO_STRIPS
+        return strips(ways * self.kernels.STRIP_FLOATS)
+
+
+_NO_STRIPS = np.empty(0, np.float32)
+_THREAD = threading.local()
+
+
+def strips(floats: int) -> np.ndarray:
+    """The calling thread's scratch of at least ``floats`` float32s for the panel GEMM's copy
+    of the image — grown when a call needs more, then reused: steady-state calls allocate
+    nothing (one thread runs one kernel at a time)."""
+    buffer = getattr(_THREAD, "strips", None)
+    if buffer is None or buffer.size < floats:
+        buffer = _THREAD.strips = np.empty(floats, np.float32)
+    return buffer
 
 
 # PackedWeight.shared's packings: id(w) -> (weakref to w, the bias packed, the packing).

@@ -175,11 +175,14 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, c
 def _prepare_panel(x, w, bias, out, attrs, columns):
     """A convolution image by image on the compiled panel GEMM, with its bias and activation
     (``lowerkit.backend.cpu.panels``), where that beats sgemm and the epilogue on one thread
-    (``panels.fits``: at most 128 rows of columns) and the weight is a constant; None elsewhere. ``columns(image)`` gives an image's column
+    (``panels.fits``: at most 128 rows of columns, or any on maps of at most 784 pixels) and
+    the weight is a constant; None elsewhere. ``columns(image)`` gives an image's column
     matrix (its im2col), None for a 1x1 layer, which reads the image in place — also where a
     batch would be one GEMM over all images (small maps): batch slices of 4 images, same
-    process, calls alternating, best of 40, batched / panel: MobileNetV2 at batch 8 58.0 /
-    52.9 ms, EfficientNet-B0 88.5 / 84.0, ResNet-50 407.9 / 412.3."""
+    process, calls alternating, batched / panel GEMM for the layers of at most 128 rows, best
+    of 40: MobileNetV2 at batch 8 58.0 / 52.9 ms, EfficientNet-B0 88.5 / 84.0, ResNet-50
+    407.9 / 412.3; then for every layer on maps of at most 784 pixels, two handles, best of
+    30: 0.82-0.93, 0.96-0.97 and 0.94-0.99 of the time before (``panels``' docstring)."""
     from lowerkit.backend.cpu import jit
 
     n, c = x.shape[0], x.shape[1]

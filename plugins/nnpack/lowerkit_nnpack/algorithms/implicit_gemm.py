@@ -1,6 +1,7 @@
 """implicit_gemm: im2col into a reused column buffer, then BLAS GEMMs — or, for at most 128
-rows of columns (``lowerkit.backend.cpu.panels.fits``: 1x1 layers, stems), image by image the
-compiled panel GEMM on the weight packed once, bias and activation fused.
+rows of columns or maps of at most 784 pixels (``lowerkit.backend.cpu.panels.fits``: 1x1
+layers, stems, small maps), image by image the compiled panel GEMM on the weight packed
+once, bias and activation fused.
 
 Columns of one image come from the compiled im2col of ``lowerkit.backend.cpu.jit.conv``
 (float32: padding written as zeros),
@@ -32,8 +33,9 @@ _NO_ACTIVATION = (0, 0.0, 0.0)  # the panel GEMM's, before a residual: the activ
 
 class ImplicitGemm(ConvAlgorithm):
     """implicit_gemm: im2col into a reused column buffer, then BLAS GEMMs — or, for at most 128
-rows of columns (``lowerkit.backend.cpu.panels.fits``: 1x1 layers, stems), image by image the
-compiled panel GEMM on the weight packed once, bias and activation fused.
+rows of columns or maps of at most 784 pixels (``lowerkit.backend.cpu.panels.fits``: 1x1
+layers, stems, small maps), image by image the compiled panel GEMM on the weight packed
+once, bias and activation fused.
 
     Large images get one GEMM per image written straight into the output; small ones
     (fewer than :data:`FOLD_BATCH_BELOW_PIXELS` pixels) fold the batch into one wider

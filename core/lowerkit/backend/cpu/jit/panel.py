@@ -1,19 +1,27 @@
 """A GEMM on weights packed once into panels, with the convolution epilogue fused:
 ``out = act(w @ x + bias)`` for a 1x1 convolution's weight ``w`` [M, K] and an image ``x``
-[K, N] read in place.
+[K, N] (or a convolution's im2col columns).
 
 BLAS's ``sgemm`` packs both operands on every call. For a pointwise layer of a mobile network
 that is the cost that matters: the weight is small and the same every call, and with few
 output channels (MobileNetV2's 96x16 at 112x112) or few input channels the packing of the
 image is a large part of the work, then the epilogue reads the whole output back. Here the
 weight is packed at bind time (``lowerkit.backend.cpu.panels.PackedWeight``) in panels of 6
-rows, ``panel[k, r] = w[6p + r, k]``; the image is not packed: a block of ``nc`` columns
-(``panels.block_columns``), small enough to stay in L1, is multiplied by every panel where
-it lies. The micro-kernels are LLVM IR (through numba intrinsics, so every register is
-explicit): a tile of 6 rows x 16 columns in twelve 8-float accumulators, ``fmuladd`` per step
-(one FMA instruction where the CPU has FMA), started from the bias; the activation runs on
-the tile's rows while they are in L1. Columns past the last multiple of 16 take a 6 x 8
-tile, then 6 x 1 (the panel as one vector).
+rows, ``panel[k, r] = w[6p + r, k]``. The image is multiplied a block of ``nc`` columns
+(``panels.block_columns``) at a time by every panel where it lies; it is read in place, or —
+for a call over at least ``PACK_PANELS`` panels and ``PACK_INPUTS`` rows, where the copy is
+cheap against the reads it saves — each 256-row block of it is first copied into 16-column
+strips, so a tile reads one contiguous 64-byte line per step (one thread, new / in place:
+512x4608x49 1.10, 1024x256x196 1.08, 960x160x49 1.02; two threads 2048x512x49 1.14,
+960x160x49 1.20; with fewer panels the copy lost up to 20%). The micro-kernels are LLVM IR
+(through numba intrinsics, so every register is explicit): a tile of 6 rows x 16 columns in
+twelve 8-float accumulators, ``fmuladd`` per step (one FMA instruction where the CPU has
+FMA), started from the bias; the activation runs on the tile's rows while they are in L1.
+The last, partial tile of a block is the same tile with its image and output accesses masked
+(``llvm.masked.load``/``store``: ``vmaskmovps`` on AVX) — 6 x 16 for 9-15 columns, 6 x 8 for
+4-8 — or, for 1-3 columns, a 6 x 1 kernel per column (the panel as one vector, cheaper than a
+masked tile of mostly empty lanes); a remainder under 16 columns joins the last block rather
+than cost a pass over every panel of its own.
 
 Kernels:
 
@@ -36,8 +44,11 @@ from .layer import team_ready
 team_ready()  # team_gemm is a parallel region: choose the threading layer first
 
 ROWS = 6  # output channels of a panel (of a tile)
-PAD = 8  # floats the packed weight and bias need after their end: the 6 x 1 tile loads 8
+PAD = 8  # floats the packed weight and bias keep after their end (room for 8-float loads)
 K_BLOCK = 256  # inner-dimension block: a tile's panel slice stays in L1
+PACK_PANELS = 32  # copy the image into strips when a call covers this many panels ...
+PACK_INPUTS = 64  # ... and rows (the copy then costs little against the reads it saves)
+STRIP_FLOATS = K_BLOCK * (128 + 16)  # a thread's scratch for the copy: a block of up to 143 columns
 
 _F32 = ir.FloatType()
 _V8 = ir.VectorType(_F32, 8)
@@ -60,75 +71,113 @@ def _const(v):
 
 
 _TILE_SIG = types.void(i8, types.uint64, types.uint64, i8, types.uint64, i8, types.uint64, types.boolean, i8)
+_EDGE_SIG = types.void(i8, types.uint64, types.uint64, i8, types.uint64, i8, types.uint64, types.boolean, i8, i8)
 
 
-def _tile_kernel(vectors: int):
+def _masked(builder, name, ret, args):
+    """Call ``llvm.masked.<name>.v8f32.p0`` (AVX: ``vmaskmovps``; elsewhere lane by lane)."""
+    types_ = [a.type for a in args]
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, types_), f"llvm.masked.{name}.v8f32.p0")
+    return builder.call(fn, args)
+
+
+def _tile_kernel(vectors: int, edge: bool):
     """The 6 x (8 * ``vectors``) micro-kernel: ``c[r, :] = (first ? bias[r] : c[r, :]) +
     sum over k of panel[k, r] * x[k, :]`` for rows r < ``rows``. Addresses as integers,
-    strides in floats."""
+    strides in floats. The ``edge`` variant takes the number of valid columns last and masks
+    every image and output access past them (the last, partial tile of a row of columns)."""
+
+    def codegen(context, builder, signature, args):
+        kk, panel_a, x_a, ldx_, c_a, ldc_, bias_a, first_, rows_ = args[:9]
+        fptr, vptr = _F32.as_pointer(), _V8.as_pointer()
+        w_p, x_p, c_p, b_p = (builder.inttoptr(a, fptr) for a in (panel_a, x_a, c_a, bias_a))
+        masks = []
+        if edge:  # lane i of vector v is valid when 8v + i < cols
+            lanes = ir.VectorType(_I64, 8)
+            wide = builder.insert_element(ir.Constant(lanes, ir.Undefined), args[9], ir.Constant(_I32, 0))
+            wide = builder.shuffle_vector(wide, ir.Constant(lanes, ir.Undefined),
+                                          ir.Constant(ir.VectorType(_I32, 8), _ZEROS))
+            masks = [builder.icmp_signed("<", ir.Constant(lanes, [8 * v + i for i in range(8)]), wide)
+                     for v in range(vectors)]
+        zero = ir.Constant(_V8, [0.0] * 8)
+        align = ir.Constant(_I32, 4)
+
+        def load(ptr, v):
+            if edge:
+                return _masked(builder, "load", _V8, [ptr, align, masks[v], zero])
+            return builder.load(ptr, align=4)
+
+        def store(value, ptr, v):
+            if edge:
+                _masked(builder, "store", ir.VoidType(), [value, ptr, align, masks[v]])
+            else:
+                builder.store(value, ptr, align=4)
+
+        def row_ptr(r):  # rows past ``rows`` read row 0 (valid memory; never stored)
+            valid = builder.icmp_signed("<", _const(r), rows_)
+            return builder.gep(c_p, [builder.mul(builder.select(valid, _const(r), _const(0)), ldc_)])
+
+        def vec_ptr(base, v):
+            return builder.bitcast(builder.gep(base, [_const(8 * v)]), vptr)
+
+        from_bias = [_broadcast(builder, builder.load(builder.gep(b_p, [_const(r)])))
+                     for r in range(ROWS) for _ in range(vectors)]
+        from_c = [load(vec_ptr(row_ptr(r), v), v) for r in range(ROWS) for v in range(vectors)]
+        start = [builder.select(first_, a, b) for a, b in zip(from_bias, from_c)]
+        pre = builder.block
+        loop, done = builder.append_basic_block("tile.loop"), builder.append_basic_block("tile.done")
+        builder.cbranch(builder.icmp_signed(">", kk, _const(0)), loop, done)
+        builder.position_at_end(loop)
+        idx = builder.phi(_I64)
+        idx.add_incoming(_const(0), pre)
+        acc = []
+        for s in start:
+            phi = builder.phi(_V8)
+            phi.add_incoming(s, pre)
+            acc.append(phi)
+        x_row = builder.gep(x_p, [builder.mul(idx, ldx_)])
+        xv = [load(vec_ptr(x_row, v), v) for v in range(vectors)]
+        w_row = builder.gep(w_p, [builder.mul(idx, _const(ROWS))])
+        new = []
+        for r in range(ROWS):
+            wv = _broadcast(builder, builder.load(builder.gep(w_row, [_const(r)])))
+            new.extend(_fmuladd(builder, wv, xv[v], acc[r * vectors + v]) for v in range(vectors))
+        nxt = builder.add(idx, _const(1))
+        idx.add_incoming(nxt, builder.block)
+        for phi, value in zip(acc, new):
+            phi.add_incoming(value, builder.block)
+        builder.cbranch(builder.icmp_signed("<", nxt, kk), loop, done)
+        builder.position_at_end(done)
+        final = []
+        for s, value in zip(start, new):
+            phi = builder.phi(_V8)
+            phi.add_incoming(s, pre)
+            phi.add_incoming(value, loop)
+            final.append(phi)
+        for r in range(ROWS):
+            row = builder.gep(c_p, [builder.mul(_const(r), ldc_)])
+            with builder.if_then(builder.icmp_signed("<", _const(r), rows_)):
+                for v in range(vectors):
+                    store(final[r * vectors + v], vec_ptr(row, v), v)
+        return context.get_dummy_value()
+
+    if edge:
+        @intrinsic
+        def tile_edge(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, cols):
+            return _EDGE_SIG, codegen
+
+        return tile_edge
 
     @intrinsic
     def tile(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows):
-        def codegen(context, builder, signature, args):
-            kk, panel_a, x_a, ldx_, c_a, ldc_, bias_a, first_, rows_ = args
-            fptr, vptr = _F32.as_pointer(), _V8.as_pointer()
-            w_p, x_p, c_p, b_p = (builder.inttoptr(a, fptr) for a in (panel_a, x_a, c_a, bias_a))
-
-            def row_ptr(r):  # rows past ``rows`` read row 0 (valid memory; never stored)
-                valid = builder.icmp_signed("<", _const(r), rows_)
-                return builder.gep(c_p, [builder.mul(builder.select(valid, _const(r), _const(0)), ldc_)])
-
-            def vec_ptr(base, v):
-                return builder.bitcast(builder.gep(base, [_const(8 * v)]), vptr)
-
-            from_bias = [_broadcast(builder, builder.load(builder.gep(b_p, [_const(r)])))
-                         for r in range(ROWS) for _ in range(vectors)]
-            from_c = [builder.load(vec_ptr(row_ptr(r), v), align=4) for r in range(ROWS) for v in range(vectors)]
-            start = [builder.select(first_, a, b) for a, b in zip(from_bias, from_c)]
-            pre = builder.block
-            loop, done = builder.append_basic_block("tile.loop"), builder.append_basic_block("tile.done")
-            builder.cbranch(builder.icmp_signed(">", kk, _const(0)), loop, done)
-            builder.position_at_end(loop)
-            idx = builder.phi(_I64)
-            idx.add_incoming(_const(0), pre)
-            acc = []
-            for s in start:
-                phi = builder.phi(_V8)
-                phi.add_incoming(s, pre)
-                acc.append(phi)
-            x_row = builder.gep(x_p, [builder.mul(idx, ldx_)])
-            xv = [builder.load(vec_ptr(x_row, v), align=4) for v in range(vectors)]
-            w_row = builder.gep(w_p, [builder.mul(idx, _const(ROWS))])
-            new = []
-            for r in range(ROWS):
-                wv = _broadcast(builder, builder.load(builder.gep(w_row, [_const(r)])))
-                new.extend(_fmuladd(builder, wv, xv[v], acc[r * vectors + v]) for v in range(vectors))
-            nxt = builder.add(idx, _const(1))
-            idx.add_incoming(nxt, builder.block)
-            for phi, value in zip(acc, new):
-                phi.add_incoming(value, builder.block)
-            builder.cbranch(builder.icmp_signed("<", nxt, kk), loop, done)
-            builder.position_at_end(done)
-            final = []
-            for s, value in zip(start, new):
-                phi = builder.phi(_V8)
-                phi.add_incoming(s, pre)
-                phi.add_incoming(value, loop)
-                final.append(phi)
-            for r in range(ROWS):
-                row = builder.gep(c_p, [builder.mul(_const(r), ldc_)])
-                with builder.if_then(builder.icmp_signed("<", _const(r), rows_)):
-                    for v in range(vectors):
-                        builder.store(final[r * vectors + v], vec_ptr(row, v), align=4)
-            return context.get_dummy_value()
-
         return _TILE_SIG, codegen
 
     return tile
 
 
-_tile16 = _tile_kernel(2)
-_tile8 = _tile_kernel(1)
+_tile16 = _tile_kernel(2, edge=False)
+_edge16 = _tile_kernel(2, edge=True)
+_edge8 = _tile_kernel(1, edge=True)
 _UNROLL = 4  # independent accumulators of the one-column kernel
 
 
@@ -200,57 +249,102 @@ def _column(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows):
     return _TILE_SIG, codegen
 
 
-_GEMM_SIG = types.void(ro(1), ro(1), ro(2), rw(2), i8, i8, i8, i8, f8, f8, i8, i8, i8, i8)
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _pack_block(x, strips, k0, kc, b0, b1):
+    """Copy ``x[k0:k0+kc, b0:b1]`` into ``strips``: 16 columns at a time, each strip [kc, 16]
+    contiguous (zeros past ``b1`` in the last)."""
+    for s in range(-(-(b1 - b0) // 16)):
+        j0 = b0 + s * 16
+        width = min(16, b1 - j0)
+        base = s * kc * 16
+        if width == 16:
+            for r in range(kc):
+                o = base + r * 16
+                for c in range(16):
+                    strips[o + c] = x[k0 + r, j0 + c]
+        else:
+            for r in range(kc):
+                o = base + r * 16
+                for c in range(width):
+                    strips[o + c] = x[k0 + r, j0 + c]
+                for c in range(width, 16):
+                    strips[o + c] = 0.0
+
+
+_GEMM_SIG = types.void(ro(1), ro(1), ro(2), rw(2), rw(1), i8, i8, i8, i8, f8, f8, i8, i8, i8, i8)
 
 
 @njit(_GEMM_SIG, nogil=True, cache=True, error_model="numpy")
-def gemm(panels, bias, x, out, k, m, nc, code, p0, p1, pa, pb, n0, n1):
+def gemm(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1):
     """``out[rows of panels pa..pb, n0:n1] = act(w @ x[:, n0:n1] + bias)`` (``panels``,
     ``bias`` as ``PackedWeight`` holds them; ``x`` [K, N], ``out`` [M, N], C order; ``m`` =
-    M; blocks of ``nc`` columns)."""
+    M; blocks of ``nc`` columns). With at least ``PACK_PANELS`` panels and ``PACK_INPUTS``
+    rows, and ``strips`` of at least ``STRIP_FLOATS`` floats (scratch; any size else), each
+    block of the image is first copied into 16-column strips there (as BLAS packs), which
+    every panel then reads contiguously."""
     ldx, ldc = x.shape[1], out.shape[1]
-    wa, xa, ca, ba = panels.ctypes.data, x.ctypes.data, out.ctypes.data, bias.ctypes.data
+    pack = pb - pa >= PACK_PANELS and k >= PACK_INPUTS and strips.size >= K_BLOCK * (nc + 16)
+    wa, ca, ba = panels.ctypes.data, out.ctypes.data, bias.ctypes.data
+    xa = strips.ctypes.data if pack else x.ctypes.data
     of = out.reshape(-1)  # flat: no row view (two atomic reference counts) per activated row
     f = np.uint64(4)
-    for b0 in range(n0, n1, nc):
+    b0 = n0
+    while b0 < n1:
         b1 = min(n1, b0 + nc)
-        s16 = b0 + (b1 - b0) // 16 * 16
-        s8 = s16 + (b1 - s16) // 8 * 8
+        if n1 - b1 < 16:  # the last block takes a remainder under 16: no pass over the panels for it alone
+            b1 = n1
+        full = b0 + (b1 - b0) // 16 * 16
+        rest = b1 - full
         for k0 in range(0, k, K_BLOCK):
             kc = min(K_BLOCK, k - k0)
             first = k0 == 0
             last = k0 + kc == k
+            if pack:
+                _pack_block(x, strips, k0, kc, b0, b1)
+                ld, tile_step, xp = 16, kc * 16, xa
+            else:
+                ld, tile_step, xp = ldx, 16, xa + f * np.uint64(k0 * ldx + b0)
             for p in range(pa, pb):
                 rows = min(ROWS, m - p * ROWS)
                 wp = wa + f * np.uint64(p * k * ROWS + k0 * ROWS)
                 bp = ba + f * np.uint64(p * ROWS)
                 cp = ca + f * np.uint64(p * ROWS * ldc)
-                xp = xa + f * np.uint64(k0 * ldx)
-                for j in range(b0, s16, 16):
-                    _tile16(kc, wp, xp + f * np.uint64(j), ldx, cp + f * np.uint64(j), ldc, bp, first, rows)
-                for j in range(s16, s8, 8):
-                    _tile8(kc, wp, xp + f * np.uint64(j), ldx, cp + f * np.uint64(j), ldc, bp, first, rows)
-                for j in range(s8, b1):
-                    _column(kc, wp, xp + f * np.uint64(j), ldx, cp + f * np.uint64(j), ldc, bp, first, rows)
+                t = 0
+                for j in range(b0, full, 16):
+                    _tile16(kc, wp, xp + f * np.uint64(t * tile_step), ld, cp + f * np.uint64(j), ldc, bp, first,
+                            rows)
+                    t += 1
+                xe, ce = xp + f * np.uint64(t * tile_step), cp + f * np.uint64(full)
+                if rest > 8:  # the partial tile: masked, or one column at a time where that is cheaper
+                    _edge16(kc, wp, xe, ld, ce, ldc, bp, first, rows, rest)
+                elif rest > 3:
+                    _edge8(kc, wp, xe, ld, ce, ldc, bp, first, rows, rest)
+                else:
+                    for j in range(rest):
+                        _column(kc, wp, xe + f * np.uint64(j), ld, ce + f * np.uint64(j), ldc, bp, first, rows)
                 if last and code != 0:
                     for r in range(p * ROWS, p * ROWS + rows):
                         act_span(of, r * ldc + b0, r * ldc + b1, code, p0, p1)
+        b0 = b1
 
 
-@njit(types.void(ro(1), ro(1), ro(2), rw(2), i8, i8, i8, i8, f8, f8, i8, types.boolean),
+@njit(types.void(ro(1), ro(1), ro(2), rw(2), rw(1), i8, i8, i8, i8, f8, f8, i8, types.boolean),
       nogil=True, cache=True, parallel=True, error_model="numpy")
-def team_gemm(panels, bias, x, out, k, m, nc, code, p0, p1, ways, by_columns):
+def team_gemm(panels, bias, x, out, strips, k, m, nc, code, p0, p1, ways, by_columns):
     """:func:`gemm` over the whole output in one team region: ``ways`` bands of columns
-    (multiples of 16) with ``by_columns``, else of panels."""
+    (multiples of 16) with ``by_columns``, else of panels; thread j copies into its own
+    ``STRIP_FLOATS`` of ``strips`` where those are there (``ways * STRIP_FLOATS``)."""
     n = x.shape[1]
     count = -(-m // ROWS)
-    strips = -(-n // 16)
+    tiles = -(-n // 16)
+    share = STRIP_FLOATS if strips.size >= ways * STRIP_FLOATS else 0
     for j in prange(ways):
+        mine = strips[j * share : (j + 1) * share]
         if by_columns:
-            s0, s1 = strips * j // ways, strips * (j + 1) // ways
+            s0, s1 = tiles * j // ways, tiles * (j + 1) // ways
             if s1 > s0:
-                gemm(panels, bias, x, out, k, m, nc, code, p0, p1, 0, count, 16 * s0, min(n, 16 * s1))
+                gemm(panels, bias, x, out, mine, k, m, nc, code, p0, p1, 0, count, 16 * s0, min(n, 16 * s1))
         else:
             q0, q1 = count * j // ways, count * (j + 1) // ways
             if q1 > q0:
-                gemm(panels, bias, x, out, k, m, nc, code, p0, p1, q0, q1, 0, n)
+                gemm(panels, bias, x, out, mine, k, m, nc, code, p0, p1, q0, q1, 0, n)
