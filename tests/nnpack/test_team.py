@@ -140,14 +140,16 @@ def test_eight_threads_share_a_team_plan():
             np.testing.assert_allclose(got, expected[i], rtol=0, atol=1e-5 * max(1.0, float(np.abs(expected[i]).max())))
 
 
-def se_net(seed=0):
-    """conv + silu, squeeze-excitation gate (pool, 1x1 + relu, 1x1 + sigmoid), the map times
-    the gate, then a 1x1 projection (fewer channels than pixels) with a residual."""
+def se_net(seed=0, batch=1):
+    """conv + silu, a depthwise 3x3 (so a batch runs image by image on the team), a
+    squeeze-excitation gate (pool, 1x1 + relu, 1x1 + sigmoid), the map times the gate, then a
+    1x1 projection (fewer channels than pixels) with a residual."""
     g, params = Graph(), {}
     param = _param_maker(g, params, seed)
 
-    x = g.add_input("x", TensorType("f32", (1, 8, 12, 12)))
+    x = g.add_input("x", TensorType("f32", (batch, 8, 12, 12)))
     y = _add(g, "silu", [_add(g, "conv2d", [x, param("expand", (32, 8, 1, 1)), param("expand_b", (32,))])])
+    y = _add(g, "conv2d", [y, param("dw", (32, 1, 3, 3))], {"padding": (1, 1, 1, 1), "groups": 32})
     s = _add(g, "global_avg_pool2d", [y])
     s = _add(g, "relu", [_add(g, "conv2d", [s, param("se1", (4, 32, 1, 1)), param("se1_b", (4,))])])
     s = _add(g, "sigmoid", [_add(g, "conv2d", [s, param("se2", (32, 4, 1, 1)), param("se2_b", (32,))])])
@@ -159,9 +161,10 @@ def se_net(seed=0):
     return Module(params, {"forward": GraphMethod(g)}, name="SqueezeExcite")
 
 
-def test_a_gate_multiply_folds_into_the_projection(monkeypatch):
-    module = se_net()
-    x = np.random.default_rng(6).standard_normal((1, 8, 12, 12)).astype(np.float32)
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_gate_multiply_folds_into_the_projection(monkeypatch, batch):
+    module = se_net(batch=batch)
+    x = np.random.default_rng(6).standard_normal((batch, 8, 12, 12)).astype(np.float32)
     lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
     plan = _plan(lowered)
     assert not any(step.node.op == "mul" for step in plan.steps)  # folded into the projection
@@ -169,8 +172,21 @@ def test_a_gate_multiply_folds_into_the_projection(monkeypatch):
     scale = max(1.0, float(np.abs(expected).max()))
     np.testing.assert_allclose(lowered(x), expected, rtol=0, atol=1e-4 * scale)
     guard = plan.team.guard
-    guard.on, guard._serial_left = False, 5  # the serial forms multiply the map, then convolve
+    guard.on, guard._serial_left = False, 5  # the serial form: the weight scaled per image, one sgemm
+    from lowerkit_nnpack.team import TeamConv
+
+    serial = []
+    real = TeamConv._gated_serial
+    monkeypatch.setattr(TeamConv, "_gated_serial", lambda self, *a: serial.append(a) or real(self, *a))
     np.testing.assert_allclose(lowered(x), expected, rtol=0, atol=1e-4 * scale)
+    assert len(serial) >= 1 and all(call[2] is not None for call in serial)  # the projection, its residual
+    from lowerkit.backend.cpu.team import team_off
+
+    serial.clear()
+    with team_off():  # as a worker runs a slice of the batch: every image in one call
+        (sliced,) = plan._run({plan.inputs[0]: x})
+    np.testing.assert_allclose(sliced, expected, rtol=0, atol=1e-4 * scale)
+    assert [len(call[0]) for call in serial] == [batch]
     monkeypatch.setenv("LOWERKIT_NNPACK_TEAM", "0")
     unfolded = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
     assert any(step.node.op == "mul" for step in _plan(unfolded).steps)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from lowerkit.backend.cpu import Team, aligned_empty, team_layers
+from lowerkit.backend.cpu.gemm import matmul_into
 
 from .activations import NONE, activate_inplace
 
@@ -85,6 +86,8 @@ class TeamConv:
         conv = self.conv
         usable = weight is None and bias is None and self.team.usable() and x.dtype == np.float32
         if gate is not None and not (usable and self.pointwise):
+            if self.pointwise and weight is None and bias is None and x.dtype == np.float32:
+                return self._gated_serial(x, gate, residual, out)
             x = np.multiply(x, gate, dtype=np.float32)
             gate = None
         if not usable:
@@ -108,6 +111,28 @@ class TeamConv:
         if residual is not None:  # the regions ended without the activation: sum, then activate
             np.add(out, residual, out=out)
             activate_inplace(out, self.activation)
+        return out
+
+
+    def _gated_serial(self, x: np.ndarray, gate: np.ndarray, residual: np.ndarray | None,
+                      out: np.ndarray | None) -> np.ndarray:
+        """A gated 1x1 layer off the team (batch slices, or while the stall guard holds the
+        team off): per image the weight scaled by the gate and one sgemm on the calling
+        thread, then bias, residual and activation — as the team path and glow_like do, not
+        the map scaled first (a pass over it into a new array of its size: EfficientNet-B0
+        at batch 8, slices of 4 images, its 56x56 projection took 3.3 ms a slice against
+        glow_like's 1.8)."""
+        impl = self.conv.impl
+        oc, c = self.w2.shape
+        x = np.ascontiguousarray(x)
+        if out is None:
+            out = aligned_empty(self.conv.output_shape(x.shape[0]))
+        scaled = self.ws.get("team_gated_weight", self.w2.shape)
+        bias = self.bias if self.bias.size else None
+        for i in range(x.shape[0]):
+            np.multiply(self.w2, gate[i].reshape(1, c), out=scaled)
+            matmul_into(scaled, x[i].reshape(c, -1), out[i].reshape(oc, -1))
+            impl._epilogue(out[i : i + 1], bias, slice(None), None if residual is None else residual[i : i + 1])
         return out
 
 
