@@ -113,7 +113,6 @@ class TeamConv:
             activate_inplace(out, self.activation)
         return out
 
-
     def _gated_serial(self, x: np.ndarray, gate: np.ndarray, residual: np.ndarray | None,
                       out: np.ndarray | None) -> np.ndarray:
         """A gated 1x1 layer off the team (batch slices, or while the stall guard holds the

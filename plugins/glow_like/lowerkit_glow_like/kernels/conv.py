@@ -145,7 +145,7 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, c
     col2 = None if col is None else col.reshape(k, oh * ow)
     im2col = None if pointwise else Im2col(cg, (h, wd), (kh, kw), (oh, ow), stride, padding, dilation,
                                            col_dtype, scratch, offset=col.nbytes)
-    if groups == 1:  # few rows of columns (stems, 1x1 layers), on this thread
+    if groups == 1 and not (pointwise and parallel is None):  # (that case was decided above)
 
         def columns(image):
             im2col(image, col)

@@ -17,6 +17,7 @@ from lowerkit.backend.cpu import im2col_view, pad_into, panels
 from lowerkit.backend.cpu.gemm import matmul_into
 
 
+from ..activations import NONE
 from ..workspace import Workspace
 from .base import _NO_BIAS, ConvAlgorithm
 
@@ -27,7 +28,6 @@ FOLD_BATCH_BELOW_PIXELS = 1024
 # Row bands with a residual compute sub-bands of about this many result bytes, add the
 # residual, bias and activation and copy them into the output while they are in cache.
 SUB_BAND_BYTES = 256 * 1024
-_NO_ACTIVATION = (0, 0.0, 0.0)  # the panel GEMM's, before a residual: the activation follows it
 
 
 
@@ -136,7 +136,7 @@ once, bias and activation fused.
         oc = self.geom.out_channels
         packed = self._packed(kernel, bias)
         if packed is not None:
-            act = self.activation if residual is None else _NO_ACTIVATION
+            act = self.activation if residual is None else NONE  # with a residual the activation follows it
             for i in range(n):
                 packed.run(self._image_columns(x[i]), out[i].reshape(oc, -1), act)
                 if residual is not None:
