@@ -177,10 +177,19 @@ def _plan(lowered):
     return plan
 
 
-def test_pooled_vector_convolutions_run_as_matrix_products():
+@pytest.mark.parametrize("batch", [1, 3])
+def test_pooled_vector_convolutions_run_as_matrix_products(monkeypatch, batch):
     """The two 1x1 convolutions of a squeeze-excitation gate read [N, C, 1, 1]: they run as
-    one matrix product each, bias and activation in place, and match the reference at batch 3."""
-    b = Builder((3, 8, 6, 6), seed=4)
+    one matrix product each — for one image on the compiled panel GEMM with bias and
+    activation in the same pass, for more as numpy's product, then bias and activation in
+    place — and match the reference."""
+    from lowerkit.backend.cpu import panels
+
+    on_panels = []  # (rows, columns) of each panel GEMM (the 3x3 layer's may take it too)
+    real = panels.PackedWeight.run
+    monkeypatch.setattr(panels.PackedWeight, "run",
+                        lambda self, x, *a: on_panels.append((self.m, x.shape[1])) or real(self, x, *a))
+    b = Builder((batch, 8, 6, 6), seed=4)
     y = b.op("relu", [b.conv(b.x, 12, k=3)])
     s = b.op("global_avg_pool2d", [y])
     s = b.op("silu", [b.conv(s, 5)])
@@ -188,8 +197,9 @@ def test_pooled_vector_convolutions_run_as_matrix_products():
     module = b.module(b.op("mul", [y, s]))
     lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 1}})
     assert sorted(_plan(lowered).algorithms.values()).count("pooled_pointwise") == 2
-    x = np.random.default_rng(5).standard_normal((3, 8, 6, 6)).astype(np.float32)
+    x = np.random.default_rng(5).standard_normal((batch, 8, 6, 6)).astype(np.float32)
     np.testing.assert_allclose(lowered(x), module(x), rtol=1e-4, atol=1e-5)
+    assert [call for call in on_panels if call[1] == 1] == ([(5, 1), (12, 1)] if batch == 1 else [])
 
 
 def test_flatten_is_claimed_and_stays_in_the_region():

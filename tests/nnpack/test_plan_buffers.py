@@ -60,16 +60,16 @@ def test_spares_take_back_only_what_a_step_made_and_nobody_holds():
     assert first.ctypes.data % ALIGNMENT == 0 and first.shape == (2, 3) and first.dtype == np.float32
     other = np.zeros((2, 3), np.float32)
     spares.produced([other])  # not from take: a caller's input, a step's view of one, a constant
-    spares.died(other, {})
+    spares.died(other, [])
     assert not np.shares_memory(spares.take((2, 3)), other)
     held = made()
-    spares.died(held, {"alive": held})  # a live value still holds it
+    spares.died(held, [held])  # a live value still holds it
     assert not np.shares_memory(spares.take((2, 3)), held)
     viewed = made()
-    spares.died(viewed, {"flat": viewed.reshape(-1)})  # a live view of its memory
+    spares.died(viewed, [viewed.reshape(-1)])  # a live view of its memory
     assert not np.shares_memory(spares.take((2, 3)), viewed)
     freed = made()
-    spares.died(freed, {})
+    spares.died(freed, [])
     assert not np.shares_memory(spares.take((5, 3)), freed)  # too small for it
     assert not np.shares_memory(spares.take((1, 2)), freed)  # more than twice its size: kept for bigger ones
     again = spares.take((1, 3))  # half its size: fits
@@ -82,8 +82,8 @@ def test_spares_prefer_the_most_recently_freed_buffer():
     spares = Spares()
     older, newer = spares.take((4, 4)), spares.take((4, 4))
     spares.produced([older, newer])
-    spares.died(older, {})
-    spares.died(newer, {})
+    spares.died(older, [])
+    spares.died(newer, [])
     assert np.shares_memory(spares.take((4, 4)), newer)
     assert np.shares_memory(spares.take((4, 4)), older)
 
@@ -157,7 +157,7 @@ def test_a_call_taking_other_sizes_drops_the_plan_and_stays_safe():
             a.fill(len(arrays))
             arrays.append(a)
             if len(arrays) > 1:  # the one before dies once this one is written
-                spares.died(arrays[-2], {})
+                spares.died(arrays[-2], [])
         return arrays
 
     call([(8, 8), (8, 8), (4, 4)])

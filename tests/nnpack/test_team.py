@@ -184,13 +184,41 @@ def test_a_gate_multiply_folds_into_the_projection(monkeypatch, batch):
 
     serial.clear()
     with team_off():  # as a worker runs a slice of the batch: every image in one call
-        (sliced,) = plan._run({plan.inputs[0]: x})
+        (sliced,) = plan._run([x])
     np.testing.assert_allclose(sliced, expected, rtol=0, atol=1e-4 * scale)
     assert [len(call[0]) for call in serial] == [batch]
     monkeypatch.setenv("LOWERKIT_NNPACK_TEAM", "0")
     unfolded = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
     assert any(step.node.op == "mul" for step in _plan(unfolded).steps)
     np.testing.assert_allclose(unfolded(x), expected, rtol=0, atol=1e-4 * scale)
+
+
+def test_plan_steps_enter_team_layers_through_run_into(monkeypatch):
+    """A team plan's convolution steps call ``run_into`` (their output buffer from the plan,
+    no checks for other callers); while the guard holds the team off it falls back to the
+    layer's serial form, with the same result."""
+    from lowerkit_nnpack.team import TeamConv, TeamDepthwise
+
+    module = mobile_net(seed=6)
+    x = np.random.default_rng(7).standard_normal((1, 3, 40, 40)).astype(np.float32)
+    entries: list[str] = []
+    for cls in (TeamConv, TeamDepthwise):
+        for name in ("run_into", "__call__"):
+            real = getattr(cls, name)
+            monkeypatch.setattr(cls, name, lambda self, *a, _f=real, _n=f"{cls.__name__}.{name}", **k:
+                                (entries.append(_n), _f(self, *a, **k))[1])
+    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})  # its steps bind run_into
+    expected = module(x)
+    got = lowered(x)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
+    # stem, expand, project, Winograd and strided convolutions; 3x3, 5x5 and strided depthwise layers
+    assert entries.count("TeamConv.run_into") == 5 and entries.count("TeamDepthwise.run_into") == 3, entries
+    assert len(entries) == 8, entries
+    entries.clear()
+    guard = _plan(lowered).team.guard
+    guard.on, guard._serial_left = False, 5
+    np.testing.assert_allclose(lowered(x), got, rtol=0, atol=1e-5 * max(1.0, float(np.abs(got).max())))
+    assert entries.count("TeamConv.__call__") == 5 and entries.count("TeamDepthwise.__call__") == 3, entries
 
 
 def test_max_pool_runs_as_a_team_region(monkeypatch):
@@ -220,7 +248,13 @@ def test_a_one_row_linear_layer_is_numpys_matrix_vector_product(monkeypatch):
     g.set_outputs([_add(g, "linear", [y, param("head", (7, 160)), param("head_b", (7,))])])
     module, lowered, ran = _lowered_on_team(g, params, "Heads", monkeypatch)
     xv = np.random.default_rng(4).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    from lowerkit_nnpack.layers import Linear
+
+    general = []
+    real = Linear.__call__
+    monkeypatch.setattr(Linear, "__call__", lambda self, *a: general.append(a) or real(self, *a))
     got = lowered(xv)
     assert ran.count("fc_bias_activation") == 1, ran
+    assert general == []  # the one row took numpy's product directly, not the general layer
     expected = lk.to_backend(module, "reference")(xv)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

@@ -11,6 +11,7 @@ layers paid for the memory traffic.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from math import prod
 
 import numpy as np
@@ -117,6 +118,13 @@ class Spares:
         buffer = array.base
         return array, (buffer, -buffer.ctypes.data % ALIGNMENT, buffer.nbytes - ALIGNMENT)
 
+    @property
+    def tracking(self) -> bool:
+        """Whether :meth:`produced` or :meth:`died` can do anything now: a buffer is lent or
+        owned. (Steady-state calls take arena views, which nobody tracks: the plan's loop then
+        skips both calls.)"""
+        return bool(self._lent or self._owned)
+
     def produced(self, arrays: list[np.ndarray]) -> None:
         """A step's results: one owns its buffer if :meth:`take` gave it from the freed
         buffers. (Nothing else: an array a step made some other way may be a view of the
@@ -126,17 +134,18 @@ class Spares:
             if lent is not None and lent[0] is array:
                 self._owned[id(array)] = lent
 
-    def died(self, array: np.ndarray, env: dict) -> None:
+    def died(self, array: np.ndarray, live: Iterable[np.ndarray | None]) -> None:
         """``array``'s value is dead: keep its buffer for reuse if this call's steps filled it
-        and no live value of ``env`` (the call's values, constants apart) shares it. (Each
-        buffer is lent to one array, owned by one value: it cannot be freed twice.)"""
+        and no array of ``live`` (the call's live values, constants apart; None for a free
+        slot) shares it. (Each buffer is lent to one array, owned by one value: it cannot be
+        freed twice.)"""
         owned = self._owned.pop(id(array), None)
         if owned is None or owned[0] is not array:
             return
         entry = owned[1]
         buffer = entry[0]
-        for v in env.values():  # views of a buffer have it as their base
-            if v is array or v.base is buffer:
+        for v in live:  # views of a buffer have it as their base
+            if v is not None and (v is array or v.base is buffer):
                 return
         self._clock += 1
         if owned[2] >= 0:
