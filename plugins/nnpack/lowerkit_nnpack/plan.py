@@ -425,8 +425,11 @@ class Plan:
             tracking = spares.tracking
             if tracking:
                 spares.produced(results)
-            for i, array in zip(step.writes, results):
-                values[i] = array
+            if len(results) == 1:
+                values[step.writes[0]] = results[0]
+            else:
+                for i, array in zip(step.writes, results):
+                    values[i] = array
             for i in step.frees:  # never an output of the call (see _build)
                 array, values[i] = values[i], None
                 if tracking and array is not None:

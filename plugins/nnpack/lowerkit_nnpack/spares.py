@@ -46,7 +46,8 @@ class Spares:
     (a fresh 1.6 MB output cost ~25-35 us a layer in page faults).
     """
 
-    __slots__ = ("_free", "_owned", "_lent", "_log", "_recording", "_clock", "_takes", "_slots", "_arena", "_views")
+    __slots__ = ("_free", "_owned", "_lent", "_log", "_recording", "_clock", "_takes", "_slots", "_arena", "_views",
+                 "tracking")
     # Freed buffers kept, the least recently freed dropped first: at 8, EfficientNet-B0
     # allocated 32 fresh maps a call (1-5 MB each, in page faults); from 32 no zoo model did.
     MAX_FREE = 32
@@ -64,12 +65,17 @@ class Spares:
         self._slots: list[tuple[int, int] | None] | None = None  # per take: (bytes, arena offset)
         self._arena: np.ndarray | None = None
         self._views: list[np.ndarray | None] = []  # per take: its arena view, made on first use
+        # Whether :meth:`produced` or :meth:`died` can do anything in this call: a take has lent
+        # a buffer. Steady-state calls take arena views, which nobody tracks: the plan's loop
+        # then skips both calls.
+        self.tracking = False
 
     def start_call(self) -> None:
         """A new call: only arrays this call's steps produce count as owned. A call recorded
         before becomes the arena plan."""
         self._owned.clear()
         self._lent.clear()
+        self.tracking = False
         if self._slots is None and self._log:
             self._slots, size = plan_offsets(self._log)
             if size:
@@ -102,6 +108,7 @@ class Spares:
         if self._recording:
             self._log.append([nbytes, self._clock, None])
         self._lent[id(array)] = (array, entry, len(self._log) - 1 if self._recording else -1)
+        self.tracking = True
         return array
 
     def _reuse(self, shape: tuple[int, ...], nbytes: int) -> tuple[np.ndarray, _Entry]:
@@ -117,13 +124,6 @@ class Spares:
         array = aligned_empty(shape)
         buffer = array.base
         return array, (buffer, -buffer.ctypes.data % ALIGNMENT, buffer.nbytes - ALIGNMENT)
-
-    @property
-    def tracking(self) -> bool:
-        """Whether :meth:`produced` or :meth:`died` can do anything now: a buffer is lent or
-        owned. (Steady-state calls take arena views, which nobody tracks: the plan's loop then
-        skips both calls.)"""
-        return bool(self._lent or self._owned)
 
     def produced(self, arrays: list[np.ndarray]) -> None:
         """A step's results: one owns its buffer if :meth:`take` gave it from the freed
