@@ -93,9 +93,14 @@ GROUPED = [
     # 5x5 phases: stride 2 with uneven padding, stride 1 on a plane smaller than the kernel
     ((1, 5, 9, 12), (5, 1, 5, 5), {"stride": (2, 2), "padding": (0, 1, 2, 3), "groups": 5}),
     ((2, 3, 3, 4), (3, 1, 5, 5), {"padding": (2, 0, 1, 2), "groups": 3}),
-    # stride 2 on the phases of even planes (odd ones and 112x112 planes keep the rows)
+    # stride 2 on the phases of even planes (odd ones keep the rows): rows of 7 and 5 output
+    # columns (split one pair at a time), of 8 (one vector of pairs) and of 19 (two and three)
     ((2, 5, 14, 14), (5, 1, 3, 3), {"stride": (2, 2), "padding": (1, 1, 1, 1), "groups": 5}),
     ((1, 3, 4, 10), (3, 1, 3, 3), {"stride": (2, 2), "padding": (1, 1, 0, 0), "groups": 3}),
+    ((1, 3, 38, 16), (3, 1, 3, 3), {"stride": (2, 2), "padding": (1, 1, 1, 1), "groups": 3}),
+    ((2, 4, 20, 38), (4, 1, 3, 3), {"stride": (2, 2), "padding": (1, 1, 1, 1), "groups": 4}),
+    # 5x5 phases, stride 2, a row of 13 pairs between the padded edges
+    ((1, 3, 12, 30), (3, 1, 5, 5), {"stride": (2, 2), "padding": (2, 2, 2, 2), "groups": 3}),
 ]
 ACTS = [None, ("relu", {}), ("relu6", {}), ("clip", {"min": -0.5, "max": 0.25}), ("hardswish", {}), ("silu", {}),
         ("gelu", {}), ("hardsigmoid", {"alpha": 0.2, "beta": 0.4}), ("gelu", {"approximate": "tanh"}), ("sigmoid", {})]
@@ -131,7 +136,8 @@ def test_grouped_algorithm_by_shape():
     assert grouped_algorithm((1, 32, 112, 112), (32, 1, 3, 3), (1, 32, 112, 112), dw) == "depthwise3x3_same"
     assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 14, 14), dw) == "depthwise3x3_same"
     s2 = {**dw, "stride": (2, 2)}
-    assert grouped_algorithm((1, 32, 112, 112), (32, 1, 3, 3), (1, 32, 56, 56), s2) == "depthwise3x3"
+    assert grouped_algorithm((1, 32, 112, 112), (32, 1, 3, 3), (1, 32, 56, 56), s2) == "depthwise3x3_s2"
+    assert grouped_algorithm((1, 8, 258, 258), (8, 1, 3, 3), (1, 8, 129, 129), s2) == "depthwise3x3"  # > 128x128
     assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 7, 7), s2) == "depthwise3x3_s2"
     assert grouped_algorithm((1, 32, 15, 15), (32, 1, 3, 3), (1, 32, 8, 8), s2) == "depthwise_cl"  # odd sides
     assert grouped_algorithm((1, 32, 2, 2), (32, 1, 3, 3), (1, 32, 2, 2), dw) == "depthwise_cl"  # below 3x3

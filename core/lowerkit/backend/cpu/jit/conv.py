@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit, types
 
 from ._act import act_span
+from ._simd import split_pairs
 from ._types import f8, i8, ro, rw
 
 _SIG = types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8, i8)
@@ -221,7 +222,9 @@ def depthwise3x3_s2(x, w, bias, edges, phases, out, code, p0, p1, first, last):
     H/2 x W/2, at least 2x2), planes [first, last): polyphase.
 
     Each input plane is split into its four phases (even/odd rows x even/odd columns, each
-    the output's size) in ``phases`` scratch (at least 4*OH*OW); on them the stride-2
+    the output's size) in ``phases`` scratch (at least 4*OH*OW), a row pair at a time by
+    vector shuffles (``_simd.split_pairs``: as a plain loop the split stayed scalar and cost
+    most of the layer); on them the stride-2
     window is a stride-1 stencil of nine taps at offsets 0, -1, -OW, -OW-1 of the output's
     flat index, run as flat passes like :func:`depthwise3x3_same` (``edges`` as there, for
     the output plane; only its left-neighbour row is read). Instead of nine stride-2 loads
@@ -237,19 +240,16 @@ def depthwise3x3_s2(x, w, bias, edges, phases, out, code, p0, p1, first, last):
     oe, oo = phases[2 * n_out:3 * n_out], phases[3 * n_out:4 * n_out]  # odd rows
     zero = np.float32(0)
     has_bias = bias.shape[0] > 0
-    u1, u2, uo = _U(1), _U(2), _U(ow)
+    u1, uo, uno = _U(1), _U(ow), _U(n_out)
+    xa, pa = _U(xf.ctypes.data), _U(phases.ctypes.data)
     for p in range(first, last):
         oc = p % c_n
         b = bias[oc] if has_bias else zero
         src = _U(p * h * wd)
-        for r in range(oh):
+        for r in range(oh):  # the row pair 2r, 2r + 1 into the four phases' row r
             even, odd, d = src + _U(2 * r * wd), src + _U((2 * r + 1) * wd), _U(r * ow)
-            for c in range(uo):
-                j = c * u2
-                ee[d + c] = xf[even + j]
-                eo[d + c] = xf[even + j + u1]
-                oe[d + c] = xf[odd + j]
-                oo[d + c] = xf[odd + j + u1]
+            split_pairs(xf, xa, even, phases, pa, d, phases, pa, uno + d, uo)
+            split_pairs(xf, xa, odd, phases, pa, _U(2) * uno + d, phases, pa, _U(3) * uno + d, uo)
         k = oc * 9
         w00, w01, w02 = wf[k], wf[k + 1], wf[k + 2]
         w10, w11, w12 = wf[k + 3], wf[k + 4], wf[k + 5]

@@ -18,11 +18,13 @@ CHANNELS_LAST_PIXELS_OTHER = 4096
 # 192x28x28 295 vs 129, 144x56x56 666 vs 373, 32x112x112 439 vs 295.
 SAME_MIN_SIDE = 3
 # 3x3, stride 2, padding 1 top and left, even input sides: the four phases of each plane,
-# then flat passes (``depthwise3x3_s2``), up to this many output pixels. One thread, us,
-# rows kernel / channels-last pass vs polyphase: 576x14x14 90 / 74 vs 53, 192x28x28 90 /
-# 108 vs 60, 240x28x28 104 / 130 vs 75, 144x56x56 221 vs 205; but 96x112x112 419 vs 586
-# (deinterleaving bands of rows, so the phases stay in L1, did not change that).
-S2_MAX_PIXELS = 1024
+# then flat passes (``depthwise3x3_s2``), up to this many output pixels (128x128: the
+# per-thread phase scratch stays at 256 KB). One thread, us, rows kernel / channels-last
+# pass vs polyphase: 576x14x14 90 / 74 vs 53, 192x28x28 90 / 108 vs 60, 240x28x28 104 /
+# 130 vs 75. Larger planes took the rows kernel while the phase split was a scalar loop
+# (96x112x112 419 vs 586); split by vector shuffles (``_simd.split_pairs``), same process:
+# rows 417 vs polyphase 301, 144x56x56 227 vs 121 (the scalar split 213).
+S2_MAX_PIXELS = 128 * 128
 
 
 # 5x5, stride 1 or 2, undilated: zero-bordered phases of each plane, NCHW
