@@ -58,11 +58,6 @@ class DepthwiseConv2d:
         self.relu = self.activation == RELU
         self.algorithm = depthwise_algorithm(geom.out_hw, geom.kernel, geom.stride, self.dilation, geom.padding,
                                              geom.in_hw)
-        self.edges = None
-        if self.algorithm in ("depthwise3x3_same", "depthwise3x3_s2"):
-            from lowerkit.backend.cpu.jit.conv import same_padding_edges
-
-            self.edges = same_padding_edges(*geom.out_hw)
         self.weight = None if weight is None else np.ascontiguousarray(weight, dtype=np.float32)
         self.weight_t = None if self.weight is None else self._channels_last(self.weight)
         self.bias = np.empty(0, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
@@ -116,16 +111,14 @@ class DepthwiseConv2d:
 
             run_parallel(workers, band, split(c, workers))
         elif self.algorithm == "depthwise3x3_same":
-            edges = self.edges
-            run_parallel(workers, lambda s: k.depthwise3x3_same(x, w, b, edges, out, code, p0, p1, s.start, s.stop),
+            run_parallel(workers, lambda s: k.depthwise3x3_same(x, w, b, out, code, p0, p1, s.start, s.stop),
                          split(n * c, workers))
         elif self.algorithm == "depthwise3x3_s2":
-            edges = self.edges
             phases = self.ws.get("dw_phases", (workers, 4 * oh * ow))  # one row per worker
             parts = split(n * c, workers, keep_empty=True)
 
             def phase_band(j: int) -> None:
-                k.depthwise3x3_s2(x, w, b, edges, phases[j], out, code, p0, p1, parts[j].start, parts[j].stop)
+                k.depthwise3x3_s2(x, w, b, phases[j], out, code, p0, p1, parts[j].start, parts[j].stop)
 
             run_parallel(workers, phase_band, range(workers))
         elif self.algorithm == "depthwise5x5":

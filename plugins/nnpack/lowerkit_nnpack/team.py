@@ -188,8 +188,8 @@ class TeamDepthwise:
         conv = self.conv
         act = NONE if residual is not None else conv.activation
         phases = None if self.phases_shape is None else conv.ws.get("team_phases", self.phases_shape)
-        team_layers.run_depthwise(self.team, conv.algorithm, x, conv.weight, conv.bias, out, conv.edges, self.rows,
-                                  phases, self.stride, self.padding, act)
+        team_layers.run_depthwise(self.team, conv.algorithm, x, conv.weight, conv.bias, out, self.rows, phases,
+                                  self.stride, self.padding, act)
         if residual is not None:
             np.add(out, residual, out=out)
             activate_inplace(out, conv.activation)

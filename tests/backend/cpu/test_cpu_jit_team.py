@@ -45,11 +45,10 @@ def _act(i):
 def test_depthwise_same_team_equals_serial(kernels, shape, ways):
     team, conv = kernels
     x, w, b = _rand(*shape), _rand(shape[1], 1, 3, 3, seed=1), _rand(shape[1], seed=2)
-    edges = conv.same_padding_edges(*shape[2:])
     expected, got = np.empty_like(x), np.empty_like(x)
     act = _act(ways)
-    conv.depthwise3x3_same(x, w, b, edges, expected, *act, 0, shape[0] * shape[1])
-    team.depthwise3x3_same(x, w, b, edges, got, *act, ways)
+    conv.depthwise3x3_same(x, w, b, expected, *act, 0, shape[0] * shape[1])
+    team.depthwise3x3_same(x, w, b, got, *act, ways)
     np.testing.assert_array_equal(got, expected)
 
 
@@ -73,10 +72,9 @@ def test_depthwise_stride2_team_equals_serial(kernels, ways):
     team, conv = kernels
     x, w, b = _rand(2, 5, 14, 10), _rand(5, 1, 3, 3, seed=1), np.empty(0, np.float32)
     out_shape = (2, 5, 7, 5)
-    edges = conv.same_padding_edges(7, 5)
     expected, got = np.empty(out_shape, np.float32), np.empty(out_shape, np.float32)
-    conv.depthwise3x3_s2(x, w, b, edges, np.empty(4 * 35, np.float32), expected, *_act(1), 0, 10)
-    team.depthwise3x3_s2(x, w, b, edges, np.empty((ways, 4 * 35), np.float32), got, *_act(1), ways)
+    conv.depthwise3x3_s2(x, w, b, np.empty(4 * 35, np.float32), expected, *_act(1), 0, 10)
+    team.depthwise3x3_s2(x, w, b, np.empty((ways, 4 * 35), np.float32), got, *_act(1), ways)
     np.testing.assert_array_equal(got, expected)
     # rows kernel (large or odd planes), stride 2 and 1
     for stride, out_hw in ((2, (7, 5)), (1, (14, 10))):

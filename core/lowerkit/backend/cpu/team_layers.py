@@ -119,17 +119,16 @@ def depthwise_scratch(algorithm: str, out_hw, stride: int, ways: int) -> tuple[n
 
 
 def run_depthwise(team: Team, algorithm: str, x: np.ndarray, w: np.ndarray, bias: np.ndarray, out: np.ndarray,
-                  edges: np.ndarray | None, rows: np.ndarray | None, phases: np.ndarray | None, stride: int,
-                  padding, act: tuple[int, float, float]) -> None:
+                  rows: np.ndarray | None, phases: np.ndarray | None, stride: int, padding,
+                  act: tuple[int, float, float]) -> None:
     """A depthwise convolution of ``DEPTHWISE_ALGORITHMS`` in bands of planes on ``team``
-    (``edges`` from ``jit.conv.same_padding_edges`` for the first two; ``rows`` and ``phases``
-    from :func:`depthwise_scratch`)."""
+    (``rows`` and ``phases`` from :func:`depthwise_scratch`)."""
     kernels, ways = team.kernels(), team.ways
     pt, pl = tuple(padding)[:2]
     if algorithm == "depthwise3x3_same":
-        kernels.depthwise3x3_same(x, w, bias, edges, out, *act, ways)
+        kernels.depthwise3x3_same(x, w, bias, out, *act, ways)
     elif algorithm == "depthwise3x3_s2":
-        kernels.depthwise3x3_s2(x, w, bias, edges, phases, out, *act, ways)
+        kernels.depthwise3x3_s2(x, w, bias, phases, out, *act, ways)
     elif algorithm == "depthwise5x5":
         kernels.depthwise5x5(x, w, bias, rows, phases, out, stride, pt, pl, *act, ways)
     elif algorithm == "depthwise3x3":

@@ -78,8 +78,6 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
     from lowerkit.backend.cpu import jit
 
     kernels = jit.load("conv")
-    from lowerkit.backend.cpu.jit.conv import same_padding_edges
-
     x, w = inputs[0], inputs[1]
     (out,) = outputs
     algorithm = algorithm or grouped_algorithm(x.shape, w.shape, out.shape, attrs)
@@ -110,16 +108,13 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
         planes = n * oc
         cut = [planes * j // ways for j in range(ways + 1)]
         if algorithm == "depthwise3x3_same":
-            edges = same_padding_edges(*out.shape[2:])
-
             def band(j: int) -> None:
-                kernels.depthwise3x3_same(x, w, bias, edges, out, code, p0, p1, cut[j], cut[j + 1])
+                kernels.depthwise3x3_same(x, w, bias, out, code, p0, p1, cut[j], cut[j + 1])
         elif algorithm == "depthwise3x3_s2":
-            edges = same_padding_edges(*out.shape[2:])
             phases = [np.empty(4 * out.shape[2] * out.shape[3], np.float32) for _ in range(ways)]
 
             def band(j: int) -> None:
-                kernels.depthwise3x3_s2(x, w, bias, edges, phases[j], out, code, p0, p1, cut[j], cut[j + 1])
+                kernels.depthwise3x3_s2(x, w, bias, phases[j], out, code, p0, p1, cut[j], cut[j + 1])
         elif algorithm == "depthwise5x5":
             rows, shape = team_layers.depthwise_scratch(algorithm, out.shape[2:], sh, ways)
             ph = np.empty(shape, np.float32)
@@ -143,7 +138,6 @@ def _team_form(inputs, outputs, attrs, scratch, algorithm: str, team, serial):
     """One team region per call (``lowerkit.backend.cpu.jit.team``): bands of planes, or of
     channels for the channels-last kernel, whose copies in and out stay on the calling thread."""
     from lowerkit.backend.cpu import jit
-    from lowerkit.backend.cpu.jit.conv import same_padding_edges
 
     kernels = team.kernels()
     x, w = inputs[0], inputs[1]
@@ -167,12 +161,11 @@ def _team_form(inputs, outputs, attrs, scratch, algorithm: str, team, serial):
             kernels.depthwise_channels_last(xp, wt, bias, acc, oh, ow, kh, kw, sh, sw, dh, dw, code, p0, p1, ways)
             copy_out_channels_last(acc, out, 0, c)
     elif algorithm in team_layers.DEPTHWISE_ALGORITHMS:
-        edges = same_padding_edges(*out.shape[2:]) if algorithm in ("depthwise3x3_same", "depthwise3x3_s2") else None
         rows, shape = team_layers.depthwise_scratch(algorithm, out.shape[2:], sh, ways)
         phases = None if shape is None else np.empty(shape, np.float32)
 
         def region():
-            team_layers.run_depthwise(team, algorithm, x, w, bias, out, edges, rows, phases, sh, (pt, pl),
+            team_layers.run_depthwise(team, algorithm, x, w, bias, out, rows, phases, sh, (pt, pl),
                                       (code, p0, p1))
     else:
         def region():

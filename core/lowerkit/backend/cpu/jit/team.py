@@ -40,7 +40,6 @@ from ._types import f8, i8, ro, rw
 team_ready()
 
 _FLAGS = dict(nogil=True, cache=True, parallel=True, error_model="numpy")
-_EDGES = types.Array(types.uint8, 2, "C", readonly=True)
 
 
 @njit(inline="always")
@@ -62,23 +61,23 @@ def _columns_epilogue(of, bias, rows, n, c0, c1, code, p0, p1):
         act_span(of, lo, hi, code, p0, p1)
 
 
-@njit(types.void(ro(4), ro(4), ro(1), _EDGES, rw(4), i8, f8, f8, i8), **_FLAGS)
-def depthwise3x3_same(x, w, bias, edges, out, code, p0, p1, ways):
+@njit(types.void(ro(4), ro(4), ro(1), rw(4), i8, f8, f8, i8), **_FLAGS)
+def depthwise3x3_same(x, w, bias, out, code, p0, p1, ways):
     """:func:`.conv.depthwise3x3_same` on ``ways`` bands of planes."""
     planes = out.shape[0] * out.shape[1]
     for j in prange(ways):
         first, last = _band(planes, j, ways)
-        conv.depthwise3x3_same(x, w, bias, edges, out, code, p0, p1, first, last)
+        conv.depthwise3x3_same(x, w, bias, out, code, p0, p1, first, last)
 
 
-@njit(types.void(ro(4), ro(4), ro(1), _EDGES, rw(2), rw(4), i8, f8, f8, i8), **_FLAGS)
-def depthwise3x3_s2(x, w, bias, edges, phases, out, code, p0, p1, ways):
+@njit(types.void(ro(4), ro(4), ro(1), rw(2), rw(4), i8, f8, f8, i8), **_FLAGS)
+def depthwise3x3_s2(x, w, bias, phases, out, code, p0, p1, ways):
     """:func:`.conv.depthwise3x3_s2` on ``ways`` bands of planes; ``phases`` [ways, 4*OH*OW]
     holds each thread's phase scratch."""
     planes = out.shape[0] * out.shape[1]
     for j in prange(ways):
         first, last = _band(planes, j, ways)
-        conv.depthwise3x3_s2(x, w, bias, edges, phases[j], out, code, p0, p1, first, last)
+        conv.depthwise3x3_s2(x, w, bias, phases[j], out, code, p0, p1, first, last)
 
 
 _ROWS = types.Array(types.uint64, 2, "C", readonly=True)
