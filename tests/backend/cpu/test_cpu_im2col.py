@@ -100,6 +100,12 @@ def test_tile_view_refuses_tiles_past_the_padded_image():
     (5, (6, 6), (1, 1), (2, 2), (0, 0), (1, 1)),
     (1, (3, 4), (3, 3), (1, 1), (2, 2), (1, 1)),
     (2, (5, 5), (5, 5), (1, 1), (0, 0), (1, 1)),
+    # "same" width, stride 1 (one shifted copy per tap and channel): 7x7 3x3, 5x5 on planes
+    # narrower than tall, 3x5 with a taller output (rows of padding), a 1x1
+    (3, (7, 7), (3, 3), (1, 1), (1, 1), (1, 1)),
+    (2, (6, 5), (5, 5), (1, 1), (2, 2), (1, 1)),
+    (2, (5, 9), (3, 5), (1, 1), (2, 2), (1, 1)),
+    (3, (4, 6), (1, 1), (1, 1), (0, 0), (1, 1)),
 ])
 def test_compiled_im2col_matches_the_window_view(c, hw, k, stride, pad, dil):
     pytest.importorskip("numba")
