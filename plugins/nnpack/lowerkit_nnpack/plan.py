@@ -12,8 +12,8 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from itertools import islice
 from dataclasses import dataclass, replace
+from itertools import islice
 from math import prod
 from typing import Any
 
@@ -69,8 +69,8 @@ class Step:
     outputs: tuple[Value, ...]
     dying: tuple[Value, ...]  # values no later step reads
     fills: bool = False  # the kernel takes the call's Spares too
-    # The same as slots of a call's value list (Plan._slots): the loop indexes a list, not a
-    # dict keyed by values — half its cost per step.
+    # The same as slots of a call's value list (see Plan._number_values): the loop indexes a
+    # list, not a dict keyed by values.
     reads: tuple[int, ...] = ()
     writes: tuple[int, ...] = ()
     frees: tuple[int, ...] = ()  # the dying values a step wrote or the call was given
