@@ -4,9 +4,10 @@ Where a model's time goes against the peer: both engines run the same traced zoo
 same threads (one by default: a worker's slice of a batch), in alternating calls; glow_like's
 bound kernels are timed one by one inside whole runs (``model.py --instructions`` does the
 same), ONNX Runtime's nodes by its profiler (which adds a little to each node, so its
-whole-call time is taken from a second, unprofiled session). Convolutions are paired in
-schedule order (ONNX Runtime fuses a residual add into its convolution; glow_like's adds are
-listed apart) and printed by excess, the largest first. Medians over the rounds; ms.
+whole-call time is taken from a second, unprofiled session). Convolutions are paired by output
+shape in schedule order (ONNX Runtime fuses a residual add into its convolution, glow_like
+lists its adds apart; an activation glow_like fuses may be a node of its own there) and
+printed by excess, the largest first. Medians over the rounds; ms.
 
     python benchmarks/per_node.py --model mobilenet_v2 --batch 4
     python benchmarks/per_node.py --model efficientnet_b0 --batch 1 --threads 2 --top 20
@@ -15,6 +16,7 @@ listed apart) and printed by excess, the largest first. Medians over the rounds;
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import statistics
@@ -27,6 +29,8 @@ import numpy as np
 import lowerkit as lk
 from lowerkit import models
 from peers import blas_lines
+
+_PEER_CONVS = ("Conv", "FusedConv")  # ONNX Runtime's convolution kernels (FusedConv: with its activation)
 
 
 def glow_like_calls(module: lk.Module, x: np.ndarray, threads: int):
@@ -62,17 +66,26 @@ def ort_sessions(module: lk.Module, threads: int, profile_dir: str):
     return sessions
 
 
-def ort_node_medians(profile_path: str, skip: int) -> list[tuple[str, str, float]]:
-    """(node, op, median ms) per node in run order from ONNX Runtime's profile, the first
-    ``skip`` runs dropped."""
+def ort_node_medians(profile_path: str, skip: int) -> list[tuple[str, str, tuple, float]]:
+    """(node, op, output shape, median ms) per node in run order from ONNX Runtime's profile,
+    the first ``skip`` runs dropped."""
     with open(profile_path, encoding="utf-8") as f:
         events = json.load(f)
-    per_node: dict[str, tuple[str, list[float]]] = {}
+    per_node: dict[str, tuple[str, tuple, list[float]]] = {}
     for event in events:
         if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
             name = event["name"][: -len("_kernel_time")]
-            per_node.setdefault(name, (event["args"].get("op_name", "?"), []))[1].append(event["dur"] / 1e3)
-    return [(name, op, statistics.median(times[skip:] or times)) for name, (op, times) in per_node.items()]
+            outputs = event["args"].get("output_type_shape") or [{}]
+            shape = tuple(next(iter(outputs[0].values()), ()))
+            per_node.setdefault(name, (event["args"].get("op_name", "?"), shape, []))[2].append(event["dur"] / 1e3)
+    return [(name, op, shape, statistics.median(times[skip:] or times)) for name, (op, shape, times) in per_node.items()]
+
+
+def paired(mine: list[tuple[tuple, object]], theirs: list[tuple[tuple, object]]) -> list[tuple[int, int]]:
+    """Index pairs of two schedules' convolutions matched by output shape, in order (the
+    longest common subsequence: a layer one engine splits or fuses differently is left out)."""
+    matcher = difflib.SequenceMatcher(None, [m[0] for m in mine], [t[0] for t in theirs], autojunk=False)
+    return [(a + i, b + i) for a, b, size in matcher.get_matching_blocks() for i in range(size)]
 
 
 def main() -> None:
@@ -93,7 +106,6 @@ def main() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         program, executable, calls = glow_like_calls(module, x, args.threads)
-    feed_name = None
     with tempfile.TemporaryDirectory() as profile_dir:
         profiled, plain = ort_sessions(module, args.threads, profile_dir)
         feed_name = profiled.get_inputs()[0].name
@@ -120,20 +132,22 @@ def main() -> None:
         peer_nodes = ort_node_medians(profiled.end_profiling(), warmup)
 
     mine = [(statistics.median(t[warmup:]) * 1e3, ins) for t, ins in zip(kernel_times, program.instructions)]
-    glow_convs = [(ms, ins) for ms, ins in mine if "conv" in ins.op]
-    peer_convs = [(ms, name) for name, op, ms in peer_nodes if op == "Conv"]
+    glow_convs = [(tuple(program.buffers[ins.outputs[0]].shape), (ms, ins)) for ms, ins in mine if "conv" in ins.op]
+    peer_convs = [(shape, ms) for _, op, shape, ms in peer_nodes if op in _PEER_CONVS]
     print(f"\n{args.model}, batch {args.batch}, {args.threads} thread(s), {args.rounds} rounds: whole call "
           f"glow_like best {min(whole_glow) * 1e3:.2f} / median {statistics.median(whole_glow) * 1e3:.2f} ms, "
           f"ONNX Runtime {min(whole_ort) * 1e3:.2f} / {statistics.median(whole_ort) * 1e3:.2f} ms "
           f"(median ratio {statistics.median(whole_glow) / statistics.median(whole_ort):.2f})")
     print(f"sums of the medians: glow_like's instructions {sum(ms for ms, _ in mine):.2f} ms, "
-          f"ONNX Runtime's nodes {sum(ms for _, _, ms in peer_nodes):.2f} ms (profiled)")
-    if len(glow_convs) != len(peer_convs):
-        print(f"(convolutions differ in number: glow_like {len(glow_convs)}, ONNX Runtime {len(peer_convs)}; "
-              "pairs below follow schedule order as far as both go)")
-    pairs = [(mine_ms - peer_ms, mine_ms, peer_ms, ins) for (mine_ms, ins), (peer_ms, _) in zip(glow_convs, peer_convs)]
-    print(f"\nconvolutions, paired in order ({len(pairs)}): glow_like - ONNX Runtime = "
-          f"{sum(p[0] for p in pairs):+.2f} ms; the {args.top} largest excesses:")
+          f"ONNX Runtime's nodes {sum(node[3] for node in peer_nodes):.2f} ms (profiled)")
+    pairs = []
+    for i, j in paired(glow_convs, peer_convs):
+        (mine_ms, ins), peer_ms = glow_convs[i][1], peer_convs[j][1]
+        pairs.append((mine_ms - peer_ms, mine_ms, peer_ms, ins))
+    print(f"\nconvolutions paired by output shape in schedule order: {len(pairs)} of glow_like's {len(glow_convs)} "
+          f"and ONNX Runtime's {len(peer_convs)}; glow_like - ONNX Runtime = {sum(p[0] for p in pairs):+.2f} ms "
+          f"(an activation glow_like fuses may be a node of its own there: see the other nodes); the "
+          f"{args.top} largest excesses:")
     print(f"  {'excess':>7} {'glow_like':>9} {'ORT':>7}  layer")
     for excess, mine_ms, peer_ms, ins in sorted(pairs, key=lambda p: -p[0])[: args.top]:
         shape = list(program.buffers[ins.outputs[0]].shape)
@@ -142,7 +156,8 @@ def main() -> None:
     print("\nglow_like's other instructions: " + ", ".join(
         f"{op} {sum(ms for ms, ins in others if ins.op == op):.3f}" for op in sorted({ins.op for _, ins in others})))
     print("ONNX Runtime's other nodes: " + ", ".join(
-        f"{op} {sum(ms for _, o, ms in peer_nodes if o == op):.3f}" for op in sorted({o for _, o, _ in peer_nodes if o != "Conv"})))
+        f"{op} {sum(node[3] for node in peer_nodes if node[1] == op):.3f}"
+        for op in sorted({node[1] for node in peer_nodes if node[1] not in _PEER_CONVS})))
 
 
 if __name__ == "__main__":
