@@ -247,6 +247,22 @@ def int8_accuracy(calibration: int, held_out: int, batch: int = 1) -> None:
           f"top-1 agreement {agree}/{total} ({agree / total:.0%})")
 
 
+def bound_glow_like(module: lk.Module, x: np.ndarray, threads: int | None):
+    """glow_like's compiled program (opt 2) bound the way a call binds it — this thread's
+    arena, scratch and kernels: ``(program, executable, calls)``, the bound kernels in schedule
+    order (a batch run as slices, one per worker: the first slice's). Close the executable."""
+    from lowerkit_glow_like._compiler import compile_method
+    from lowerkit_glow_like._options import Options
+    from lowerkit_glow_like.runtime import Executable
+
+    program = compile_method(module, "forward", Options(threads=threads))
+    executable = Executable(program)
+    executable.run([x])  # binds this thread's arena, scratch and kernels
+    state = executable._state()
+    calls = state.calls if state.slices is None else state.slices[0].calls
+    return program, executable, calls
+
+
 def instruction_times(name: str, batch: int, repeat: int) -> None:
     """Median time of every glow_like instruction (opt 2), with the default workers and with one.
 
@@ -255,24 +271,15 @@ def instruction_times(name: str, batch: int, repeat: int) -> None:
     order (so caches hold what they would in a real call); the columns add up to about a
     whole call minus the input/output copies.
     """
-    from lowerkit_glow_like._compiler import compile_method
-    from lowerkit_glow_like._options import Options
     from lowerkit.backend.cpu import blas_limit
-    from lowerkit_glow_like.runtime import Executable
 
     x = models.example_input(name, batch=batch)
     module = lk.trace(models.get(name), x)
     columns = {}
     notes: list[str] = []
     for label, threads in (("default workers", None), ("1 thread", 1)):
-        program = compile_method(module, "forward", Options(threads=threads))
-        executable = Executable(program)
-        executable.run([x])  # binds this thread's arena, scratch and kernels
-        state = executable._state()
-        # The bound kernels in schedule order; a batch run as slices (one per worker): the
-        # first slice's, timed alone on this thread.
-        calls = state.calls if state.slices is None else state.slices[0].calls
-        if state.slices is not None:
+        program, executable, calls = bound_glow_like(module, x, threads)
+        if executable.batch_slices is not None:  # the first slice's kernels, timed alone on this thread
             notes.append(f"{label}: batch {batch} runs as slices {[(s.start, s.stop) for s in executable.batch_slices]}, "
                          f"one per worker; the column times the first slice alone")
         times: list[list[float]] = [[] for _ in calls]

@@ -2,8 +2,8 @@
 
 Where a model's time goes against the peer: both engines run the same traced zoo model on the
 same threads (one by default: a worker's slice of a batch), in alternating calls; glow_like's
-bound kernels are timed one by one inside whole runs (``model.py --instructions`` does the
-same), ONNX Runtime's nodes by its profiler (which adds a little to each node, so its
+bound kernels are timed one by one inside whole runs (bound as ``model.py --instructions``
+binds them), ONNX Runtime's nodes by its profiler (which adds a little to each node, so its
 whole-call time is taken from a second, unprofiled session). Convolutions are paired by output
 shape in schedule order (ONNX Runtime fuses a residual add into its convolution, glow_like
 lists its adds apart; an activation glow_like fuses may be a node of its own there) and
@@ -24,27 +24,12 @@ import tempfile
 import time
 import warnings
 
-import numpy as np
-
 import lowerkit as lk
 from lowerkit import models
+from model import bound_glow_like
 from peers import blas_lines
 
 _PEER_CONVS = ("Conv", "FusedConv")  # ONNX Runtime's convolution kernels (FusedConv: with its activation)
-
-
-def glow_like_calls(module: lk.Module, x: np.ndarray, threads: int):
-    """glow_like's compiled program bound for this thread: (program, executable, kernel calls)."""
-    from lowerkit_glow_like._compiler import compile_method
-    from lowerkit_glow_like._options import Options
-    from lowerkit_glow_like.runtime import Executable
-
-    program = compile_method(module, "forward", Options(threads=threads))
-    executable = Executable(program)
-    executable.run([x])  # binds this thread's arena, scratch and kernels
-    state = executable._state()
-    calls = state.calls if state.slices is None else state.slices[0].calls
-    return program, executable, calls
 
 
 def ort_sessions(module: lk.Module, threads: int, profile_dir: str):
@@ -105,7 +90,7 @@ def main() -> None:
     module = lk.trace(models.get(args.model), x)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        program, executable, calls = glow_like_calls(module, x, args.threads)
+        program, executable, calls = bound_glow_like(module, x, args.threads)
     with tempfile.TemporaryDirectory() as profile_dir:
         profiled, plain = ort_sessions(module, args.threads, profile_dir)
         feed_name = profiled.get_inputs()[0].name

@@ -14,7 +14,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core.extending import intrinsic
 
-_F32 = ir.FloatType()
+_F32 = ir.FloatType()  # shared with jit.panel's micro-kernels
 _V8 = ir.VectorType(_F32, 8)
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
 _EVEN = ir.Constant(ir.VectorType(_I32, 8), list(range(0, 16, 2)))

@@ -38,6 +38,7 @@ from numba.core import cgutils
 from numba.core.extending import intrinsic
 
 from ._act import act_span
+from ._simd import _F32, _I32, _I64, _V8  # the LLVM types of the vector kernels
 from ._types import f8, i8, ro, rw
 from .layer import team_ready
 
@@ -50,9 +51,6 @@ PACK_PANELS = 32  # copy the image into strips when a call covers this many pane
 PACK_INPUTS = 64  # ... and rows (the copy then costs little against the reads it saves)
 STRIP_FLOATS = K_BLOCK * (128 + 16)  # a thread's scratch for the copy: a block of up to 143 columns
 
-_F32 = ir.FloatType()
-_V8 = ir.VectorType(_F32, 8)
-_I32, _I64 = ir.IntType(32), ir.IntType(64)
 _ZEROS = [0] * 8
 
 
