@@ -1,4 +1,5 @@
-"""Depthwise 3x3 layers of MobileNetV2 / EfficientNet: nnpack's depthwise extension and
+"""Depthwise layers of MobileNetV2 (3x3), EfficientNet (5x5) and ConvNeXt (7x7), "same"
+padding: nnpack's depthwise extension and
 glow_like against ONNX Runtime, OpenVINO and PyTorch, one process, interleaved rounds,
 best time of each engine; ratios against the best peer (run from benchmarks/conv.py)."""
 
@@ -17,8 +18,11 @@ from lowerkit_nnpack.depthwise import DepthwiseConv2d
 from lowerkit_nnpack.geometry import ConvGeometry
 from peers import conv_model, onnxruntime_runner, openvino_runner
 
-# (channels, spatial size, stride): MobileNetV2's 32x112x112 and 144x56x56, its 960x7x7; a strided one.
-LAYERS = [(32, 112, 1), (144, 56, 1), (960, 7, 1), (144, 56, 2)]
+# (channels, spatial size, stride, kernel): MobileNetV2's 32x112x112, 144x56x56 and 960x7x7
+# and two strided ones; EfficientNet-B0's 5x5 layers at 28x28, 14x14 stride 2 and 7x7;
+# ConvNeXt-T's 7x7 at 14x14.
+LAYERS = [(32, 112, 1, 3), (144, 56, 1, 3), (960, 7, 1, 3), (144, 56, 2, 3), (576, 14, 2, 3),
+          (240, 28, 1, 5), (672, 14, 2, 5), (1152, 7, 1, 5), (384, 14, 1, 7)]
 PEERS = ("onnxruntime", "openvino", "torch")
 
 
@@ -33,7 +37,7 @@ def _best(fn: Callable[[], object], budget: float, reps: int) -> float:
     return min(times)
 
 
-def _glow_like(x: np.ndarray, w: np.ndarray, stride: int):
+def _glow_like(x: np.ndarray, w: np.ndarray, stride: int, pad: int):
     import lowerkit as lk
     from lowerkit.ir import Graph, GraphMethod, Module, TensorType
     from lowerkit.opset import get_schema
@@ -42,7 +46,7 @@ def _glow_like(x: np.ndarray, w: np.ndarray, stride: int):
     g = Graph()
     xv = g.add_input("x", TensorType("f32", x.shape))
     wv = g.add_node("param", [], [TensorType("f32", w.shape)], {"name": "w"}).output
-    attrs = get_schema("conv2d").normalize_attrs({"stride": (stride, stride), "padding": (1, 1, 1, 1), "groups": c})
+    attrs = get_schema("conv2d").normalize_attrs({"stride": (stride, stride), "padding": (pad,) * 4, "groups": c})
     (t,) = get_schema("conv2d").infer([xv.type, wv.type], attrs)
     g.set_outputs([g.add_node("conv2d", [xv, wv], [t], attrs).output])
     module = Module({"w": w}, {"forward": GraphMethod(g)}, name="Depthwise")
@@ -52,7 +56,7 @@ def _glow_like(x: np.ndarray, w: np.ndarray, stride: int):
     return lambda: lowered(x)
 
 
-def _torch(x: np.ndarray, w: np.ndarray, stride: int):
+def _torch(x: np.ndarray, w: np.ndarray, stride: int, pad: int):
     try:
         import torch
     except ImportError:
@@ -61,7 +65,7 @@ def _torch(x: np.ndarray, w: np.ndarray, stride: int):
 
     def run():
         with torch.no_grad():
-            return torch.nn.functional.conv2d(xt, wt, stride=stride, padding=1, groups=x.shape[1])
+            return torch.nn.functional.conv2d(xt, wt, stride=stride, padding=pad, groups=x.shape[1])
 
     return run
 
@@ -71,19 +75,20 @@ def depthwise_table(batches: list[int], args) -> None:
     rng = np.random.default_rng(0)
     order = np.random.default_rng(3)
     cols = ["nnpack", "glow_like", *PEERS]
-    print(f"depthwise 3x3 (pad 1), microseconds (best of interleaved rounds), {cores} threads each; "
+    print(f"depthwise (kernel // 2 padding), microseconds (best of interleaved rounds), {cores} threads each; "
           "ratio = ours / best peer")
     header = ["layer", "N", "kernel", *cols, "nnpack/best", "glow_like/best"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    for c, hw, stride in LAYERS:
-        w = (rng.standard_normal((c, 1, 3, 3)) * 0.3).astype(np.float32)
+    for c, hw, stride, k in LAYERS:
+        w = (rng.standard_normal((c, 1, k, k)) * 0.3).astype(np.float32)
+        pad = k // 2
         for n in batches:
             x = rng.standard_normal((n, c, hw, hw)).astype(np.float32)
-            geom = ConvGeometry(c, c, (hw, hw), (3, 3), (stride, stride), (1, 1, 1, 1))
+            geom = ConvGeometry(c, c, (hw, hw), (k, k), (stride, stride), (pad,) * 4)
             nn = DepthwiseConv2d(geom, w, options=RunOptions(args.threads))
-            engines = {"nnpack": lambda nn=nn, x=x: nn(x), "glow_like": _glow_like(x, w, stride)}
-            model = conv_model(x.shape, w, stride, 1, groups=c)
+            engines = {"nnpack": lambda nn=nn, x=x: nn(x), "glow_like": _glow_like(x, w, stride, pad)}
+            model = conv_model(x.shape, w, stride, pad, groups=c)
             for name, make in (("onnxruntime", onnxruntime_runner), ("openvino", openvino_runner)):
                 try:
                     fn = make(model, {"x": x}, cores)
@@ -91,7 +96,7 @@ def depthwise_table(batches: list[int], args) -> None:
                     fn = None
                 if fn is not None:
                     engines[name] = fn
-            tfn = _torch(x, w, stride)
+            tfn = _torch(x, w, stride, pad)
             if tfn is not None:
                 engines["torch"] = tfn
             best: dict[str, float] = {}
@@ -101,7 +106,7 @@ def depthwise_table(batches: list[int], args) -> None:
                     key = names[i]
                     best[key] = min(best.get(key, math.inf), _best(engines[key], args.budget, args.reps))
             peer = min((best[p] for p in PEERS if p in best), default=math.nan)
-            cells = [f"{c}x{hw}x{hw} s{stride}", str(n), nn.algorithm]
+            cells = [f"{k}x{k} {c}x{hw}x{hw} s{stride}", str(n), nn.algorithm]
             cells += [f"{best[k] * 1e6:.0f}" if k in best else "-" for k in cols]
             cells += [f"{best['nnpack'] / peer:.2f}", f"{best['glow_like'] / peer:.2f}"]
             print("| " + " | ".join(cells) + " |", flush=True)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 TEAM_KERNELS = ("gemm_bias_activation", "fc_bias_activation", "conv_tiles", "im2col", "depthwise3x3_same",
-                "depthwise3x3_s2", "depthwise5x5", "depthwise3x3", "depthwise_channels_last", "conv2d_grouped",
+                "depthwise3x3_s2", "depthwise_blocked", "depthwise_channels_last", "conv2d_grouped",
                 "winograd_input", "winograd_products_output", "max_pool3x3")
 
 

@@ -35,7 +35,8 @@ def _add(g: Graph, op: str, ins, attrs=None):
 
 def mobile_block(n=1, c=6, hw=15, *, seed=0):
     """A MobileNet/EfficientNet-like program: strided 3x3 stem (im2col), pointwise expand
-    (row bands) + relu6, depthwise 3x3 stride 1 and 2, 5x5 (phases) and 7x7 (channels-last),
+    (row bands) + relu6, depthwise 3x3 stride 1 and 2 (flat and phases above 14x14 outputs,
+    else blocked), 5x5 and 7x7 (blocked),
     squeeze-excitation gate (folded into the next 1x1), pointwise project to few channels
     (column bands), global pool and a fully-connected head."""
     rng = np.random.default_rng(seed)
@@ -145,14 +146,17 @@ def test_a_forked_child_runs_the_serial_forms():
 
 
 def test_every_team_kernel_family_runs_in_the_mobile_block(monkeypatch):
+    from lowerkit.backend.cpu import team_layers
+
+    monkeypatch.setattr(team_layers, "TILED_PIXELS", 2048)  # the 32x32 stem keeps im2col
     ran = record_team_calls(monkeypatch)
-    module = mobile_block(hw=16)  # even planes: the stride-2 depthwise runs on phases
-    x = _input(hw=16)
+    module = mobile_block(hw=32)  # 32x32 planes: the 3x3 depthwise layers run flat and on phases
+    x = _input(hw=32)
     handle = _compile(module, threads=2)
     (got,) = handle.run([x])
     assert_close([got], [module.run("forward", x)], rtol=1e-4)
     assert {"gemm_bias_activation", "im2col", "depthwise3x3_same", "depthwise3x3_s2",
-            "depthwise5x5", "depthwise_channels_last"} <= set(ran), ran
+            "depthwise_blocked"} <= set(ran), ran
     assert "fc_bias_activation" not in ran  # the head has one row: a matrix-vector product, on numpy
 
 

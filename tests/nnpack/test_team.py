@@ -43,8 +43,8 @@ def _param_maker(g, params, seed):
 
 def mobile_net(seed=0):
     """7x7/2 stem (tiled implicit GEMM) + relu, 1x1 expand + relu6, depthwise 3x3 (flat),
-    depthwise 5x5 (phases), 1x1 project + residual, 3x3 Winograd + residual + relu, strided
-    3x3 (im2col), depthwise 3x3 /2,
+    depthwise 5x5 (blocked), 1x1 project + residual, 3x3 Winograd + residual + relu, strided
+    3x3 (im2col), depthwise 3x3 /2 (blocked: a 5x5 output),
     linear over the last axis."""
     g, params = Graph(), {}
     param = _param_maker(g, params, seed)
@@ -101,7 +101,7 @@ def test_a_one_image_plan_runs_team_regions_and_matches_the_reference(monkeypatc
     got = lowered(x)
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
     assert {"team_gemm", "conv_tiles", "im2col", "fc_bias_activation", "depthwise3x3_same",
-            "depthwise5x5", "depthwise3x3_s2", "winograd_input", "winograd_products_output"} <= set(ran), ran
+            "depthwise_blocked", "winograd_input", "winograd_products_output"} <= set(ran), ran
     assert "wt6x6" in plan.algorithms.values()
     serial = lk.to_backend(module, "nnpack", {"forward": {"threads": 1}})
     assert _plan(serial).team is None

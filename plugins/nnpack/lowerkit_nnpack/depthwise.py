@@ -2,8 +2,9 @@
 
 Runs on the compiled kernels of ``lowerkit.backend.cpu.jit.conv`` (numba, loaded when the
 layer is built, i.e. at compile): flat passes over each plane for 3x3 stride 1 padding 1,
-the four phases of each plane for small 3x3 stride-2 ones, zero-bordered phases for 5x5
-stride 1 or 2, channels-last for other small planes, rows for large 3x3 ones, the generic direct kernel otherwise (see
+the four phases of each plane for 3x3 stride-2 ones (both on planes above 14x14),
+channels-last blocks of 8 planes for every other 3x3, 5x5 or 7x7 stride 1 or 2 kernel, a
+channels-last copy for other small planes, the generic direct kernel otherwise (see
 ``lowerkit.backend.cpu.jit.select``); bias and the fused activation are applied inside.
 Work is split over the shared pool by output planes (or channel bands), on the calling
 thread alone below ``min(min_parallel_flops, DEPTHWISE_PARALLEL_MIN_FLOPS)``.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.backend.cpu import run_parallel, split
+from lowerkit.backend.cpu import run_parallel, split, team_layers
 from lowerkit.backend.cpu.jit.depthwise import DepthwiseGeometry, depthwise_cl_band
 from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
 
@@ -62,6 +63,10 @@ class DepthwiseConv2d:
         self.weight_t = None if self.weight is None else self._channels_last(self.weight)
         self.bias = np.empty(0, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
         self.ws = workspace if workspace is not None else Workspace()
+        self.table, self.scratch_floats = None, 0  # depthwise_blocked's pixel table, its floats per worker
+        if self.algorithm == "depthwise_blocked":
+            self.table, (_, self.scratch_floats) = team_layers.depthwise_scratch(
+                self.algorithm, geom.in_hw, geom.out_hw, geom.kernel[0], geom.stride[0], geom.padding, 1)
 
     def output_shape(self, batch: int) -> tuple[int, int, int, int]:
         return (batch, self.geom.out_channels, *self.geom.out_hw)
@@ -121,20 +126,15 @@ class DepthwiseConv2d:
                 k.depthwise3x3_s2(x, w, b, phases[j], out, code, p0, p1, parts[j].start, parts[j].stop)
 
             run_parallel(workers, phase_band, range(workers))
-        elif self.algorithm == "depthwise5x5":
-            from lowerkit.backend.cpu.jit.conv import depthwise5x5_rows, depthwise5x5_scratch
+        elif self.algorithm == "depthwise_blocked":
+            table = self.table
+            buffers = self.ws.get("dw_blocked", (workers, self.scratch_floats))  # a row per worker
+            cuts = team_layers.plane_cuts(n * c, c, workers)
 
-            rows = depthwise5x5_rows((oh, ow), sh)
-            ph = self.ws.get("dw_phases", (workers, depthwise5x5_scratch((oh, ow), sh)))  # a row per worker
-            parts = split(n * c, workers, keep_empty=True)
+            def blocked_band(j: int) -> None:
+                k.depthwise_blocked(x, w, b, table, buffers[j], out, sh, pt, pl, code, p0, p1, cuts[j], cuts[j + 1])
 
-            def phases_band(j: int) -> None:
-                k.depthwise5x5(x, w, b, rows, ph[j], out, sh, pt, pl, code, p0, p1, parts[j].start, parts[j].stop)
-
-            run_parallel(workers, phases_band, range(workers))
-        elif self.algorithm == "depthwise3x3":
-            run_parallel(workers, lambda s: k.depthwise3x3(x, w, b, out, sh, pt, pl, code, p0, p1, s.start, s.stop),
-                         split(n * c, workers))
+            run_parallel(workers, blocked_band, range(workers))
         else:
             run_parallel(workers, lambda s: k.conv2d_grouped(x, w, b, out, sh, sw, pt, pl, dh, dw, c, code, p0, p1,
                                                              s.start, s.stop), split(n * c, workers))

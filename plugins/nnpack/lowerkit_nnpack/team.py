@@ -156,7 +156,8 @@ class TeamDepthwise:
     def __init__(self, conv, team: Team) -> None:
         self.conv, self.team = conv, team
         g = conv.geom
-        self.rows, self.phases_shape = team_layers.depthwise_scratch(conv.algorithm, g.out_hw, g.stride[0], team.ways)
+        self.table, self.scratch_shape = team_layers.depthwise_scratch(conv.algorithm, g.in_hw, g.out_hw, g.kernel[0],
+                                                                       g.stride[0], g.padding, team.ways)
         self.stride, self.padding = g.stride[0], g.padding
 
     def output_shape(self, batch: int) -> tuple[int, int, int, int]:
@@ -187,8 +188,8 @@ class TeamDepthwise:
     def _region(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None) -> np.ndarray:
         conv = self.conv
         act = NONE if residual is not None else conv.activation
-        phases = None if self.phases_shape is None else conv.ws.get("team_phases", self.phases_shape)
-        team_layers.run_depthwise(self.team, conv.algorithm, x, conv.weight, conv.bias, out, self.rows, phases,
+        scratch = None if self.scratch_shape is None else conv.ws.get("team_dw_scratch", self.scratch_shape)
+        team_layers.run_depthwise(self.team, conv.algorithm, x, conv.weight, conv.bias, out, self.table, scratch,
                                   self.stride, self.padding, act)
         if residual is not None:
             np.add(out, residual, out=out)

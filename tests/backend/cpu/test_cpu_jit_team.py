@@ -76,12 +76,25 @@ def test_depthwise_stride2_team_equals_serial(kernels, ways):
     conv.depthwise3x3_s2(x, w, b, np.empty(4 * 35, np.float32), expected, *_act(1), 0, 10)
     team.depthwise3x3_s2(x, w, b, np.empty((ways, 4 * 35), np.float32), got, *_act(1), ways)
     np.testing.assert_array_equal(got, expected)
-    # rows kernel (large or odd planes), stride 2 and 1
-    for stride, out_hw in ((2, (7, 5)), (1, (14, 10))):
-        expected, got = np.empty((2, 5, *out_hw), np.float32), np.empty((2, 5, *out_hw), np.float32)
-        conv.depthwise3x3(x, w, b, expected, stride, 1, 1, *_act(3), 0, 10)
-        team.depthwise3x3(x, w, b, got, stride, 1, 1, *_act(3), ways)
-        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("ways", [2, 3])
+@pytest.mark.parametrize("channels", [16, 5])  # bands cut at blocks of 8; a block cut in two
+@pytest.mark.parametrize("kernel,stride", [(3, 2), (5, 1), (7, 2)])
+def test_depthwise_blocked_team_equals_serial(kernels, ways, channels, kernel, stride):
+    from lowerkit.backend.cpu.jit.dwblock import blocked_scratch, blocked_table
+
+    team, conv = kernels
+    x, w, b = _rand(2, channels, 14, 10), _rand(channels, 1, kernel, kernel, seed=1), _rand(channels, seed=2)
+    pad = kernel // 2
+    out_hw = tuple((d + 2 * pad - kernel) // stride + 1 for d in (14, 10))
+    geometry = ((14, 10), out_hw, kernel, stride, (pad, pad))
+    table, floats = blocked_table(*geometry), blocked_scratch(*geometry)
+    expected, got = np.empty((2, channels, *out_hw), np.float32), np.empty((2, channels, *out_hw), np.float32)
+    conv.depthwise_blocked(x, w, b, table, np.empty(floats, np.float32), expected, stride, pad, pad, *_act(3), 0,
+                           2 * channels)
+    team.depthwise_blocked(x, w, b, table, np.empty((ways, floats), np.float32), got, stride, pad, pad, *_act(3), ways)
+    np.testing.assert_array_equal(got, expected)
 
 
 @pytest.mark.parametrize("ways", [2, 3])

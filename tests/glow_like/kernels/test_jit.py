@@ -134,17 +134,21 @@ def test_grouped_algorithm_by_shape():
 
     dw = {"padding": (1, 1, 1, 1), "groups": 32}
     assert grouped_algorithm((1, 32, 112, 112), (32, 1, 3, 3), (1, 32, 112, 112), dw) == "depthwise3x3_same"
-    assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 14, 14), dw) == "depthwise3x3_same"
+    assert grouped_algorithm((1, 32, 15, 15), (32, 1, 3, 3), (1, 32, 15, 15), dw) == "depthwise3x3_same"
+    assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 14, 14), dw) == "depthwise_blocked"  # <= 14x14
     s2 = {**dw, "stride": (2, 2)}
     assert grouped_algorithm((1, 32, 112, 112), (32, 1, 3, 3), (1, 32, 56, 56), s2) == "depthwise3x3_s2"
-    assert grouped_algorithm((1, 8, 258, 258), (8, 1, 3, 3), (1, 8, 129, 129), s2) == "depthwise3x3"  # > 128x128
-    assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 7, 7), s2) == "depthwise3x3_s2"
-    assert grouped_algorithm((1, 32, 15, 15), (32, 1, 3, 3), (1, 32, 8, 8), s2) == "depthwise_cl"  # odd sides
-    assert grouped_algorithm((1, 32, 2, 2), (32, 1, 3, 3), (1, 32, 2, 2), dw) == "depthwise_cl"  # below 3x3
+    assert grouped_algorithm((1, 32, 30, 30), (32, 1, 3, 3), (1, 32, 15, 15), s2) == "depthwise3x3_s2"
+    assert grouped_algorithm((1, 8, 258, 258), (8, 1, 3, 3), (1, 8, 129, 129), s2) == "depthwise_blocked"  # > 128x128
+    assert grouped_algorithm((1, 32, 28, 28), (32, 1, 3, 3), (1, 32, 14, 14), s2) == "depthwise_blocked"
+    assert grouped_algorithm((1, 32, 45, 45), (32, 1, 3, 3), (1, 32, 23, 23), s2) == "depthwise_blocked"  # odd sides
+    assert grouped_algorithm((1, 32, 2, 2), (32, 1, 3, 3), (1, 32, 2, 2), dw) == "depthwise_blocked"  # below 3x3
     five = {"padding": (2, 2, 2, 2), "groups": 32}
-    assert grouped_algorithm((1, 32, 56, 56), (32, 1, 5, 5), (1, 32, 28, 28), {**five, "stride": (2, 2)}) == "depthwise5x5"
-    assert grouped_algorithm((1, 32, 7, 7), (32, 1, 5, 5), (1, 32, 7, 7), five) == "depthwise5x5"
-    assert grouped_algorithm((1, 32, 7, 7), (32, 1, 7, 7), (1, 32, 7, 7), {**five, "padding": (3,) * 4}) == "depthwise_cl"
+    assert grouped_algorithm((1, 32, 56, 56), (32, 1, 5, 5), (1, 32, 28, 28), {**five, "stride": (2, 2)}) == "depthwise_blocked"
+    assert grouped_algorithm((1, 32, 7, 7), (32, 1, 5, 5), (1, 32, 7, 7), five) == "depthwise_blocked"
+    assert grouped_algorithm((1, 32, 56, 56), (32, 1, 7, 7), (1, 32, 56, 56), {**five, "padding": (3,) * 4}) == "depthwise_blocked"
+    assert grouped_algorithm((1, 32, 7, 7), (32, 1, 3, 5), (1, 32, 7, 7), {**five, "padding": (1, 2, 1, 2)}) == "depthwise_cl"
+    assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 7, 14), {**dw, "stride": (2, 1)}) == "depthwise_cl"
     assert grouped_algorithm((1, 32, 96, 96), (32, 1, 3, 3), (1, 32, 96, 96), {**dw, "dilation": (2, 2)}) == "grouped"
     assert grouped_algorithm((1, 512, 8, 8), (512, 128, 3, 3), (1, 512, 8, 8), {"groups": 4}) is None
     assert grouped_algorithm((1, 8, 8, 8), (8, 8, 3, 3), (1, 8, 8, 8), {}) is None

@@ -43,7 +43,7 @@ def linear_on_team(rows: int, weights: int) -> bool:
     return rows >= 2 and weights >= MIN_LINEAR_WEIGHTS
 
 
-DEPTHWISE_ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise5x5", "depthwise3x3")
+DEPTHWISE_ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_blocked")
 
 
 @dataclass(frozen=True)
@@ -106,33 +106,41 @@ class DenseTeamForm:
         kernels.gemm_bias_activation(w2, src, bias, out.reshape(oc, pixels), *act, ways, self.by_columns, sgemm)
 
 
-def depthwise_scratch(algorithm: str, out_hw, stride: int, ways: int) -> tuple[np.ndarray | None, tuple | None]:
-    """What :func:`run_depthwise` needs besides the layer: the 5x5 kernel's tap rows (or None)
-    and the shape of the per-thread phase scratch (or None)."""
+def depthwise_scratch(algorithm: str, in_hw, out_hw, kernel: int, stride: int, padding,
+                      ways: int) -> tuple[np.ndarray | None, tuple | None]:
+    """What :func:`run_depthwise` needs besides the layer: the blocked kernel's pixel table (or
+    None) and the shape of the per-thread scratch (or None)."""
     if algorithm == "depthwise3x3_s2":
         return None, (ways, 4 * out_hw[0] * out_hw[1])
-    if algorithm == "depthwise5x5":
-        from .jit.conv import depthwise5x5_rows, depthwise5x5_scratch
+    if algorithm == "depthwise_blocked":
+        from .jit.dwblock import blocked_scratch, blocked_table
 
-        return depthwise5x5_rows(tuple(out_hw), stride), (ways, depthwise5x5_scratch(tuple(out_hw), stride))
+        geometry = (tuple(in_hw), tuple(out_hw), kernel, stride, tuple(padding)[:2])
+        return blocked_table(*geometry), (ways, blocked_scratch(*geometry))
     return None, None
 
 
+def plane_cuts(planes: int, channels: int, ways: int) -> list[int]:
+    """``ways + 1`` cuts of ``planes`` (images x channels) into bands for the depthwise kernels,
+    at whole blocks of 8 planes when ``channels`` is a multiple of 8 (``depthwise_blocked``
+    runs a block cut in two as two partial blocks)."""
+    unit = 8 if channels % 8 == 0 else 1
+    return [planes // unit * j // ways * unit for j in range(ways)] + [planes]
+
+
 def run_depthwise(team: Team, algorithm: str, x: np.ndarray, w: np.ndarray, bias: np.ndarray, out: np.ndarray,
-                  rows: np.ndarray | None, phases: np.ndarray | None, stride: int, padding,
+                  table: np.ndarray | None, scratch: np.ndarray | None, stride: int, padding,
                   act: tuple[int, float, float]) -> None:
     """A depthwise convolution of ``DEPTHWISE_ALGORITHMS`` in bands of planes on ``team``
-    (``rows`` and ``phases`` from :func:`depthwise_scratch`)."""
+    (``table`` and ``scratch`` from :func:`depthwise_scratch`)."""
     kernels, ways = team.kernels(), team.ways
     pt, pl = tuple(padding)[:2]
     if algorithm == "depthwise3x3_same":
         kernels.depthwise3x3_same(x, w, bias, out, *act, ways)
     elif algorithm == "depthwise3x3_s2":
-        kernels.depthwise3x3_s2(x, w, bias, phases, out, *act, ways)
-    elif algorithm == "depthwise5x5":
-        kernels.depthwise5x5(x, w, bias, rows, phases, out, stride, pt, pl, *act, ways)
-    elif algorithm == "depthwise3x3":
-        kernels.depthwise3x3(x, w, bias, out, stride, pt, pl, *act, ways)
+        kernels.depthwise3x3_s2(x, w, bias, scratch, out, *act, ways)
+    elif algorithm == "depthwise_blocked":
+        kernels.depthwise_blocked(x, w, bias, table, scratch, out, stride, pt, pl, *act, ways)
     else:
         raise ValueError(f"no team form for depthwise algorithm {algorithm!r}; expected one of {DEPTHWISE_ALGORITHMS}")
 

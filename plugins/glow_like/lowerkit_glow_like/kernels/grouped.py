@@ -1,14 +1,17 @@
 """Grouped and depthwise convolution on the compiled kernels of ``lowerkit.backend.cpu.jit``.
 
-im2col + GEMM loses on these: a depthwise layer is one tiny GEMM per channel. Six
-compiled kernels instead, chosen by shape (:func:`grouped_algorithm`):
+im2col + GEMM loses on these: a depthwise layer is one tiny GEMM per channel. Five
+compiled kernels instead, chosen by shape (:func:`grouped_algorithm`,
+``lowerkit.backend.cpu.jit.select``):
 
-- ``depthwise3x3_same`` — depthwise 3x3, stride 1, padding 1: flat passes over each plane;
-- ``depthwise3x3_s2`` — depthwise 3x3, stride 2, on the four phases of each (small) plane;
-- ``depthwise5x5`` — depthwise 5x5, stride 1 or 2, on zero-bordered phases of each plane;
-- ``depthwise_cl`` — other depthwise (one input channel per output channel) on small planes
-  (``lowerkit.backend.cpu.jit.select``): a channels-last copy, taps vectorised over channels;
-- ``depthwise3x3`` — depthwise 3x3, stride 1 or 2, undilated, on larger planes: rows;
+- ``depthwise3x3_same`` — depthwise 3x3, stride 1, padding 1, on planes above 14x14: flat
+  passes over each plane;
+- ``depthwise3x3_s2`` — depthwise 3x3, stride 2, on the four phases of each plane (outputs
+  above 14x14);
+- ``depthwise_blocked`` — depthwise 3x3, 5x5 or 7x7, stride 1 or 2, undilated, otherwise: on
+  channels-last blocks of 8 planes, one vector FMA per tap and pixel;
+- ``depthwise_cl`` — other depthwise (one input channel per output channel) on small planes:
+  a channels-last copy, taps vectorised over channels;
 - ``grouped`` — any other grouped convolution with at most :data:`DIRECT_MAX_TAPS` taps
   per output (channels per group x kernel area); larger groups keep im2col + GEMM.
 
@@ -32,7 +35,7 @@ from ._base import scratch_array
 
 DIRECT_MAX_TAPS = 64
 PARALLEL_MIN_MACS = 1_500_000  # smaller layers run on the calling thread (team mode: team_layers.MIN_DEPTHWISE_MACS)
-ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise5x5", "depthwise_cl", "depthwise3x3", "grouped")
+ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_blocked", "depthwise_cl", "grouped")
 
 
 def _geometry(attrs):
@@ -106,7 +109,7 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
             depthwise_cl_band(kernels, x, wt, bias, out, xp, acc, geom, act, cut[j], cut[j + 1])
     else:
         planes = n * oc
-        cut = [planes * j // ways for j in range(ways + 1)]
+        cut = team_layers.plane_cuts(planes, oc, ways)
         if algorithm == "depthwise3x3_same":
             def band(j: int) -> None:
                 kernels.depthwise3x3_same(x, w, bias, out, code, p0, p1, cut[j], cut[j + 1])
@@ -115,15 +118,13 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
 
             def band(j: int) -> None:
                 kernels.depthwise3x3_s2(x, w, bias, phases[j], out, code, p0, p1, cut[j], cut[j + 1])
-        elif algorithm == "depthwise5x5":
-            rows, shape = team_layers.depthwise_scratch(algorithm, out.shape[2:], sh, ways)
-            ph = np.empty(shape, np.float32)
+        elif algorithm == "depthwise_blocked":
+            table, shape = team_layers.depthwise_scratch(algorithm, x.shape[2:], out.shape[2:], kh, sh, (pt, pl), ways)
+            buffers = np.empty(shape, np.float32)
 
             def band(j: int) -> None:
-                kernels.depthwise5x5(x, w, bias, rows, ph[j], out, sh, pt, pl, code, p0, p1, cut[j], cut[j + 1])
-        elif algorithm == "depthwise3x3":
-            def band(j: int) -> None:
-                kernels.depthwise3x3(x, w, bias, out, sh, pt, pl, code, p0, p1, cut[j], cut[j + 1])
+                kernels.depthwise_blocked(x, w, bias, table, buffers[j], out, sh, pt, pl, code, p0, p1,
+                                          cut[j], cut[j + 1])
         else:
             def band(j: int) -> None:
                 kernels.conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1,
@@ -161,11 +162,11 @@ def _team_form(inputs, outputs, attrs, scratch, algorithm: str, team, serial):
             kernels.depthwise_channels_last(xp, wt, bias, acc, oh, ow, kh, kw, sh, sw, dh, dw, code, p0, p1, ways)
             copy_out_channels_last(acc, out, 0, c)
     elif algorithm in team_layers.DEPTHWISE_ALGORITHMS:
-        rows, shape = team_layers.depthwise_scratch(algorithm, out.shape[2:], sh, ways)
-        phases = None if shape is None else np.empty(shape, np.float32)
+        table, shape = team_layers.depthwise_scratch(algorithm, x.shape[2:], out.shape[2:], kh, sh, (pt, pl), ways)
+        buffers = None if shape is None else np.empty(shape, np.float32)
 
         def region():
-            team_layers.run_depthwise(team, algorithm, x, w, bias, out, rows, phases, sh, (pt, pl),
+            team_layers.run_depthwise(team, algorithm, x, w, bias, out, table, buffers, sh, (pt, pl),
                                       (code, p0, p1))
     else:
         def region():

@@ -4,9 +4,9 @@ fused activation, the GEMM epilogue, and im2col.
 - :func:`conv2d_grouped` — any grouped convolution, tap by tap (below);
 - :func:`depthwise3x3_same` / :func:`depthwise3x3_s2` — depthwise 3x3 with padding 1, stride 1
   (flat passes over each plane) or 2 (flat passes over the plane's four phases);
-- :func:`depthwise3x3` — depthwise 3x3, stride 1 or 2, row by row;
-- :func:`depthwise5x5` — depthwise 5x5, stride 1 or 2, on zero-bordered phases of each plane;
-- :func:`depthwise_channels_last` — any depthwise kernel on a channels-last copy;
+- :func:`depthwise_blocked` — depthwise 3x3, 5x5 or 7x7, stride 1 or 2, on channels-last
+  blocks of 8 planes (from :mod:`.dwblock`, re-exported so one kernel module serves a layer);
+- :func:`depthwise_channels_last` — any other depthwise kernel on a channels-last copy;
 - :func:`bias_activation` / :func:`activate` — a GEMM convolution's epilogue, in place;
 - :func:`im2col` — output rows of one image's column matrix, padding written as zeros.
 
@@ -25,6 +25,7 @@ from numba import njit, types
 
 from ._act import act_span
 from ._simd import split_pairs
+from .dwblock import depthwise_blocked  # noqa: F401  (re-exported: see the list above)
 from ._types import f8, i8, ro, rw
 
 _SIG = types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8, i8)
@@ -78,73 +79,7 @@ def conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1
             act_span(row, 0, ow_n, code, p0, p1)
 
 
-_SIG3 = types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, f8, f8, i8, i8)
 _U = np.uint64
-
-
-@njit(_SIG3, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def depthwise3x3(x, w, bias, out, stride, pt, pl, code, p0, p1, first, last):
-    """Depthwise 3x3 (one input channel per output channel, undilated), stride 1 or 2.
-
-    Each output element of the interior columns is one expression of its nine taps, so a
-    row is written once; the edge columns, where a tap falls on padding, take the checked
-    path; rows on padding get zero weights. Indices are flat and unsigned: numba then emits
-    no negative-index check (the loops vectorise), and no per-row array views are made (a
-    view costs two atomic reference-count updates, which dominated small rows).
-    """
-    c_n, h, wd = x.shape[1], x.shape[2], x.shape[3]
-    oc_n = w.shape[0]
-    oh_n, ow_n = out.shape[2], out.shape[3]
-    xf, wf, of = x.reshape(-1), w.reshape(-1), out.reshape(-1)
-    zero, one = np.float32(0), np.float32(1)
-    u1, u2 = _U(1), _U(2)
-    has_bias = bias.shape[0] > 0
-    # Interior columns: ow * stride - pl >= 0 and ow * stride - pl + 2 <= wd - 1.
-    lo = min(ow_n, (pl + stride - 1) // stride)
-    hi = max(lo, min(ow_n, (wd - 3 + pl) // stride + 1))
-    for p in range(first, last):
-        n = p // oc_n
-        oc = p - n * oc_n
-        c = oc * c_n // oc_n
-        b = bias[oc] if has_bias else zero
-        xb = (n * c_n + c) * h * wd
-        ob = p * oh_n * ow_n
-        k = oc * 9
-        for oh in range(oh_n):
-            i0 = oh * stride - pt
-            m0 = one if 0 <= i0 < h else zero
-            m1 = one if 0 <= i0 + 1 < h else zero
-            m2 = one if 0 <= i0 + 2 < h else zero
-            r0 = xb + (i0 if m0 else 0) * wd
-            r1 = xb + (i0 + 1 if m1 else 0) * wd
-            r2 = xb + (i0 + 2 if m2 else 0) * wd
-            w00, w01, w02 = wf[k] * m0, wf[k + 1] * m0, wf[k + 2] * m0
-            w10, w11, w12 = wf[k + 3] * m1, wf[k + 4] * m1, wf[k + 5] * m1
-            w20, w21, w22 = wf[k + 6] * m2, wf[k + 7] * m2, wf[k + 8] * m2
-            d = ob + oh * ow_n
-            for e in range(lo + ow_n - hi):  # edge columns: [0, lo) and [hi, ow_n)
-                ow = e if e < lo else hi + e - lo
-                acc = b
-                for kw in range(3):
-                    iw = ow * stride - pl + kw
-                    if 0 <= iw < wd:
-                        acc += (wf[k + kw] * m0 * xf[r0 + iw] + wf[k + 3 + kw] * m1 * xf[r1 + iw]
-                                + wf[k + 6 + kw] * m2 * xf[r2 + iw])
-                of[d + ow] = acc
-            s = lo * stride - pl
-            a0, a1, a2, ud = _U(r0 + s), _U(r1 + s), _U(r2 + s), _U(d + lo)
-            if stride == 1:
-                for i in range(_U(hi - lo)):
-                    of[ud + i] = (b + w00 * xf[a0 + i] + w01 * xf[a0 + i + u1] + w02 * xf[a0 + i + u2]
-                                  + w10 * xf[a1 + i] + w11 * xf[a1 + i + u1] + w12 * xf[a1 + i + u2]
-                                  + w20 * xf[a2 + i] + w21 * xf[a2 + i + u1] + w22 * xf[a2 + i + u2])
-            else:
-                for i in range(_U(hi - lo)):
-                    j = i * u2
-                    of[ud + i] = (b + w00 * xf[a0 + j] + w01 * xf[a0 + j + u1] + w02 * xf[a0 + j + u2]
-                                  + w10 * xf[a1 + j] + w11 * xf[a1 + j + u1] + w12 * xf[a1 + j + u2]
-                                  + w20 * xf[a2 + j] + w21 * xf[a2 + j + u1] + w22 * xf[a2 + j + u2])
-        act_span(of[ob:ob + oh_n * ow_n], 0, oh_n * ow_n, code, p0, p1)
 
 
 _SIG_SAME = types.void(ro(4), ro(4), ro(1), rw(4), i8, f8, f8, i8, i8)
@@ -265,149 +200,6 @@ def depthwise3x3_s2(x, w, bias, phases, out, code, p0, p1, first, last):
                          + w10 * eo[f - u1] + w20 * oo[f - u1])
         of[o] = b + w11 * ee[0] + w12 * eo[0] + w21 * oe[0] + w22 * oo[0]
         act_span(of, p * n_out, (p + 1) * n_out, code, p0, p1)
-
-
-@njit(inline="always", nogil=True, cache=True, error_model="numpy")
-def _fill_padded(xf, ph, src, h, wd, pt, pl, rows, pw):
-    """One input plane into the zero-bordered ``ph[i*pw + j] = x[i - pt, j - pl]`` (zero
-    outside the image). Unsigned indices: no wraparound checks, the loops vectorise."""
-    zero = np.float32(0)
-    j_lo = min(pw, pl)  # first column inside the image
-    j_hi = min(pw, max(j_lo, wd + pl))
-    for i in range(rows):
-        row = i - pt
-        d = _U(i * pw)
-        if row < 0 or row >= h:
-            for j in range(_U(pw)):
-                ph[d + j] = zero
-            continue
-        for j in range(_U(j_lo)):
-            ph[d + j] = zero
-        col0, dj = _U(src + row * wd + j_lo - pl), d + _U(j_lo)
-        for j in range(_U(j_hi - j_lo)):
-            ph[dj + j] = xf[col0 + j]
-        for j in range(_U(j_hi), _U(pw)):
-            ph[d + j] = zero
-
-
-@njit(inline="always", nogil=True, cache=True, error_model="numpy")
-def _fill_phases2(xf, ph, src, h, wd, a, pt, pl, rows, pw, phase):
-    """Phases (a, 0) and (a, 1) of a stride-2 plane: where both columns of a pair lie in the
-    image, one loop reads the pair and writes each phase (an interleaved load that
-    vectorises); the edge columns one at a time."""
-    zero = np.float32(0)
-    even, odd = (a * 2) * phase, (a * 2 + 1) * phase
-    both_lo = min(pw, max(0, (pl + 1) // 2))  # 2j - pl >= 0 (the even column; the odd follows)
-    both_hi = min(pw, max(both_lo, (wd - 2 + pl) // 2 + 1))  # 2j + 1 - pl <= wd - 1
-    u1, u2 = _U(1), _U(2)
-    for i in range(rows):
-        row = 2 * i + a - pt
-        de, do = _U(even + i * pw), _U(odd + i * pw)
-        if row < 0 or row >= h:
-            for j in range(_U(pw)):
-                ph[de + j] = zero
-                ph[do + j] = zero
-            continue
-        start = src + row * wd
-        for edge in range(2):  # columns [0, both_lo) and [both_hi, pw)
-            for j in range(0 if edge == 0 else both_hi, both_lo if edge == 0 else pw):
-                ce, co = 2 * j - pl, 2 * j + 1 - pl
-                ph[de + _U(j)] = xf[start + ce] if 0 <= ce < wd else zero
-                ph[do + _U(j)] = xf[start + co] if 0 <= co < wd else zero
-        col0 = _U(start + 2 * both_lo - pl)
-        e0, o0 = de + _U(both_lo), do + _U(both_lo)
-        for j in range(_U(both_hi - both_lo)):
-            ph[e0 + j] = xf[col0 + u2 * j]
-            ph[o0 + j] = xf[col0 + u2 * j + u1]
-
-
-_SIG_5X5 = types.void(ro(4), ro(4), ro(1), types.Array(types.uint64, 2, "C", readonly=True), rw(1), rw(4),
-                      i8, i8, i8, i8, f8, f8, i8, i8)
-
-
-@njit(_SIG_5X5, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def depthwise5x5(x, w, bias, rows, ph, out, stride, pt, pl, code, p0, p1, first, last):
-    """Depthwise 5x5, stride 1 or 2, any padding, planes [first, last), in NCHW: no
-    channels-last copies.
-
-    Each input plane is copied into stride x stride zero-bordered phases in ``ph``
-    (scratch of :func:`depthwise5x5_scratch` floats; phase (a, b) holds input row
-    ``stride*i + a - pt``, column ``stride*j + b - pl`` at [i, j], so padding costs no branch
-    later). On the phases every tap is a unit-stride read at a fixed offset from the output
-    pixel (``rows``: where each kernel row's taps start, :func:`depthwise5x5_rows`), so the
-    whole plane is one vectorised loop of a 25-tap expression in phase coordinates (the
-    columns past OW in each row computed and dropped: no short-row remainders); the valid
-    columns are then copied out and the activation applied.
-    """
-    h, wd = x.shape[2], x.shape[3]
-    c_n = x.shape[1]
-    oh, ow = out.shape[2], out.shape[3]
-    s = stride
-    pw = ow + 4 // s
-    phase = (oh + 4 // s) * pw
-    xf, wf, of = x.reshape(-1), w.reshape(-1), out.reshape(-1)
-    span = (oh - 1) * pw + ow  # phase-coordinate extent of the output pixels
-    acc = ph[s * s * phase:]
-    zero = np.float32(0)
-    has_bias = bias.shape[0] > 0
-    # Row bases: kernel row a starts at a (stride 1: its padded row) or at its even- and
-    # odd-column phases (stride 2); constant column offsets fold into the addressing.
-    a0, a1, a2, a3, a4 = rows[0, 0], rows[1, 0], rows[2, 0], rows[3, 0], rows[4, 0]
-    e0, e1, e2, e3, e4 = a0, a1, a2, a3, a4
-    d0, d1, d2, d3, d4 = rows[0, 1], rows[1, 1], rows[2, 1], rows[3, 1], rows[4, 1]
-    u1, u2, u3, u4 = _U(1), _U(2), _U(3), _U(4)
-    for p in range(first, last):
-        oc = p % c_n
-        b = bias[oc] if has_bias else zero
-        src = p * h * wd
-        if s == 1:
-            _fill_padded(xf, ph, src, h, wd, pt, pl, oh + 4, pw)
-        else:
-            for a in range(2):
-                _fill_phases2(xf, ph, src, h, wd, a, pt, pl, oh + 2, pw, phase)
-        k = oc * 25
-        w00, w01, w02, w03, w04 = wf[k + 0], wf[k + 1], wf[k + 2], wf[k + 3], wf[k + 4]
-        w10, w11, w12, w13, w14 = wf[k + 5], wf[k + 6], wf[k + 7], wf[k + 8], wf[k + 9]
-        w20, w21, w22, w23, w24 = wf[k + 10], wf[k + 11], wf[k + 12], wf[k + 13], wf[k + 14]
-        w30, w31, w32, w33, w34 = wf[k + 15], wf[k + 16], wf[k + 17], wf[k + 18], wf[k + 19]
-        w40, w41, w42, w43, w44 = wf[k + 20], wf[k + 21], wf[k + 22], wf[k + 23], wf[k + 24]
-        if s == 1:  # kernel row a reads five neighbours on one padded row
-            for q in range(_U(span)):  # flat over the phases' rows: columns past OW are dropped below
-                r0 = (w00 * ph[q + a0] + w01 * ph[q + a0 + u1] + w02 * ph[q + a0 + u2] + w03 * ph[q + a0 + u3] + w04 * ph[q + a0 + u4])
-                r1 = (w10 * ph[q + a1] + w11 * ph[q + a1 + u1] + w12 * ph[q + a1 + u2] + w13 * ph[q + a1 + u3] + w14 * ph[q + a1 + u4])
-                r2 = (w20 * ph[q + a2] + w21 * ph[q + a2 + u1] + w22 * ph[q + a2 + u2] + w23 * ph[q + a2 + u3] + w24 * ph[q + a2 + u4])
-                r3 = (w30 * ph[q + a3] + w31 * ph[q + a3 + u1] + w32 * ph[q + a3 + u2] + w33 * ph[q + a3 + u3] + w34 * ph[q + a3 + u4])
-                r4 = (w40 * ph[q + a4] + w41 * ph[q + a4 + u1] + w42 * ph[q + a4 + u2] + w43 * ph[q + a4 + u3] + w44 * ph[q + a4 + u4])
-                acc[q] = b + ((r0 + r1) + (r2 + r3)) + r4  # five short chains, not one of 25
-        else:  # kernel row a: columns 0, 2, 4 on its even phase, 1, 3 on its odd one
-            for q in range(_U(span)):
-                r0 = (w00 * ph[q + e0] + w02 * ph[q + e0 + u1] + w04 * ph[q + e0 + u2] + w01 * ph[q + d0] + w03 * ph[q + d0 + u1])
-                r1 = (w10 * ph[q + e1] + w12 * ph[q + e1 + u1] + w14 * ph[q + e1 + u2] + w11 * ph[q + d1] + w13 * ph[q + d1 + u1])
-                r2 = (w20 * ph[q + e2] + w22 * ph[q + e2 + u1] + w24 * ph[q + e2 + u2] + w21 * ph[q + d2] + w23 * ph[q + d2 + u1])
-                r3 = (w30 * ph[q + e3] + w32 * ph[q + e3 + u1] + w34 * ph[q + e3 + u2] + w31 * ph[q + d3] + w33 * ph[q + d3 + u1])
-                r4 = (w40 * ph[q + e4] + w42 * ph[q + e4 + u1] + w44 * ph[q + e4 + u2] + w41 * ph[q + d4] + w43 * ph[q + d4 + u1])
-                acc[q] = b + ((r0 + r1) + (r2 + r3)) + r4
-        for r in range(oh):
-            d, q0 = _U((p * oh + r) * ow), _U(r * pw)
-            for c in range(_U(ow)):
-                of[d + c] = acc[q0 + c]
-        act_span(of, p * oh * ow, (p + 1) * oh * ow, code, p0, p1)
-
-
-def depthwise5x5_rows(out_hw, stride: int) -> np.ndarray:
-    """[5, 2]: where kernel row ``kh``'s taps start in :func:`depthwise5x5`'s phases, from an
-    output pixel's index — its even-column phase, then (stride 2) its odd-column phase."""
-    pw = out_hw[1] + 4 // stride
-    phase = (out_hw[0] + 4 // stride) * pw
-    return np.array([[((kh % stride) * stride + col) * phase + (kh // stride) * pw for col in (0, stride - 1)]
-                     for kh in range(5)], dtype=np.uint64)
-
-
-def depthwise5x5_scratch(out_hw, stride: int) -> int:
-    """Floats of scratch one :func:`depthwise5x5` call needs per thread: the phases, then
-    one plane's sums in phase coordinates."""
-    rows, pw = out_hw[0] + 4 // stride, out_hw[1] + 4 // stride
-    return (stride * stride + 1) * rows * pw
 
 
 _SIGCL = types.void(ro(4), ro(2), ro(1), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8, i8)

@@ -2,43 +2,48 @@
 
 from __future__ import annotations
 
-# Depthwise 3x3 (stride 1 or 2) runs channels-last up to this many output pixels (16x16),
-# rows above. Measured, one thread, ms rows vs channels-last: 7x7x960 0.135 vs 0.072,
-# 14x14x576 0.181 vs 0.139, 28x28x192 0.127 vs 0.291, 56x56x144 0.276 vs 0.736.
-CHANNELS_LAST_PIXELS = 256
-# Other depthwise kernels (7x7, dilated, unequal strides; 5x5 but depthwise5x5's) have no row kernel of their own:
-# channels-last up to 64x64 outputs, the generic direct kernel above.
+# Depthwise 3x3, 5x5 and 7x7, stride 1 or 2, undilated, run on channels-last blocks of 8
+# planes (``depthwise_blocked``, ``dwblock``), except the 3x3 layers on planes of more than
+# this many output pixels (14x14), where the flat NCHW kernels below win. One thread, batch
+# 1, us, the kernel it replaced vs blocked (ONNX Runtime, one thread, same run):
+# 5x5 1152x7x7 204 vs 83 (129), 672x14x14 s2 217 vs 61 (91), 672x14x14 291 vs 140 (238),
+# 240x28x28 310 vs 171 (267), 144x56x56 s2 279 vs 167 (210), 96x112x112 s2 603 vs 491 (513)
+# (zero-bordered phases of each plane); 7x7 768x7x7 247 vs 99 (182), 96x56x56 2286 vs 411
+# (723) (channels-last with numpy's copies); 3x3 960x7x7 48 vs 32, 384x14x14 46 vs 40,
+# 576x14x14 65 vs 68, 192x28x28 59 vs 73, 144x56x56 153 vs 204 (flat, stride 1); 576x14x14
+# s2 74 vs 31, 192x28x28 s2 56 vs 45, 144x56x56 s2 102 vs 124 (phases, stride 2); rows kernel
+# (other 3x3 padding, odd sides) 144x57x57 s2 261 vs 120, 32x112x112 unpadded 185 vs 189.
+BLOCKED_3X3_MAX_PIXELS = 14 * 14
+# Other depthwise kernels (dilated, unequal strides, other sizes) take the channels-last pass
+# up to 64x64 outputs, the generic direct kernel above.
 CHANNELS_LAST_PIXELS_OTHER = 4096
 
 
 # 3x3, stride 1, padding 1 all round (plane in = plane out, at least 3x3): flat passes
 # over the whole plane, NCHW, no copies (``depthwise3x3_same``). One thread, batch 2, us,
-# rows kernel (or channels-last pass, with its two transposing copies) vs flat:
-# 960x7x7 301 (cl 158) vs 69, 576x14x14 411 (cl 328) vs 114, 384x14x14 274 vs 74,
+# the rows kernel it replaced (or channels-last pass, with its two transposing copies) vs
+# flat: 960x7x7 301 (cl 158) vs 69, 576x14x14 411 (cl 328) vs 114, 384x14x14 274 vs 74,
 # 192x28x28 295 vs 129, 144x56x56 666 vs 373, 32x112x112 439 vs 295.
 SAME_MIN_SIDE = 3
 # 3x3, stride 2, padding 1 top and left, even input sides: the four phases of each plane,
 # then flat passes (``depthwise3x3_s2``), up to this many output pixels (128x128: the
-# per-thread phase scratch stays at 256 KB). One thread, us, rows kernel / channels-last
-# pass vs polyphase: 576x14x14 90 / 74 vs 53, 192x28x28 90 / 108 vs 60, 240x28x28 104 /
-# 130 vs 75. Larger planes took the rows kernel while the phase split was a scalar loop
-# (96x112x112 419 vs 586); split by vector shuffles (``_simd.split_pairs``), same process:
-# rows 417 vs polyphase 301, 144x56x56 227 vs 121 (the scalar split 213).
+# per-thread phase scratch stays at 256 KB). Split by vector shuffles
+# (``_simd.split_pairs``), one thread, us: rows kernel 417 vs polyphase 301 on 96x112x112,
+# 227 vs 121 on 144x56x56.
 S2_MAX_PIXELS = 128 * 128
 
 
-# 5x5, stride 1 or 2, undilated: zero-bordered phases of each plane, NCHW
-# (``depthwise5x5``). One thread, batch 1, us, channels-last pass with its two copies vs
-# phases: 144x56x56 stride 2 656 vs 206, 240x28x28 613 vs 244, 672x14x14 500 vs 226,
-# 672x14x14 stride 2 138 vs 149, 1152x7x7 194 vs 151.
-
-
 def depthwise_algorithm(out_hw, kernel, stride, dilation, padding=None, in_hw=None) -> str:
-    """``depthwise3x3_same``, ``depthwise3x3_s2``, ``depthwise5x5``, ``depthwise_cl``,
-    ``depthwise3x3`` or ``grouped`` (the generic direct kernel) for a depthwise convolution
-    (one input channel per output channel); ``padding`` (top, left, bottom, right) and
-    ``in_hw``, when given, admit the first three."""
+    """``depthwise3x3_same``, ``depthwise3x3_s2``, ``depthwise_blocked``, ``depthwise_cl`` or
+    ``grouped`` (the generic direct kernel) for a depthwise convolution (one input channel per
+    output channel); ``padding`` (top, left, bottom, right) and ``in_hw``, when given, admit the
+    first three."""
     pixels = out_hw[0] * out_hw[1]
+    square = kernel[0] == kernel[1]
+    blocked = (padding is not None and square and kernel[0] in (3, 5, 7) and tuple(dilation) == (1, 1)
+               and stride[0] == stride[1] and stride[0] in (1, 2) and min(padding[:2]) >= 0)
+    if blocked and (kernel[0] != 3 or pixels <= BLOCKED_3X3_MAX_PIXELS):
+        return "depthwise_blocked"
     three = tuple(kernel) == (3, 3) and tuple(dilation) == (1, 1) and padding is not None
     if (three and tuple(stride) == (1, 1) and tuple(padding) == (1, 1, 1, 1)
             and min(out_hw) >= SAME_MIN_SIDE):
@@ -47,11 +52,8 @@ def depthwise_algorithm(out_hw, kernel, stride, dilation, padding=None, in_hw=No
             and in_hw[0] % 2 == 0 and in_hw[1] % 2 == 0 and tuple(out_hw) == (in_hw[0] // 2, in_hw[1] // 2)
             and min(out_hw) >= 2 and pixels <= S2_MAX_PIXELS):
         return "depthwise3x3_s2"
-    if (tuple(kernel) == (5, 5) and tuple(dilation) == (1, 1) and padding is not None
-            and stride[0] == stride[1] and stride[0] in (1, 2)):
-        return "depthwise5x5"
-    if tuple(kernel) == (3, 3) and tuple(dilation) == (1, 1) and stride[0] == stride[1] and stride[0] in (1, 2):
-        return "depthwise_cl" if pixels <= CHANNELS_LAST_PIXELS else "depthwise3x3"
+    if blocked:
+        return "depthwise_blocked"
     return "depthwise_cl" if pixels <= CHANNELS_LAST_PIXELS_OTHER else "grouped"
 
 

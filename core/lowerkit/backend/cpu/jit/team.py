@@ -9,7 +9,7 @@ GEMM bands equal BLAS's result on those rows or columns).
 - :func:`gemm_bias_activation` — ``out = act(w @ x + bias)``: each thread multiplies a band
   of output rows with :func:`.cblas.sgemm` (MKL's or numpy's ``cblas_sgemm``; BLAS must be at one
   thread) and runs the epilogue on its band while it is in that core's cache;
-- :func:`depthwise3x3_same`, :func:`depthwise3x3_s2`, :func:`depthwise5x5`, :func:`depthwise3x3`,
+- :func:`depthwise3x3_same`, :func:`depthwise3x3_s2`, :func:`depthwise_blocked`,
   :func:`conv2d_grouped`, :func:`depthwise_channels_last` — bands of planes (or channels);
 - :func:`im2col` — one image's columns in bands of channels (of output rows for fewer channels than ways);
 - :func:`conv_tiles` — a convolution as implicit GEMM: bands of output rows, im2col and GEMM
@@ -80,26 +80,21 @@ def depthwise3x3_s2(x, w, bias, phases, out, code, p0, p1, ways):
         conv.depthwise3x3_s2(x, w, bias, phases[j], out, code, p0, p1, first, last)
 
 
-_ROWS = types.Array(types.uint64, 2, "C", readonly=True)
+_TABLE = types.Array(types.uint64, 1, "C", readonly=True)
 
 
-@njit(types.void(ro(4), ro(4), ro(1), _ROWS, rw(2), rw(4), i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
-def depthwise5x5(x, w, bias, rows, ph, out, stride, pt, pl, code, p0, p1, ways):
-    """:func:`.conv.depthwise5x5` on ``ways`` bands of planes; ``ph`` [ways, scratch] holds
-    each thread's phases."""
+@njit(types.void(ro(4), ro(4), ro(1), _TABLE, rw(2), rw(4), i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
+def depthwise_blocked(x, w, bias, table, scratch, out, stride, pt, pl, code, p0, p1, ways):
+    """:func:`.dwblock.depthwise_blocked` on ``ways`` bands of planes, cut at whole blocks of 8
+    when the channels are a multiple of 8 (else a block across a cut runs as two partial
+    ones); ``scratch`` [ways, floats] holds each thread's buffers."""
     planes = out.shape[0] * out.shape[1]
+    aligned = out.shape[1] % 8 == 0
     for j in prange(ways):
-        first, last = _band(planes, j, ways)
-        conv.depthwise5x5(x, w, bias, rows, ph[j], out, stride, pt, pl, code, p0, p1, first, last)
-
-
-@njit(types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
-def depthwise3x3(x, w, bias, out, stride, pt, pl, code, p0, p1, ways):
-    """:func:`.conv.depthwise3x3` on ``ways`` bands of planes."""
-    planes = out.shape[0] * out.shape[1]
-    for j in prange(ways):
-        first, last = _band(planes, j, ways)
-        conv.depthwise3x3(x, w, bias, out, stride, pt, pl, code, p0, p1, first, last)
+        first, last = _band(planes // 8 if aligned else planes, j, ways)
+        if aligned:
+            first, last = first * 8, last * 8
+        conv.depthwise_blocked(x, w, bias, table, scratch[j], out, stride, pt, pl, code, p0, p1, first, last)
 
 
 @njit(types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
