@@ -6,6 +6,8 @@ their 1x1 layers on it against reference."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -21,6 +23,9 @@ ACTS = {
     "clip": lambda v: np.clip(v, 0.0, 6.0),
     "silu": lambda v: v / (1 + np.exp(-v)),
     "hardswish": lambda v: v * np.clip(v + 3, 0, 6) / 6,
+    "hardsigmoid": lambda v: np.clip(v / 6 + 0.5, 0, 1),
+    "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
+    "gelu": lambda v: 0.5 * v * (1 + np.vectorize(math.erf)(v / math.sqrt(2))),  # no IR form: act_span
 }
 
 
@@ -52,6 +57,21 @@ def _expected(w, x, b, act):
 # (jit.panel.PACK_PANELS) and rows for the image to be copied into strips first.
 SHAPES = [(1, 1, 1), (5, 3, 7), (6, 16, 16), (7, 17, 25), (12, 33, 8), (13, 300, 49), (16, 32, 135),
           (24, 520, 9), (2, 257, 41), (197, 300, 37), (200, 64, 74), (193, 70, 3)]
+
+
+@pytest.mark.parametrize("act", ["relu", "clip", "silu", "hardswish", "hardsigmoid", "sigmoid"])  # _act_ir.IR_CODES
+def test_the_tiles_activation_equals_the_compiled_activation_pass_bit_for_bit(act):
+    """The micro-kernels activate their accumulators in LLVM IR (jit._act_ir); the same sums
+    through the numba activation pass (jit.conv.activate) come out identical, tile columns
+    and the one-column kernel's alike (N = 16 * 9 + 2 + 16 * 8 + 9)."""
+    w, x, b = _case(13, 40, 16 * 9 + 2 + 16 * 8 + 9, seed=4)
+    x *= 3  # values over the activations' interesting ranges
+    packed = panels.PackedWeight.of(w, b)
+    fused, plain = np.empty((13, x.shape[1]), np.float32), np.empty((13, x.shape[1]), np.float32)
+    packed.run(x, fused, _code(act))
+    packed.run(x, plain, _code("none"))
+    jit.load("conv").activate(plain.reshape(-1), *_code(act))
+    np.testing.assert_array_equal(fused, plain)
 
 
 @pytest.mark.parametrize("m,k,n", SHAPES)

@@ -94,8 +94,8 @@ def act(v, code, p0, p1):
         return min(max(v, np.float32(p0)), np.float32(p1))
     if code == 3:
         return v * min(max(v + _THREE, _ZERO), _SIX) / _SIX
-    if code == 4:
-        return min(max(np.float32(p0) * v + np.float32(p1), _ZERO), _ONE)
+    if code == 4:  # one fused multiply-add whatever the caller's flags (as jit._act_ir's)
+        return min(max(_muladd(np.float32(p0), v, np.float32(p1)), _ZERO), _ONE)
     if code == 5:
         return v / (_ONE + exp32(-v))
     if code == 6:

@@ -16,7 +16,8 @@ strips, so a tile reads one contiguous 64-byte line per step (one thread, new / 
 960x160x49 1.20; with fewer panels the copy lost up to 20%). The micro-kernels are LLVM IR
 (through numba intrinsics, so every register is explicit): a tile of 6 rows x 16 columns in
 twelve 8-float accumulators, ``fmuladd`` per step (one FMA instruction where the CPU has
-FMA), started from the bias; the activation runs on the tile's rows while they are in L1.
+FMA), started from the bias; the activation runs on the accumulators before they are stored
+(``_act_ir``; the GELUs, which have no IR form, on the tile's rows while they are in L1).
 The last, partial tile of a block is the same tile with its image and output accesses masked
 (``llvm.masked.load``/``store``: ``vmaskmovps`` on AVX) — 6 x 16 for 9-15 columns, 6 x 8 for
 4-8 — or, for 1-3 columns, a 6 x 1 kernel per column (the panel as one vector, cheaper than a
@@ -38,6 +39,7 @@ from numba.core import cgutils
 from numba.core.extending import intrinsic
 
 from ._act import act_span
+from ._act_ir import IR_CODES, activate
 from ._simd import _F32, _I32, _I64, _V8  # the LLVM types of the vector kernels
 from ._types import f8, i8, ro, rw
 from .layer import team_ready
@@ -68,8 +70,9 @@ def _const(v):
     return ir.Constant(_I64, v)
 
 
-_TILE_SIG = types.void(i8, types.uint64, types.uint64, i8, types.uint64, i8, types.uint64, types.boolean, i8)
-_EDGE_SIG = types.void(i8, types.uint64, types.uint64, i8, types.uint64, i8, types.uint64, types.boolean, i8, i8)
+_TILE_SIG = types.void(i8, types.uint64, types.uint64, i8, types.uint64, i8, types.uint64, types.boolean, i8, i8, f8, f8)
+_EDGE_SIG = types.void(i8, types.uint64, types.uint64, i8, types.uint64, i8, types.uint64, types.boolean, i8, i8, f8, f8,
+                       i8)
 
 
 def _masked(builder, name, ret, args):
@@ -83,16 +86,18 @@ def _tile_kernel(vectors: int, edge: bool):
     """The 6 x (8 * ``vectors``) micro-kernel: ``c[r, :] = (first ? bias[r] : c[r, :]) +
     sum over k of panel[k, r] * x[k, :]`` for rows r < ``rows``. Addresses as integers,
     strides in floats. The ``edge`` variant takes the number of valid columns last and masks
-    every image and output access past them (the last, partial tile of a row of columns)."""
+    every image and output access past them (the last, partial tile of a row of columns).
+    Activation ``code`` (one of ``_act_ir.IR_CODES``, else none) with ``p0``, ``p1`` runs on the
+    accumulators before they are stored (the caller passes it with the last block of k)."""
 
     def codegen(context, builder, signature, args):
-        kk, panel_a, x_a, ldx_, c_a, ldc_, bias_a, first_, rows_ = args[:9]
+        kk, panel_a, x_a, ldx_, c_a, ldc_, bias_a, first_, rows_, code_, p0_, p1_ = args[:12]
         fptr, vptr = _F32.as_pointer(), _V8.as_pointer()
         w_p, x_p, c_p, b_p = (builder.inttoptr(a, fptr) for a in (panel_a, x_a, c_a, bias_a))
         masks = []
         if edge:  # lane i of vector v is valid when 8v + i < cols
             lanes = ir.VectorType(_I64, 8)
-            wide = builder.insert_element(ir.Constant(lanes, ir.Undefined), args[9], ir.Constant(_I32, 0))
+            wide = builder.insert_element(ir.Constant(lanes, ir.Undefined), args[12], ir.Constant(_I32, 0))
             wide = builder.shuffle_vector(wide, ir.Constant(lanes, ir.Undefined),
                                           ir.Constant(ir.VectorType(_I32, 8), _ZEROS))
             masks = [builder.icmp_signed("<", ir.Constant(lanes, [8 * v + i for i in range(8)]), wide)
@@ -152,6 +157,7 @@ def _tile_kernel(vectors: int, edge: bool):
             phi.add_incoming(s, pre)
             phi.add_incoming(value, loop)
             final.append(phi)
+        final = activate(builder, code_, p0_, p1_, final)
         for r in range(ROWS):
             row = builder.gep(c_p, [builder.mul(_const(r), ldc_)])
             with builder.if_then(builder.icmp_signed("<", _const(r), rows_)):
@@ -161,13 +167,13 @@ def _tile_kernel(vectors: int, edge: bool):
 
     if edge:
         @intrinsic
-        def tile_edge(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, cols):
+        def tile_edge(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, code, p0, p1, cols):
             return _EDGE_SIG, codegen
 
         return tile_edge
 
     @intrinsic
-    def tile(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows):
+    def tile(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, code, p0, p1):
         return _TILE_SIG, codegen
 
     return tile
@@ -302,6 +308,10 @@ def gemm(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1):
                 ld, tile_step, xp = 16, kc * 16, xa
             else:
                 ld, tile_step, xp = ldx, 16, xa + f * np.uint64(k0 * ldx + b0)
+            # The tiles activate their accumulators (codes with an IR form); act_span runs the
+            # others, and the one-column kernel's columns.
+            in_tile = last and code in IR_CODES
+            tile_code = code if in_tile else 0
             for p in range(pa, pb):
                 rows = min(ROWS, m - p * ROWS)
                 wp = wa + f * np.uint64(p * k * ROWS + k0 * ROWS)
@@ -310,19 +320,26 @@ def gemm(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1):
                 t = 0
                 for j in range(b0, full, 16):
                     _tile16(kc, wp, xp + f * np.uint64(t * tile_step), ld, cp + f * np.uint64(j), ldc, bp, first,
-                            rows)
+                            rows, tile_code, p0, p1)
                     t += 1
                 xe, ce = xp + f * np.uint64(t * tile_step), cp + f * np.uint64(full)
+                lo = b0  # columns act_span activates from
                 if rest > 8:  # the partial tile: masked, or one column at a time where that is cheaper
-                    _edge16(kc, wp, xe, ld, ce, ldc, bp, first, rows, rest)
+                    _edge16(kc, wp, xe, ld, ce, ldc, bp, first, rows, tile_code, p0, p1, rest)
+                    lo = b1
                 elif rest > 3:
-                    _edge8(kc, wp, xe, ld, ce, ldc, bp, first, rows, rest)
+                    _edge8(kc, wp, xe, ld, ce, ldc, bp, first, rows, tile_code, p0, p1, rest)
+                    lo = b1
                 else:
                     for j in range(rest):
                         _column(kc, wp, xe + f * np.uint64(j), ld, ce + f * np.uint64(j), ldc, bp, first, rows)
+                    lo = full
                 if last and code != 0:
-                    for r in range(p * ROWS, p * ROWS + rows):
-                        act_span(of, r * ldc + b0, r * ldc + b1, code, p0, p1)
+                    if not in_tile:
+                        lo = b0
+                    if lo < b1:
+                        for r in range(p * ROWS, p * ROWS + rows):
+                            act_span(of, r * ldc + lo, r * ldc + b1, code, p0, p1)
         b0 = b1
 
 
