@@ -146,9 +146,6 @@ def test_a_forked_child_runs_the_serial_forms():
 
 
 def test_every_team_kernel_family_runs_in_the_mobile_block(monkeypatch):
-    from lowerkit.backend.cpu import team_layers
-
-    monkeypatch.setattr(team_layers, "TILED_PIXELS", 2048)  # the 32x32 stem keeps im2col
     ran = record_team_calls(monkeypatch)
     module = mobile_block(hw=32)  # 32x32 planes: the 3x3 depthwise layers run flat and on phases
     x = _input(hw=32)
