@@ -170,6 +170,18 @@ def test_the_rule_takes_few_input_channels_or_small_maps_on_one_thread_and_more_
     assert panels.block_columns(16) == 128 and panels.block_columns(144) == 64
 
 
+def test_a_team_runs_the_stems_untiled_on_the_panel_gemm_and_large_maps_of_many_inputs_in_tiles():
+    from lowerkit.backend.cpu.team_layers import DenseTeamForm
+
+    def form(oc, c, k, stride, pad, out_hw):
+        return DenseTeamForm.of(oc, c * k * k, (k, k), (stride, stride), (pad,) * 4, (1, 1), out_hw, 2)
+
+    for stem in (form(32, 3, 3, 2, 1, (112, 112)), form(64, 3, 7, 2, 3, (112, 112))):  # MobileNetV2's, ResNet's
+        assert stem.panel and not stem.tiled and stem.cols_shape == (1, stem.cols_shape[1])
+    layer = form(64, 64, 3, 1, 1, (56, 56))  # 576 rows of columns: sgemm, in tiles
+    assert layer.tiled and not layer.panel and layer.cols_shape[0] == 2
+
+
 def _pointwise_module(batch):
     import lowerkit as lk
     from lowerkit import nn

@@ -211,14 +211,18 @@ def depthwise_blocked(x, w, bias, table, scratch, out, stride, pt, pl, code, p0,
     c_n, h, wd = x.shape[1], x.shape[2], x.shape[3]
     oh, ow = out.shape[2], out.shape[3]
     k, s = w.shape[2], stride
-    rows = max((oh - 1) * s + k, pt + h)
+    rows = max((oh - 1) * s + k, pt + h)  # as _buffer_hw
     cols = max((ow - 1) * s + k, pl + wd)
     n_in, n_out, taps = h * wd, oh * ow, k * k
-    buf = scratch[:rows * cols * 8]
-    acc = scratch[rows * cols * 8:(rows * cols + n_out) * 8]
-    wt = scratch[(rows * cols + n_out) * 8:(rows * cols + n_out + taps) * 8]
-    bz = scratch[(rows * cols + n_out + taps) * 8:(rows * cols + n_out + taps + 1) * 8]
-    spill = scratch[(rows * cols + n_out + taps + 1) * 8:(rows * cols + n_out + taps + 2) * 8]
+    # scratch, in vectors of 8: the buffer, the block's output pixels, weights, bias, dropped lanes
+    at_acc = rows * cols
+    at_wt = at_acc + n_out
+    at_bias = at_wt + taps
+    buf = scratch[:at_acc * 8]
+    acc = scratch[at_acc * 8:at_wt * 8]
+    wt = scratch[at_wt * 8:at_bias * 8]
+    bz = scratch[at_bias * 8:(at_bias + 1) * 8]
+    spill = scratch[(at_bias + 1) * 8:(at_bias + 2) * 8]
     xf, wf, of = x.reshape(-1), w.reshape(-1), out.reshape(-1)
     has_bias = bias.shape[0] > 0
     buf[:] = 0  # the borders stay zero: every block writes the same interior

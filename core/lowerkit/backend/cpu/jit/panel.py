@@ -323,20 +323,16 @@ def gemm(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1):
                             rows, tile_code, p0, p1)
                     t += 1
                 xe, ce = xp + f * np.uint64(t * tile_step), cp + f * np.uint64(full)
-                lo = b0  # columns act_span activates from
                 if rest > 8:  # the partial tile: masked, or one column at a time where that is cheaper
                     _edge16(kc, wp, xe, ld, ce, ldc, bp, first, rows, tile_code, p0, p1, rest)
-                    lo = b1
                 elif rest > 3:
                     _edge8(kc, wp, xe, ld, ce, ldc, bp, first, rows, tile_code, p0, p1, rest)
-                    lo = b1
                 else:
                     for j in range(rest):
                         _column(kc, wp, xe + f * np.uint64(j), ld, ce + f * np.uint64(j), ldc, bp, first, rows)
-                    lo = full
                 if last and code != 0:
-                    if not in_tile:
-                        lo = b0
+                    # act_span: every column, or only the one-column kernel's (the tiles did theirs)
+                    lo = b0 if not in_tile else (full if rest <= 3 else b1)
                     if lo < b1:
                         for r in range(p * ROWS, p * ROWS + rows):
                             act_span(of, r * ldc + lo, r * ldc + b1, code, p0, p1)
