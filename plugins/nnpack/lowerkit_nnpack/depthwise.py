@@ -7,7 +7,8 @@ channels-last blocks of 8 planes for every other 3x3, 5x5 or 7x7 stride 1 or 2 k
 channels-last copy for other small planes, the generic direct kernel otherwise (see
 ``lowerkit.backend.cpu.jit.select``); bias and the fused activation are applied inside.
 Work is split over the shared pool by output planes (or channel bands), on the calling
-thread alone below ``min(min_parallel_flops, DEPTHWISE_PARALLEL_MIN_FLOPS)``.
+thread alone below ``min(min_parallel_flops, DEPTHWISE_PARALLEL_MIN_FLOPS)`` and
+``DEPTHWISE_PARALLEL_MIN_INPUTS`` input floats.
 """
 
 from __future__ import annotations
@@ -23,10 +24,14 @@ from .geometry import ConvGeometry, GeometryError
 from .workspace import Workspace
 
 
-# Depthwise layers are memory-bound: few FLOPs per byte, so the dense convolutions' bound
-# (32 MFLOP) kept every MobileNet depthwise layer on one thread. glow_like splits the same
-# compiled kernels from 1.5M multiply-adds; so does nnpack.
-DEPTHWISE_PARALLEL_MIN_FLOPS = 3_000_000
+# A layer goes to the pool's workers from this many FLOPs, or this many input floats (the
+# large planes, memory-bound): below, a hand-off costs more than the second core gives back.
+# One thread / two workers, µs, batch 1 (the compiled kernels, 2026-12-04): 7x7 384x14x14
+# (7.4 MFLOP) 130 / 160, 3x3 32x112x112 141 / 149, 5x5 240x28x28 175 / 177; 7x7 96x56x56
+# (29.5 MFLOP) 414 / 292, 3x3 96x112x112 stride 2 (1.2M inputs) 239 / 205. The bound was 3
+# MFLOP before the kernels were this fast.
+DEPTHWISE_PARALLEL_MIN_FLOPS = 16_000_000
+DEPTHWISE_PARALLEL_MIN_INPUTS = 1_000_000
 
 
 class DepthwiseConv2d:
@@ -101,7 +106,8 @@ class DepthwiseConv2d:
             raise GeometryError(f"out must be a C-ordered float32 [{n}, {c}, {oh}, {ow}] array, got {out.shape}")
         code, p0, p1 = self.activation if residual is None else (0, 0.0, 0.0)
         least = min(self.options.min_parallel_flops, DEPTHWISE_PARALLEL_MIN_FLOPS)
-        workers = self.options.workers if n * c * oh * ow * kh * kw * 2 >= least else 1
+        large = n * c * oh * ow * kh * kw * 2 >= least or x.size >= DEPTHWISE_PARALLEL_MIN_INPUTS
+        workers = self.options.workers if large else 1
         k = self.kernels
         if self.algorithm == "depthwise_cl":
             wt = self.weight_t if weight is None else self._channels_last(w)
