@@ -74,6 +74,17 @@ def test_the_tiles_activation_equals_the_compiled_activation_pass_bit_for_bit(ac
     np.testing.assert_array_equal(fused, plain)
 
 
+def test_a_batch_in_one_call_equals_the_images_one_by_one():
+    w, _, b = _case(13, 40, 1, seed=5)
+    x = np.random.default_rng(6).standard_normal((3, 40, 57)).astype(np.float32)
+    packed = panels.PackedWeight.of(w, b)
+    whole, single = np.empty((3, 13, 57), np.float32), np.empty((3, 13, 57), np.float32)
+    packed.run_images(x, whole, _code("silu"))
+    for i in range(3):
+        packed.run(x[i], single[i], _code("silu"))
+    np.testing.assert_array_equal(whole, single)
+
+
 @pytest.mark.parametrize("m,k,n", SHAPES)
 @pytest.mark.parametrize("act", list(ACTS))
 def test_panel_gemm_matches_numpy(m, k, n, act):
@@ -293,8 +304,9 @@ def test_glow_like_keeps_its_pool_forms_for_1x1_layers_and_takes_the_panel_gemm_
     w.flags.writeable = b.flags.writeable = False  # constants, as glow_like binds them
     expected = np.einsum("ok,nkp->nop", w[:, :, 0, 0].astype(np.float64), x.reshape(2, 64, -1)) + b[:, None]
     ran: list[int] = []
-    original = panels.PackedWeight.run
-    monkeypatch.setattr(panels.PackedWeight, "run", lambda self, *a: (ran.append(1), original(self, *a))[1])
+    for name in ("run", "run_images"):  # one image at a time, or the batch in one call
+        original = getattr(panels.PackedWeight, name)
+        monkeypatch.setattr(panels.PackedWeight, name, lambda self, *a, _f=original: (ran.append(1), _f(self, *a))[1])
     for parallel, on_panel in ((Parallel(2), False), (None, True)):
         ran.clear()
         out = np.empty((2, 128, 28, 28), np.float32)

@@ -121,6 +121,12 @@ class PackedWeight:
         self.kernels.gemm(self.panels, self.bias, x, out, self._strips(1), self.k, self.m, self.columns, *act, 0,
                           self.count, 0, x.shape[1])
 
+    def run_images(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> None:
+        """:meth:`run` for every image of ``x`` [N, K, P] into ``out`` [N, M, P], in one call
+        into compiled code."""
+        self.kernels.gemm_images(self.panels, self.bias, x, out, self._strips(1), self.k, self.m, self.columns,
+                                 *act)
+
     def run_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], ways: int) -> None:
         """The same as one team region: bands of columns where the image has at least as many
         columns as the weight has rows (each thread then reads half the image and all the

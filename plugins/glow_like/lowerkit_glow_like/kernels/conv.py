@@ -198,12 +198,7 @@ def _prepare_panel(x, w, bias, out, attrs, columns):
     outs = out.reshape(n, oc, pixels)
     if columns is None:
         images = x.reshape(n, c, pixels)
-
-        def run():
-            for i in range(n):
-                packed.run(images[i], outs[i], act)
-
-        return run
+        return lambda: packed.run_images(images, outs, act)
 
     def run_columns():
         for i in range(n):

@@ -27,6 +27,7 @@ than cost a pass over every panel of its own.
 Kernels:
 
 - :func:`gemm` — panels [pa, pb) x columns [n0, n1) on the calling thread;
+- :func:`gemm_images` — every image of a batch on the calling thread, in one call;
 - :func:`team_gemm` — one team region (see :mod:`.layer`), bands of columns or of panels.
 """
 
@@ -337,6 +338,17 @@ def gemm(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1):
                         for r in range(p * ROWS, p * ROWS + rows):
                             act_span(of, r * ldc + lo, r * ldc + b1, code, p0, p1)
         b0 = b1
+
+
+@njit(types.void(ro(1), ro(1), ro(3), rw(3), rw(1), i8, i8, i8, i8, f8, f8), nogil=True, cache=True,
+      error_model="numpy")
+def gemm_images(panels, bias, x, out, strips, k, m, nc, code, p0, p1):
+    """:func:`gemm` for every image of ``x`` [N, K, P] into ``out`` [N, M, P], all panels and
+    columns: one crossing into compiled code per layer, not one per image. (Two threads
+    running batch slices in one process wait on each other for the GIL at every crossing.)"""
+    count = -(-m // ROWS)
+    for i in range(x.shape[0]):
+        gemm(panels, bias, x[i], out[i], strips, k, m, nc, code, p0, p1, 0, count, 0, x.shape[2])
 
 
 @njit(types.void(ro(1), ro(1), ro(2), rw(2), rw(1), i8, i8, i8, i8, f8, f8, i8, types.boolean),
