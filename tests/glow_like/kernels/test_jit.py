@@ -144,10 +144,12 @@ def test_grouped_algorithm_by_shape():
     assert grouped_algorithm((1, 32, 45, 45), (32, 1, 3, 3), (1, 32, 23, 23), s2) == "depthwise_blocked"  # odd sides
     assert grouped_algorithm((1, 32, 2, 2), (32, 1, 3, 3), (1, 32, 2, 2), dw) == "depthwise_blocked"  # below 3x3
     five = {"padding": (2, 2, 2, 2), "groups": 32}
-    assert grouped_algorithm((1, 32, 56, 56), (32, 1, 5, 5), (1, 32, 28, 28), {**five, "stride": (2, 2)}) == "depthwise_blocked"
+    five_s2, seven = {**five, "stride": (2, 2)}, {**five, "padding": (3,) * 4}
+    assert grouped_algorithm((1, 32, 56, 56), (32, 1, 5, 5), (1, 32, 28, 28), five_s2) == "depthwise_blocked"
     assert grouped_algorithm((1, 32, 7, 7), (32, 1, 5, 5), (1, 32, 7, 7), five) == "depthwise_blocked"
-    assert grouped_algorithm((1, 32, 56, 56), (32, 1, 7, 7), (1, 32, 56, 56), {**five, "padding": (3,) * 4}) == "depthwise_blocked"
-    assert grouped_algorithm((1, 32, 7, 7), (32, 1, 3, 5), (1, 32, 7, 7), {**five, "padding": (1, 2, 1, 2)}) == "depthwise_cl"
+    assert grouped_algorithm((1, 32, 56, 56), (32, 1, 7, 7), (1, 32, 56, 56), seven) == "depthwise_blocked"
+    three_by_five = {**five, "padding": (1, 2, 1, 2)}
+    assert grouped_algorithm((1, 32, 7, 7), (32, 1, 3, 5), (1, 32, 7, 7), three_by_five) == "depthwise_cl"
     assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 7, 14), {**dw, "stride": (2, 1)}) == "depthwise_cl"
     assert grouped_algorithm((1, 32, 96, 96), (32, 1, 3, 3), (1, 32, 96, 96), {**dw, "dilation": (2, 2)}) == "grouped"
     assert grouped_algorithm((1, 512, 8, 8), (512, 128, 3, 3), (1, 512, 8, 8), {"groups": 4}) is None

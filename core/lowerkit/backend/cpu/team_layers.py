@@ -3,9 +3,10 @@ forms share (``lowerkit.backend.cpu.jit.team`` has the kernels; see docs/compile
 
 - :class:`DenseTeamForm` — a dense convolution: a 1x1 one as one GEMM region; one with at
   least :data:`TILED_PIXELS` outputs whose GEMM is not the panel GEMM's as implicit GEMM in
-  tiles of ~:data:`TILE_BYTES` of columns per thread; others as im2col then the GEMM. The GEMM is the compiled panel GEMM on
-  a weight packed once where :func:`.panels.fits` says it is faster, else sgemm in bands of
-  output channels, or of pixels for few channels over many inputs;
+  tiles of ~:data:`TILE_BYTES` of columns per thread; others as im2col then the GEMM. The
+  GEMM is the compiled panel GEMM on a weight packed once where :func:`.panels.fits` says it
+  is faster, else sgemm in bands of output channels, or of pixels for few channels over many
+  inputs;
 - :func:`depthwise_scratch` / :func:`run_depthwise` — the depthwise kernels with a team form;
 - the sizes below which a layer stays on the calling thread (a region costs ~3.5 us).
 

@@ -71,9 +71,10 @@ def _const(v):
     return ir.Constant(_I64, v)
 
 
-_TILE_SIG = types.void(i8, types.uint64, types.uint64, i8, types.uint64, i8, types.uint64, types.boolean, i8, i8, f8, f8)
-_EDGE_SIG = types.void(i8, types.uint64, types.uint64, i8, types.uint64, i8, types.uint64, types.boolean, i8, i8, f8, f8,
-                       i8)
+_U64 = types.uint64
+# k, panel, x, ldx, c, ldc, bias, first, rows, activation code, p0, p1 (, the edge tile's columns)
+_TILE_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8)
+_EDGE_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, i8)
 
 
 def _masked(builder, name, ret, args):
