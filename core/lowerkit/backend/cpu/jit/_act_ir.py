@@ -14,8 +14,8 @@ from __future__ import annotations
 from llvmlite import ir
 from numba.core import cgutils
 
-from ._simd import _F32, _I32, _V8
-from .activation import CLIP, HARDSIGMOID, HARDSWISH, NONE, RELU, SIGMOID, SILU
+from ._simd import _F32, _I32, _V8, broadcast8, fmuladd8
+from .activation import CLIP, HARDSIGMOID, HARDSWISH, RELU, SIGMOID, SILU
 
 # Codes with an IR form; the others (the GELUs, with erf or tanh) stay on ``act_span``.
 IR_CODES = (RELU, CLIP, HARDSWISH, HARDSIGMOID, SILU, SIGMOID)
@@ -25,11 +25,6 @@ _V8I = ir.VectorType(_I32, 8)
 
 def _splat(value: float) -> ir.Constant:
     return ir.Constant(_V8, [value] * 8)
-
-
-def _broadcast(builder, scalar):
-    v = builder.insert_element(ir.Constant(_V8, ir.Undefined), scalar, ir.Constant(_I32, 0))
-    return builder.shuffle_vector(v, ir.Constant(_V8, ir.Undefined), ir.Constant(_V8I, [0] * 8))
 
 
 def _call(builder, name: str, args):
@@ -45,20 +40,16 @@ def _min(builder, a, b):
     return builder.select(builder.fcmp_ordered("<", b, a), b, a)
 
 
-def _muladd(builder, a, b, c):
-    return _call(builder, "llvm.fmuladd.v8f32", [a, b, c])
-
-
 def _exp(builder, x):
     """``_act.exp32`` on a vector."""
     x = _min(builder, _max(builder, x, _splat(-87.3)), _splat(88.7))
-    n = _call(builder, "llvm.floor.v8f32", [_muladd(builder, x, _splat(1.44269504), _splat(0.5))])
-    r = _muladd(builder, n, _splat(-0.693359375), x)
-    r = _muladd(builder, n, _splat(2.12194440e-4), r)
+    n = _call(builder, "llvm.floor.v8f32", [fmuladd8(builder, x, _splat(1.44269504), _splat(0.5))])
+    r = fmuladd8(builder, n, _splat(-0.693359375), x)
+    r = fmuladd8(builder, n, _splat(2.12194440e-4), r)
     p = _splat(1.9875691500e-4)
     for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
-        p = _muladd(builder, p, r, _splat(c))
-    p = builder.fadd(_muladd(builder, p, builder.fmul(r, r), r), _splat(1.0))
+        p = fmuladd8(builder, p, r, _splat(c))
+    p = builder.fadd(fmuladd8(builder, p, builder.fmul(r, r), r), _splat(1.0))
     bits = builder.shl(builder.add(builder.fptosi(n, _V8I), ir.Constant(_V8I, [127] * 8)), ir.Constant(_V8I, [23] * 8))
     return builder.fmul(p, builder.bitcast(bits, _V8))
 
@@ -73,7 +64,7 @@ def _one(builder, code: int, v, p0, p1):
         gate = _min(builder, _max(builder, builder.fadd(v, _splat(3.0)), zero), _splat(6.0))
         return builder.fdiv(builder.fmul(v, gate), _splat(6.0))
     if code == HARDSIGMOID:
-        return _min(builder, _max(builder, _muladd(builder, p0, v, p1), zero), one)
+        return _min(builder, _max(builder, fmuladd8(builder, p0, v, p1), zero), one)
     if code == SILU:
         return builder.fdiv(v, builder.fadd(one, _exp(builder, builder.fneg(v))))
     if code == SIGMOID:
@@ -85,7 +76,7 @@ def activate(builder, code, p0, p1, values: list) -> list:
     """``values`` (8-float vectors) through activation ``code`` (an i64: one of
     :data:`IR_CODES`, or anything else for none) with parameters ``p0``, ``p1`` (doubles,
     used by clip and hardsigmoid)."""
-    f0, f1 = (_broadcast(builder, builder.fptrunc(p, _F32)) for p in (p0, p1))
+    f0, f1 = (broadcast8(builder, builder.fptrunc(p, _F32)) for p in (p0, p1))
     entry = builder.block
     done = builder.append_basic_block("act.done")
     switch = builder.switch(code, done)
@@ -106,5 +97,3 @@ def activate(builder, code, p0, p1, values: list) -> list:
         out.append(phi)
     return out
 
-
-__all__ = ["IR_CODES", "NONE", "activate"]

@@ -1,4 +1,6 @@
-"""Vector helpers LLVM's loop vectoriser does not emit from plain loops (numba intrinsics).
+"""Vector helpers LLVM's loop vectoriser does not emit from plain loops (numba intrinsics),
+and the LLVM IR builders the vector kernels share (:func:`fmuladd8`, :func:`broadcast8`;
+used by :mod:`.panel`, :mod:`.dwblock`, :mod:`._act_ir`).
 
 :func:`split_pairs` deinterleaves a run of float pairs into its even and odd elements — the
 column phases of a stride-2 convolution. Written as a loop (``even[j] = x[2j]; odd[j] =
@@ -12,14 +14,28 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.core.extending import intrinsic
 
 _F32 = ir.FloatType()  # shared with jit.panel's micro-kernels
 _V8 = ir.VectorType(_F32, 8)
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
+_SPLAT0 = ir.Constant(ir.VectorType(_I32, 8), [0] * 8)
 _EVEN = ir.Constant(ir.VectorType(_I32, 8), list(range(0, 16, 2)))
 _ODD = ir.Constant(ir.VectorType(_I32, 8), list(range(1, 16, 2)))
 _U1, _U2, _U4, _U8 = np.uint64(1), np.uint64(2), np.uint64(4), np.uint64(8)
+
+
+def fmuladd8(builder, a, b, c):
+    """``a * b + c`` on 8-float vectors as LLVM's ``fmuladd`` (one FMA where the CPU has FMA)."""
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V8, [_V8, _V8, _V8]), "llvm.fmuladd.v8f32")
+    return builder.call(fn, [a, b, c])
+
+
+def broadcast8(builder, scalar):
+    """An 8-float vector of ``scalar`` in every lane."""
+    v = builder.insert_element(ir.Constant(_V8, ir.Undefined), scalar, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(v, ir.Constant(_V8, ir.Undefined), _SPLAT0)
 
 
 @intrinsic

@@ -26,11 +26,10 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.core import cgutils
 from numba.core.extending import intrinsic
 
 from ._act import act_span
-from ._simd import _F32, _I32, _I64, _V8
+from ._simd import _I32, _I64, _V8, fmuladd8
 from ._types import f8, i8, ro, rw
 
 LANES = 8  # planes per block: one AVX vector of floats
@@ -118,11 +117,6 @@ def _pixels_to_planes(typingctx, src, dst, plane_bytes, planes, spill):
     return sig, codegen
 
 
-def _fmuladd(builder, a, b, c):
-    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V8, [_V8, _V8, _V8]), "llvm.fmuladd.v8f32")
-    return builder.call(fn, [a, b, c])
-
-
 def _emit_taps(builder, args, kh: int, kw: int, stride: int, pixels: int) -> None:
     """``out[j] = bias + sum over taps (a, b) of wt[a * kw + b] * buf[a * row + (j * stride + b)]``
     for j < ``pixels``, every operand an 8-channel vector (``row`` in bytes; addresses as
@@ -140,7 +134,7 @@ def _emit_taps(builder, args, kh: int, kw: int, stride: int, pixels: int) -> Non
                 col = j * stride + b
                 if col not in inputs:
                     inputs[col] = builder.load(builder.gep(base, [ir.Constant(_I64, col)]), align=4)
-                acc[j] = _fmuladd(builder, w, inputs[col], acc[j])
+                acc[j] = fmuladd8(builder, w, inputs[col], acc[j])
     out = builder.inttoptr(out_, vptr)
     for j in range(pixels):
         builder.store(acc[j], builder.gep(out, [ir.Constant(_I64, j)]), align=4)

@@ -41,7 +41,7 @@ from numba.core.extending import intrinsic
 
 from ._act import act_span
 from ._act_ir import IR_CODES, activate
-from ._simd import _F32, _I32, _I64, _V8  # the LLVM types of the vector kernels
+from ._simd import _F32, _I32, _I64, _V8, broadcast8, fmuladd8  # the vector kernels' LLVM types and builders
 from ._types import f8, i8, ro, rw
 from .layer import team_ready
 
@@ -55,16 +55,6 @@ PACK_INPUTS = 64  # ... and rows (the copy then costs little against the reads i
 STRIP_FLOATS = K_BLOCK * (128 + 16)  # a thread's scratch for the copy: a block of up to 143 columns
 
 _ZEROS = [0] * 8
-
-
-def _fmuladd(builder, a, b, c):
-    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V8, [_V8, _V8, _V8]), "llvm.fmuladd.v8f32")
-    return builder.call(fn, [a, b, c])
-
-
-def _broadcast(builder, scalar):
-    v = builder.insert_element(ir.Constant(_V8, ir.Undefined), scalar, ir.Constant(_I32, 0))
-    return builder.shuffle_vector(v, ir.Constant(_V8, ir.Undefined), ir.Constant(ir.VectorType(_I32, 8), _ZEROS))
 
 
 def _const(v):
@@ -125,7 +115,7 @@ def _tile_kernel(vectors: int, edge: bool):
         def vec_ptr(base, v):
             return builder.bitcast(builder.gep(base, [_const(8 * v)]), vptr)
 
-        from_bias = [_broadcast(builder, builder.load(builder.gep(b_p, [_const(r)])))
+        from_bias = [broadcast8(builder, builder.load(builder.gep(b_p, [_const(r)])))
                      for r in range(ROWS) for _ in range(vectors)]
         from_c = [load(vec_ptr(row_ptr(r), v), v) for r in range(ROWS) for v in range(vectors)]
         start = [builder.select(first_, a, b) for a, b in zip(from_bias, from_c)]
@@ -145,8 +135,8 @@ def _tile_kernel(vectors: int, edge: bool):
         w_row = builder.gep(w_p, [builder.mul(idx, _const(ROWS))])
         new = []
         for r in range(ROWS):
-            wv = _broadcast(builder, builder.load(builder.gep(w_row, [_const(r)])))
-            new.extend(_fmuladd(builder, wv, xv[v], acc[r * vectors + v]) for v in range(vectors))
+            wv = broadcast8(builder, builder.load(builder.gep(w_row, [_const(r)])))
+            new.extend(fmuladd8(builder, wv, xv[v], acc[r * vectors + v]) for v in range(vectors))
         nxt = builder.add(idx, _const(1))
         idx.add_incoming(nxt, builder.block)
         for phi, value in zip(acc, new):
@@ -201,7 +191,7 @@ def _column(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows):
         def step(i, acc):
             w = builder.load(builder.bitcast(builder.gep(w_p, [builder.mul(i, _const(ROWS))]), vptr), align=4)
             xs = builder.load(builder.gep(x_p, [builder.mul(i, ldx_)]))
-            return _fmuladd(builder, w, _broadcast(builder, xs), acc)
+            return fmuladd8(builder, w, broadcast8(builder, xs), acc)
 
         pre = builder.block
         main, after = builder.append_basic_block("col.main"), builder.append_basic_block("col.after")

@@ -87,7 +87,8 @@ _TABLE = types.Array(types.uint64, 1, "C", readonly=True)
 def depthwise_blocked(x, w, bias, table, scratch, out, stride, pt, pl, code, p0, p1, ways):
     """:func:`.dwblock.depthwise_blocked` on ``ways`` bands of planes, cut at whole blocks of 8
     when the channels are a multiple of 8 (else a block across a cut runs as two partial
-    ones); ``scratch`` [ways, floats] holds each thread's buffers."""
+    ones; the pool's bands are cut the same way, ``team_layers.plane_cuts``); ``scratch``
+    [ways, floats] holds each thread's buffers."""
     planes = out.shape[0] * out.shape[1]
     aligned = out.shape[1] % 8 == 0
     for j in prange(ways):
