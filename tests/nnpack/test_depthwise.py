@@ -96,3 +96,27 @@ def test_depthwise_from_eight_threads():
     [t.start() for t in threads]
     [t.join() for t in threads]
     assert errors == []
+
+
+@pytest.mark.parametrize("with_residual", [False, True], ids=["plain", "residual"])
+@pytest.mark.parametrize("case", [0, 1, 3, 5, 7])
+def test_run_into_matches_the_checked_call(case, with_residual):
+    """A plan's bound call (``DepthwiseConv2d.run_into``, no checks) writes what the checked
+    call returns, on every kernel family: flat passes, blocked, channels-last, phases."""
+    from lowerkit_nnpack.conv import RunOptions
+    from lowerkit_nnpack.depthwise import DepthwiseConv2d
+    from lowerkit_nnpack.geometry import ConvGeometry
+
+    x_shape, k, stride, padding = CASES[case]
+    rng = np.random.default_rng(case)
+    n, c = x_shape[:2]
+    geom = ConvGeometry(c, c, x_shape[2:], (k, k), stride, padding)
+    conv = DepthwiseConv2d(geom, rng.standard_normal((c, 1, k, k)).astype(np.float32),
+                           rng.standard_normal(c).astype(np.float32), options=RunOptions(1),
+                           activation=(2, 0.0, 6.0))
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    residual = rng.standard_normal(conv.output_shape(n)).astype(np.float32) if with_residual else None
+    want = conv(x, residual=residual)
+    out = np.full(conv.output_shape(n), np.nan, np.float32)
+    assert conv.run_into(x, out, residual) is out
+    np.testing.assert_array_equal(out, want)

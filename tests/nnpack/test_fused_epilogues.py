@@ -210,6 +210,58 @@ def test_fused_residual_add_matches_a_direct_convolution(case, act):
         _close(conv(x, residual=residual), want, tol)
 
 
+RUN_INTO_CASES = [  # x shape, out channels, kernel, stride, padding, algorithm
+    ((3, 6, 9, 7), 5, 1, (1, 1), (0, 0, 0, 0), "direct"),  # a batch of 1x1: one compiled call for all
+    ((1, 6, 9, 7), 5, 1, (1, 1), (0, 0, 0, 0), "direct"),
+    ((2, 3, 11, 10), 4, 3, (2, 2), (1, 1, 1, 1), "implicit_gemm"),
+    ((2, 3, 11, 13), 4, 3, (1, 1), (1, 1, 1, 1), "wt6x6"),
+]
+
+
+@pytest.mark.parametrize("with_residual", [False, True], ids=["plain", "residual"])
+@pytest.mark.parametrize("case", range(len(RUN_INTO_CASES)))
+def test_run_into_matches_a_direct_convolution(case, with_residual):
+    """A plan's bound call (``Conv2d.run_into``: on the calling thread, no checks) computes
+    what the checked call and the oracle do: bias, the residual, then ReLU6."""
+    x_shape, oc, k, stride, padding, algorithm = RUN_INTO_CASES[case]
+    rng = np.random.default_rng(case)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal((oc, x_shape[1], k, k)) / k).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    geom = ConvGeometry(x_shape[1], oc, x_shape[2:], (k, k), stride, padding)
+    conv = Conv2d(geom, w, b, algorithm=algorithm, options=RunOptions(1), activation=(2, 0.0, 6.0))
+    residual = rng.standard_normal(conv.output_shape(x_shape[0])).astype(np.float32) if with_residual else None
+    want = np.clip(_im2col_conv(x, w, b, stride, padding) + (0 if residual is None else residual), 0, 6)
+    out = np.full(conv.output_shape(x_shape[0]), np.nan, np.float32)
+    for _ in range(2):
+        assert conv.run_into(x, out, residual) is out
+        _close(out, want, 1e-4)
+    _close(conv(x, residual=residual), out, 1e-6)
+
+
+def test_run_into_of_a_threaded_layer_or_an_odd_input_takes_the_checked_call(monkeypatch):
+    """``run_into`` keeps to the calling thread: a layer large enough for its pool workers,
+    or an input that is not C-contiguous float32, goes through ``__call__`` (same result)."""
+    rng = np.random.default_rng(3)
+    geom = ConvGeometry(4, 6, (9, 9), (3, 3), (1, 1), (1, 1, 1, 1))
+    w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    x = rng.standard_normal((2, 4, 9, 9)).astype(np.float32)
+    calls = []
+    real = Conv2d.__call__
+    monkeypatch.setattr(Conv2d, "__call__", lambda self, *a, **kw: (calls.append(1), real(self, *a, **kw))[1])
+    want = _im2col_conv(x, w, np.zeros(6, np.float32), (1, 1), (1, 1, 1, 1))
+    threaded = Conv2d(geom, w, algorithm="implicit_gemm", options=RunOptions(2, min_parallel_flops=0))
+    serial = Conv2d(geom, w, algorithm="implicit_gemm", options=RunOptions(1))
+    out = np.empty((2, 6, 9, 9), np.float32)
+    _close(threaded.run_into(x, out), want, 1e-4)
+    assert len(calls) == 1
+    _close(serial.run_into(np.asfortranarray(x), out), want, 1e-4)
+    _close(serial.run_into(x.astype(np.float64), out), want, 1e-4)
+    assert len(calls) == 3
+    _close(serial.run_into(x, out), want, 1e-4)
+    assert len(calls) == 3
+
+
 @pytest.mark.parametrize("x_shape", [(1, 8, 7, 9), (2, 3, 37, 35)])
 def test_depthwise_with_residual_matches_reference(x_shape):
     """depthwise conv + residual + relu6 lowered to nnpack (the add fuses into the conv)."""

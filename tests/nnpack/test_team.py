@@ -199,13 +199,15 @@ def test_a_gate_multiply_folds_into_the_projection(monkeypatch, batch):
 def test_plan_steps_enter_team_layers_through_run_into(monkeypatch):
     """A team plan's convolution steps call ``run_into`` (their output buffer from the plan,
     no checks for other callers); while the guard holds the team off it falls back to the
-    layer's serial form, with the same result."""
+    layer's own ``run_into`` (its serial form, still without the checks), with the same result."""
+    from lowerkit_nnpack.conv import Conv2d
+    from lowerkit_nnpack.depthwise import DepthwiseConv2d
     from lowerkit_nnpack.team import TeamConv, TeamDepthwise
 
     module = mobile_net(seed=6)
     x = np.random.default_rng(7).standard_normal((1, 3, 40, 40)).astype(np.float32)
     entries: list[str] = []
-    for cls in (TeamConv, TeamDepthwise):
+    for cls in (TeamConv, TeamDepthwise, Conv2d, DepthwiseConv2d):
         for name in ("run_into", "__call__"):
             real = getattr(cls, name)
             monkeypatch.setattr(cls, name, lambda self, *a, _f=real, _n=f"{cls.__name__}.{name}", **k:
@@ -221,7 +223,9 @@ def test_plan_steps_enter_team_layers_through_run_into(monkeypatch):
     guard = _plan(lowered).team.guard
     guard.on, guard._serial_left = False, 5
     np.testing.assert_allclose(lowered(x), got, rtol=0, atol=1e-5 * max(1.0, float(np.abs(got).max())))
-    assert entries.count("TeamConv.__call__") == 5 and entries.count("TeamDepthwise.__call__") == 3, entries
+    assert entries.count("TeamConv.run_into") == 5 and entries.count("TeamDepthwise.run_into") == 3, entries
+    assert entries.count("Conv2d.run_into") == 5 and entries.count("DepthwiseConv2d.run_into") == 3, entries
+    assert len(entries) == 16, entries  # no __call__: neither the team forms' nor the layers'
 
 
 def test_max_pool_runs_as_a_team_region(monkeypatch):

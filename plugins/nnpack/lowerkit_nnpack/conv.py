@@ -23,6 +23,7 @@ ROW_SPLIT_PIXELS = 400
 # Below this many direct-convolution FLOPs a call runs on the calling thread alone: handing
 # work to the pool costs about 0.1 ms per phase here (two phases on the per-image path).
 PARALLEL_MIN_FLOPS = 32_000_000
+_FLOAT32 = np.dtype(np.float32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,24 @@ class Conv2d:
 
     def output_shape(self, batch: int) -> tuple[int, int, int, int]:
         return (batch, self.geom.out_channels, *self._out_hw)
+
+    def run_into(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> np.ndarray:
+        """A plan's call (the layer's own weight and bias, ``out`` a C-contiguous float32 buffer
+        of the output's shape, ``residual`` of it or None): a layer that runs on the calling
+        thread goes straight to its algorithm; anything else through :meth:`__call__`, whose
+        checks, BLAS limit and thread split are for any caller (a plan sets the BLAS limit for
+        the whole call)."""
+        impl = self.impl
+        n = x.shape[0]
+        if (x.dtype is not _FLOAT32 or not x.flags.c_contiguous or impl.weight is None
+                or (self._workers > 1 and self._flops_per_image * n >= self.options.min_parallel_flops)):
+            return self(x, out=out, residual=residual)
+        kernel = impl.kernel_data(None)
+        if hasattr(impl, "run_chunk"):  # implicit GEMM, direct: image by image
+            impl.run_chunk(x, kernel, self.bias, out, residual)
+        else:
+            impl.compute_output(impl.transform_input(x), kernel, self.bias, slice(None), out, residual)
+        return out
 
     def __call__(
         self,

@@ -32,6 +32,7 @@ from .workspace import Workspace
 # MFLOP before the kernels were this fast.
 DEPTHWISE_PARALLEL_MIN_FLOPS = 16_000_000
 DEPTHWISE_PARALLEL_MIN_INPUTS = 1_000_000
+_FLOAT32 = np.dtype(np.float32)
 
 
 class DepthwiseConv2d:
@@ -97,20 +98,36 @@ class DepthwiseConv2d:
         b = self.bias if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
         x = np.ascontiguousarray(x, dtype=np.float32)
         n, c = x.shape[0], g.in_channels
-        (oh, ow), (kh, kw), (sh, sw) = g.out_hw, g.kernel, g.stride
-        pt, pl = g.padding[0], g.padding[1]
-        dh, dw = self.dilation
+        oh, ow = g.out_hw
         if out is None:
             out = np.empty((n, c, oh, ow), dtype=np.float32)
         elif out.shape != (n, c, oh, ow) or out.dtype != np.float32 or not out.flags.c_contiguous:
             raise GeometryError(f"out must be a C-ordered float32 [{n}, {c}, {oh}, {ow}] array, got {out.shape}")
+        return self._run(x, w, b, out, residual, self.weight_t if weight is None else None)
+
+    def run_into(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> np.ndarray:
+        """A plan's call (the layer's own weight and bias, ``out`` a C-contiguous float32 buffer
+        of the output's shape): straight to the kernels, without :meth:`__call__`'s checks."""
+        if x.dtype is not _FLOAT32 or not x.flags.c_contiguous or self.weight is None:
+            return self(x, residual=residual, out=out)
+        return self._run(x, self.weight, self.bias, out, residual, self.weight_t)
+
+    def _run(self, x: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray, residual: np.ndarray | None,
+             wt: np.ndarray | None) -> np.ndarray:
+        """The convolution of a checked, C-contiguous float32 ``x`` into ``out`` (``wt``: ``w``
+        channels-last, or None to make it here)."""
+        g = self.geom
+        n, c = x.shape[0], g.in_channels
+        (oh, ow), (kh, kw), (sh, sw) = g.out_hw, g.kernel, g.stride
+        pt, pl = g.padding[0], g.padding[1]
+        dh, dw = self.dilation
         code, p0, p1 = self.activation if residual is None else (0, 0.0, 0.0)
         least = min(self.options.min_parallel_flops, DEPTHWISE_PARALLEL_MIN_FLOPS)
         large = n * c * oh * ow * kh * kw * 2 >= least or x.size >= DEPTHWISE_PARALLEL_MIN_INPUTS
         workers = self.options.workers if large else 1
         k = self.kernels
         if self.algorithm == "depthwise_cl":
-            wt = self.weight_t if weight is None else self._channels_last(w)
+            wt = self._channels_last(w) if wt is None else wt
             hp, wp = padded_hw((oh, ow), (kh, kw), (sh, sw), (dh, dw))
             xp = self.ws.get("dw_pad", (n, hp, wp, c))
             acc = self.ws.get("dw_acc", (n, oh * ow, c))

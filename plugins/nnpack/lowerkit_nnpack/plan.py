@@ -242,9 +242,13 @@ class Plan:
             if gate is not None and isinstance(conv, TeamConv) and conv.pointwise:
                 live[:1] = list(gate.inputs)  # the map and its gate
 
+                tail = conv.output_shape(1)[1:]
+                run_gated_into = conv.run_gated_into
+
                 def run_gated(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
-                    out = spares.take(conv.output_shape(args[0].shape[0]))
-                    return [conv(args[0], residual=args[2] if len(args) > 2 else None, out=out, gate=args[1])]
+                    x = args[0]
+                    return [run_gated_into(x, args[1], spares.take((x.shape[0], *tail)),
+                                           args[2] if len(args) > 2 else None)]
 
                 return run_gated, live
 
@@ -439,10 +443,11 @@ class Plan:
 
 # Layers with a ``run_into(x, out, residual)``: a plan's call of the layer's own weights into
 # an output buffer, without the checks of their ``__call__`` for any caller.
-BOUND_LAYERS = (TeamConv, TeamDepthwise, PooledPointwise)
+BOUND_LAYERS = (TeamConv, TeamDepthwise, PooledPointwise, Conv2d, DepthwiseConv2d)
 
 
-def _bound_step(layer: TeamConv | TeamDepthwise | PooledPointwise, with_residual: bool) -> StepKernel:
+def _bound_step(layer: TeamConv | TeamDepthwise | PooledPointwise | Conv2d | DepthwiseConv2d,
+                with_residual: bool) -> StepKernel:
     """The step of a layer of :data:`BOUND_LAYERS` with constant weights: its output buffer
     from the spares, then ``run_into`` — the leanest path from the plan's loop to the
     compiled kernels (a MobileNetV2 layer cost ~5-10 us more than glow_like's bound call

@@ -103,9 +103,21 @@ class TeamConv:
         shape): straight to the team regions when they can run, else :meth:`__call__`, whose
         checks are for any caller (through them and the plan's general step, a MobileNetV2
         layer took ~5-10 µs more than glow_like's bound call; through this, ~3)."""
-        if x.dtype is _FLOAT32 and x.flags.c_contiguous and self.team.usable():
-            return self._regions(x, out, residual)
+        if x.dtype is _FLOAT32 and x.flags.c_contiguous:
+            if self.team.usable():
+                return self._regions(x, out, residual)
+            return self.conv.run_into(x, out, residual)  # batch slices, or the stall guard holds the team off
         return self(x, residual=residual, out=out)
+
+    def run_gated_into(self, x: np.ndarray, gate: np.ndarray, out: np.ndarray,
+                       residual: np.ndarray | None = None) -> np.ndarray:
+        """A plan's call of a 1x1 layer fed by a folded gate multiply (``x * gate``, ``gate``
+        [N, C, 1, 1]), as :meth:`run_into`: the gate scales the weight, on the team or off it."""
+        if x.dtype is _FLOAT32 and x.flags.c_contiguous and gate.dtype is _FLOAT32 and self.pointwise:
+            if self.team.usable():
+                return self._regions(x, out, residual, gate)
+            return self._gated_serial(x, gate, residual, out)
+        return self(x, residual=residual, out=out, gate=gate)
 
     def _regions(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None,
                  gate: np.ndarray | None = None) -> np.ndarray:
@@ -181,8 +193,10 @@ class TeamDepthwise:
 
     def run_into(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> np.ndarray:
         """A plan's call, as :meth:`TeamConv.run_into`."""
-        if x.dtype is _FLOAT32 and x.flags.c_contiguous and self.team.usable():
-            return self._region(x, out, residual)
+        if x.dtype is _FLOAT32 and x.flags.c_contiguous:
+            if self.team.usable():
+                return self._region(x, out, residual)
+            return self.conv.run_into(x, out, residual)
         return self(x, residual=residual, out=out)
 
     def _region(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None) -> np.ndarray:

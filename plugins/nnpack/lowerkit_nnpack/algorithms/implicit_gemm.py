@@ -17,7 +17,7 @@ from lowerkit.backend.cpu import im2col_view, pad_into, panels
 from lowerkit.backend.cpu.gemm import matmul_into
 
 
-from ..activations import NONE
+from ..activations import NONE, activate_inplace
 from ..workspace import Workspace
 from .base import _NO_BIAS, ConvAlgorithm
 
@@ -137,6 +137,15 @@ once, bias and activation fused.
         packed = self._packed(kernel, bias)
         if packed is not None:
             act = self.activation if residual is None else NONE  # with a residual the activation follows it
+            if n > 1 and self._reads_in_place() and x.flags.c_contiguous and out.flags.c_contiguous:
+                # A 1x1 layer over a batch chunk: every image in one call into compiled code
+                # (as glow_like's; one crossing per layer, not one per image), then the
+                # residual and the activation in one pass each.
+                packed.run_images(x.reshape(n, x.shape[1], -1), out.reshape(n, oc, -1), act)
+                if residual is not None:
+                    np.add(out, residual, out=out)
+                    activate_inplace(out, self.activation)
+                return
             for i in range(n):
                 packed.run(self._image_columns(x[i]), out[i].reshape(oc, -1), act)
                 if residual is not None:
