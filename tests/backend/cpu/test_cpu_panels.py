@@ -181,16 +181,136 @@ def test_the_rule_takes_few_input_channels_or_small_maps_on_one_thread_and_more_
     assert panels.block_columns(16) == 128 and panels.block_columns(144) == 64
 
 
-def test_a_team_runs_the_stems_untiled_on_the_panel_gemm_and_large_maps_of_many_inputs_in_tiles():
+def test_a_team_runs_the_stems_in_tiles_on_the_panel_gemm_and_large_maps_of_many_inputs_on_sgemm_tiles():
     from lowerkit.backend.cpu.team_layers import DenseTeamForm
 
     def form(oc, c, k, stride, pad, out_hw):
         return DenseTeamForm.of(oc, c * k * k, (k, k), (stride, stride), (pad,) * 4, (1, 1), out_hw, 2)
 
     for stem in (form(32, 3, 3, 2, 1, (112, 112)), form(64, 3, 7, 2, 3, (112, 112))):  # MobileNetV2's, ResNet's
-        assert stem.panel and not stem.tiled and stem.cols_shape == (1, stem.cols_shape[1])
+        k = stem.geometry[0] * stem.geometry[1] * 3
+        assert stem.panel and stem.tiled and stem.tile_rows == panels.tile_rows(k, (112, 112), 2)
+        assert stem.cols_shape == (2, k * stem.tile_rows * 112)
+    small = form(16, 3, 3, 2, 1, (28, 28))  # its whole column matrix fits in cache: untiled
+    assert small.panel and not small.tiled and small.cols_shape == (1, 27 * 28 * 28)
     layer = form(64, 64, 3, 1, 1, (56, 56))  # 576 rows of columns: sgemm, in tiles
     assert layer.tiled and not layer.panel and layer.cols_shape[0] == 2
+
+
+def test_the_tile_rule_takes_few_rows_of_columns_over_maps_too_large_for_the_cache():
+    assert panels.tile_rows(147, (112, 112)) == panels.TILE_BYTES // (4 * 147 * 112) == 3
+    assert panels.tile_rows(27, (112, 112)) == 21 and panels.tile_rows(27, (112, 112), ways=2) == 21
+    assert panels.tile_rows(27, (75, 75), ways=2) == 32  # a thread's band (38 rows) holds a whole tile
+    assert panels.tile_rows(27, (40, 40)) == 0  # 173 KB of columns: untiled
+    assert panels.tile_rows(288, (112, 112)) == 0  # many rows of columns: too few pixels per tile
+    assert panels.tile_rows(4096 // 4, (600, 1)) == 0
+
+
+def _direct_conv(x, w, b, stride, pad):
+    """float64 direct convolution of one image ``x`` [C, H, W] (padding top, left, bottom, right)."""
+    c, h, wd = x.shape
+    oc, _, kh, kw = w.shape
+    xp = np.zeros((c, h + pad[0] + pad[2], wd + pad[1] + pad[3]))
+    xp[:, pad[0]:pad[0] + h, pad[1]:pad[1] + wd] = x
+    oh, ow = (xp.shape[1] - kh) // stride + 1, (xp.shape[2] - kw) // stride + 1
+    out = np.zeros((oc, oh, ow)) + b[:, None, None]
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride]
+            out += np.einsum("oc,chw->ohw", w[:, :, i, j].astype(np.float64), patch)
+    return out
+
+
+# one image: C, OC, H, W, kernel, stride, padding (top, left, bottom, right), rows per tile
+TILE_CASES = [
+    (3, 64, 41, 39, 7, 2, (3, 3, 3, 3), 3),  # ResNet's stem, small: tiles of 3 rows, a partial last one
+    (3, 13, 30, 31, 3, 2, (1, 1, 1, 1), 4),  # partial panels, odd sizes
+    (2, 7, 17, 23, 3, 1, (0, 2, 1, 0), 5),  # uneven padding, stride 1
+    (5, 200, 9, 40, 3, 1, (1, 1, 1, 1), 2),  # enough panels and rows for the strip copy
+    (3, 32, 20, 20, 3, 2, (1, 1, 1, 1), 10),  # one tile for the whole image
+]
+
+
+@pytest.mark.parametrize("ways", [1, 2, 3])
+@pytest.mark.parametrize("act", ["relu", "clip", "silu", "gelu"])
+@pytest.mark.parametrize("case", range(len(TILE_CASES)))
+def test_conv_tiles_match_a_direct_convolution(case, act, ways):
+    """``PackedWeight.run_tiles`` (one thread) and ``run_tiles_team`` (bands of rows) against a
+    float64 direct convolution: every tile kind, bias and activation; nothing written past
+    the output, and equal to each other bit for bit."""
+    c, oc, h, wd, k, stride, pad, rows = TILE_CASES[case]
+    rng = np.random.default_rng(case)
+    x = rng.standard_normal((c, h, wd)).astype(np.float32)
+    w = rng.standard_normal((oc, c, k, k)).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    want = ACTS[act](_direct_conv(x, w, b, stride, pad))
+    oh, ow = want.shape[1:]
+    packed = panels.PackedWeight.of(w, b)
+    geometry = (k, k, stride, stride, pad[0], pad[1], 1, 1)
+    guard = np.full(oc * oh * ow + 16, np.nan, np.float32)
+    out = guard[:oc * oh * ow].reshape(oc, oh, ow)
+    packed.run_tiles(x, out, _code(act), geometry, rows, np.empty(c * k * k * rows * ow, np.float32))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(want).max()))
+    assert np.isnan(guard[oc * oh * ow:]).all()
+    if ways > 1:
+        team_ready()
+        shared = np.full((oc, oh, ow), np.nan, np.float32)
+        band = min(rows, -(-oh // ways))
+        packed.run_tiles_team(x, shared, _code(act), geometry, band, np.empty(ways * c * k * k * band * ow, np.float32),
+                              ways)
+        np.testing.assert_allclose(shared, want, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(want).max()))
+
+
+def test_conv_tiles_from_eight_threads():
+    c, oc, h, wd, k, stride, pad, rows = TILE_CASES[0]
+    rng = np.random.default_rng(9)
+    w = rng.standard_normal((oc, c, k, k)).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    images = [rng.standard_normal((c, h, wd)).astype(np.float32) for _ in range(8)]
+    packed = panels.PackedWeight.of(w, b)
+    geometry = (k, k, stride, stride, pad[0], pad[1], 1, 1)
+    wants = [ACTS["relu"](_direct_conv(image, w, b, stride, pad)) for image in images]
+    oh, ow = wants[0].shape[1:]
+
+    def call(i):
+        outs = []
+        for _ in range(10):
+            out = np.empty((oc, oh, ow), np.float32)
+            packed.run_tiles(images[i], out, _code("relu"), geometry, rows, np.empty(c * k * k * rows * ow, np.float32))
+            outs.append(out)
+        return outs
+
+    results = from_threads(call)
+    for i, want in enumerate(wants):
+        for got in results[i]:
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("backend", ["glow_like", "nnpack"])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_plugins_run_their_stems_in_tiles_on_the_panel_gemm(monkeypatch, backend, batch):
+    """A stem over a map whose column matrix exceeds twice ``panels.TILE_BYTES`` runs in tiles
+    (on the team at batch 1, on one thread per image at batch 2: one thread's slice) and
+    matches reference."""
+    import lowerkit as lk
+    from lowerkit import nn
+
+    calls = []
+    for name in ("run_tiles", "run_tiles_team"):
+        real = getattr(panels.PackedWeight, name)
+        monkeypatch.setattr(panels.PackedWeight, name, lambda self, *a, _f=real, _n=name: (calls.append(_n), _f(self, *a))[1])
+    if batch == 1:
+        from tests.team_calls import team_on_small_layers
+
+        team_on_small_layers(monkeypatch)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU6(), nn.Conv2d(8, 4, 1))
+    x = np.random.default_rng(2).standard_normal((batch, 3, 150, 150)).astype(np.float32)
+    module = lk.trace(net, x)
+    options = {"forward": {"threads": 2 if batch == 1 else 1}}
+    got = lk.to_backend(module, backend, options)(x)
+    want = lk.to_backend(module, "reference")(x)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+    assert calls and set(calls) == {"run_tiles_team" if batch == 1 else "run_tiles"}, calls
 
 
 def _pointwise_module(batch):

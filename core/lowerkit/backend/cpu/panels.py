@@ -38,6 +38,10 @@ SERIAL_MAX_INPUTS = 128  # one thread: the panel GEMM up to this many rows of co
 SERIAL_ANY_PIXELS = 784  # on maps of at most this many pixels (28x28 and smaller)
 TEAM_MAX_INPUTS = 512  # a team region: below this many, or any for at most TEAM_ANY_PIXELS
 TEAM_ANY_PIXELS = 128
+# An im2col layer with at most TILE_MAX_INPUTS rows of columns (the stems) whose column matrix
+# is over twice TILE_BYTES runs in row tiles of about TILE_BYTES of columns (``tile_rows``).
+TILE_MAX_INPUTS = 256
+TILE_BYTES = 256 * 1024
 
 
 def fits(k: int, pixels: int, team: bool) -> bool:
@@ -48,6 +52,24 @@ def fits(k: int, pixels: int, team: bool) -> bool:
     if team:
         return k < TEAM_MAX_INPUTS or pixels <= TEAM_ANY_PIXELS
     return k <= SERIAL_MAX_INPUTS or pixels <= SERIAL_ANY_PIXELS
+
+
+def tile_rows(k: int, out_hw: tuple[int, int], ways: int = 1) -> int:
+    """Output rows per tile where an im2col layer of ``k`` rows of columns over ``out_hw``
+    runs in row tiles on the panel GEMM (``PackedWeight.run_tiles``; ``ways`` threads, each a
+    band of rows), else 0: the column matrix of a whole image (7.4 MB for ResNet's 7x7 stem)
+    is written and then read back from memory, while a tile's (~``TILE_BYTES``) is multiplied
+    while still in cache. One image, ReLU, same process, best of 30, µs, whole column matrix
+    / tiles: ResNet's stem 3->64 7x7/2 at 224, one thread 3814-3817 (sgemm and the epilogue
+    pass, as ``fits`` chooses; the panel GEMM 3234-3286) / 3019-3021, a two-thread team
+    region (one im2col, then panel GEMM bands) 1718-1722 / 1536-1540 (2113 / 1679 in an
+    earlier run); MobileNetV2's 3->32 3x3/2, one thread 386-410 / 375-377, two 227-287 /
+    208-251. With many rows of columns a tile holds too few pixels to pay for streaming the
+    weight once per tile: 128->128 3x3/2 at 56, 2976 / 3826 (K = 1152)."""
+    oh, ow = out_hw
+    if k > TILE_MAX_INPUTS or 4 * k * oh * ow <= 2 * TILE_BYTES:
+        return 0
+    return max(1, min(-(-oh // max(1, ways)), TILE_BYTES // (4 * k * ow)))
 
 
 def block_columns(k: int) -> int:
@@ -133,6 +155,22 @@ class PackedWeight:
         weight), else bands of panels."""
         self.kernels.team_gemm(self.panels, self.bias, x, out, self._strips(ways), self.k, self.m, self.columns,
                                *act, ways, x.shape[1] >= self.m)
+
+    def run_tiles(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], geometry: tuple[int, ...],
+                  rows: int, cols: np.ndarray) -> None:
+        """``out`` [M, OH, OW] = act(conv(``x`` [C, H, W]) + bias) on the calling thread, ``rows``
+        output rows at a time (:func:`tile_rows`): each tile's columns by the compiled im2col
+        into ``cols`` (at least K * rows * OW floats), multiplied while in cache. ``geometry``
+        is (kh, kw, sh, sw, pad top, pad left, dh, dw)."""
+        self.kernels.conv_tiles(self.panels, self.bias, x, out, cols, self._strips(1), self.k, self.m, self.columns,
+                                *act, *geometry, rows, 0, out.shape[1])
+
+    def run_tiles_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
+                       geometry: tuple[int, ...], rows: int, cols: np.ndarray, ways: int) -> None:
+        """:meth:`run_tiles` as one team region: each of ``ways`` threads a band of output rows,
+        with its share of ``cols`` (``ways`` times K * rows * OW floats)."""
+        self.kernels.team_conv_tiles(self.panels, self.bias, x, out, cols, self._strips(ways), self.k, self.m,
+                                     self.columns, *act, *geometry, rows, ways)
 
     def _strips(self, ways: int) -> np.ndarray:
         """Scratch for the kernel's copy of the image (where it copies: many panels and rows)."""

@@ -1,7 +1,8 @@
 """implicit_gemm: im2col into a reused column buffer, then BLAS GEMMs — or, for at most 128
 rows of columns or maps of at most 784 pixels (``lowerkit.backend.cpu.panels.fits``: 1x1
 layers, stems, small maps), image by image the compiled panel GEMM on the weight packed
-once, bias and activation fused.
+once, bias and activation fused; the stems (``panels.tile_rows``) in row tiles, each tile's
+columns multiplied while in cache.
 
 Columns of one image come from the compiled im2col of ``lowerkit.backend.cpu.jit.conv``
 (float32: padding written as zeros),
@@ -35,7 +36,8 @@ class ImplicitGemm(ConvAlgorithm):
     """implicit_gemm: im2col into a reused column buffer, then BLAS GEMMs — or, for at most 128
 rows of columns or maps of at most 784 pixels (``lowerkit.backend.cpu.panels.fits``: 1x1
 layers, stems, small maps), image by image the compiled panel GEMM on the weight packed
-once, bias and activation fused.
+once, bias and activation fused; the stems (``panels.tile_rows``) in row tiles, each tile's
+columns multiplied while in cache.
 
     Large images get one GEMM per image written straight into the output; small ones
     (fewer than :data:`FOLD_BATCH_BELOW_PIXELS` pixels) fold the batch into one wider
@@ -57,6 +59,9 @@ once, bias and activation fused.
         g = self.geom
         k = g.in_channels * g.kernel[0] * g.kernel[1]
         self._panel_fits = panels.fits(k, self.out_hw[0] * self.out_hw[1], team=False)
+        # A stem: each image in row tiles on the panel GEMM (see panels.tile_rows)
+        self._tile_rows = 0 if self._im2col is None else panels.tile_rows(k, self.out_hw)
+        self._tile_geometry = (*g.kernel, *g.stride, g.padding[0], g.padding[1], 1, 1)
 
     def _transform_kernel(self, ws: Workspace | None, weight: np.ndarray) -> np.ndarray:
         return weight.reshape(self.geom.out_channels, -1)
@@ -146,6 +151,13 @@ once, bias and activation fused.
                     np.add(out, residual, out=out)
                     activate_inplace(out, self.activation)
                 return
+            rows = self._tile_rows
+            if rows and residual is None and self.compiled_im2col(x[0]) and out.flags.c_contiguous:
+                cols = self.ws.get("cols_tile", (x.shape[1] * self.geom.kernel[0] * self.geom.kernel[1]
+                                                 * rows * self.out_hw[1],))
+                for i in range(n):
+                    packed.run_tiles(x[i], out[i], act, self._tile_geometry, rows, cols)
+                return
             for i in range(n):
                 packed.run(self._image_columns(x[i]), out[i].reshape(oc, -1), act)
                 if residual is not None:
@@ -162,8 +174,9 @@ once, bias and activation fused.
     def _packed(self, kernel: np.ndarray, bias: np.ndarray | None) -> panels.PackedWeight | None:
         """The compiled weight ``[OC, C*KH*KW]`` and this call's bias packed into panels (once,
         on first use; again for another bias, or a writable one whose values changed), when the
-        call uses the compiled weight and :func:`panels.fits` the layer on one thread; else None."""
-        if not self._panel_fits or kernel is not self._kernel:
+        call uses the compiled weight and :func:`panels.fits` the layer on one thread or it runs
+        in tiles (:func:`panels.tile_rows`); else None."""
+        if not (self._panel_fits or self._tile_rows) or kernel is not self._kernel:
             return None
         cached = self._panel
         if cached is None or cached[0] is not bias or (bias is not None and bias.flags.writeable

@@ -41,6 +41,7 @@ from numba.core.extending import intrinsic
 
 from ._act import act_span
 from ._act_ir import IR_CODES, activate
+from .conv import im2col
 from ._simd import _F32, _I32, _I64, _V8, broadcast8, fmuladd8  # the vector kernels' LLVM types and builders
 from ._types import f8, i8, ro, rw
 from .layer import team_ready
@@ -270,17 +271,13 @@ def _pack_block(x, strips, k0, kc, b0, b1):
 _GEMM_SIG = types.void(ro(1), ro(1), ro(2), rw(2), rw(1), i8, i8, i8, i8, f8, f8, i8, i8, i8, i8)
 
 
-@njit(_GEMM_SIG, nogil=True, cache=True, error_model="numpy")
-def gemm(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1):
-    """``out[rows of panels pa..pb, n0:n1] = act(w @ x[:, n0:n1] + bias)`` (``panels``,
-    ``bias`` as ``PackedWeight`` holds them; ``x`` [K, N], ``out`` [M, N], C order; ``m`` =
-    M; blocks of ``nc`` columns). With at least ``PACK_PANELS`` panels and ``PACK_INPUTS``
-    rows, and ``strips`` of at least ``STRIP_FLOATS`` floats (scratch; any size else), each
-    block of the image is first copied into 16-column strips there (as BLAS packs), which
-    every panel then reads contiguously."""
+@njit(nogil=True, cache=True, error_model="numpy")
+def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1, c0):
+    """:func:`gemm` into the columns of ``out`` from ``c0`` on: column j of ``x`` goes to column
+    ``c0 + j`` of ``out`` (a tile of an image's columns into its place in the output)."""
     ldx, ldc = x.shape[1], out.shape[1]
     pack = pb - pa >= PACK_PANELS and k >= PACK_INPUTS and strips.size >= K_BLOCK * (nc + 16)
-    wa, ca, ba = panels.ctypes.data, out.ctypes.data, bias.ctypes.data
+    wa, ca, ba = panels.ctypes.data, out.ctypes.data + np.uint64(4 * c0), bias.ctypes.data
     xa = strips.ctypes.data if pack else x.ctypes.data
     of = out.reshape(-1)  # flat: no row view (two atomic reference counts) per activated row
     f = np.uint64(4)
@@ -327,8 +324,57 @@ def gemm(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1):
                     lo = b0 if not in_tile else (full if rest <= 3 else b1)
                     if lo < b1:
                         for r in range(p * ROWS, p * ROWS + rows):
-                            act_span(of, r * ldc + lo, r * ldc + b1, code, p0, p1)
+                            act_span(of, r * ldc + c0 + lo, r * ldc + c0 + b1, code, p0, p1)
         b0 = b1
+
+
+@njit(_GEMM_SIG, nogil=True, cache=True, error_model="numpy")
+def gemm(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1):
+    """``out[rows of panels pa..pb, n0:n1] = act(w @ x[:, n0:n1] + bias)`` (``panels``,
+    ``bias`` as ``PackedWeight`` holds them; ``x`` [K, N], ``out`` [M, N], C order; ``m`` =
+    M; blocks of ``nc`` columns). With at least ``PACK_PANELS`` panels and ``PACK_INPUTS``
+    rows, and ``strips`` of at least ``STRIP_FLOATS`` floats (scratch; any size else), each
+    block of the image is first copied into 16-column strips there (as BLAS packs), which
+    every panel then reads contiguously."""
+    _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1, 0)
+
+
+_TILES_SIG = types.void(ro(1), ro(1), ro(3), rw(3), rw(1), rw(1), i8, i8, i8, i8, f8, f8,
+                        i8, i8, i8, i8, i8, i8, i8, i8, i8, i8, i8)
+
+
+@njit(_TILES_SIG, nogil=True, cache=True, error_model="numpy")
+def conv_tiles(panels, bias, x, out, cols, strips, k, m, nc, code, p0, p1, kh, kw, sh, sw, pt, pl, dh, dw,
+               tile_rows, r0, r1):
+    """Output rows [r0, r1) of one image's convolution, ``out`` [M, OH, OW] = act(w @ columns
+    + bias) for ``x`` [C, H, W] (``k`` = C*KH*KW), ``tile_rows`` output rows at a time: the
+    tile's columns by :func:`.conv.im2col` into ``cols`` (at least ``k * tile_rows * OW``
+    floats), then the panel GEMM over them while they are in cache — no column matrix for the
+    whole image (NNPACK's implicit GEMM, on the packed weight)."""
+    oh, ow = out.shape[1], out.shape[2]
+    flat = out.reshape(m, oh * ow)
+    count = -(-m // ROWS)
+    for a in range(r0, r1, tile_rows):
+        rows = min(tile_rows, r1 - a)
+        tile = cols[:k * rows * ow].reshape(k, rows, ow)
+        im2col(x, tile, kh, kw, sh, sw, pt - a * sh, pl, dh, dw, 0, rows)
+        _gemm_at(panels, bias, tile.reshape(k, rows * ow), flat, strips, k, m, nc, code, p0, p1, 0, count, 0,
+                 rows * ow, a * ow)
+
+
+@njit(types.void(ro(1), ro(1), ro(3), rw(3), rw(1), rw(1), i8, i8, i8, i8, f8, f8,
+                 i8, i8, i8, i8, i8, i8, i8, i8, i8, i8), nogil=True, cache=True, parallel=True, error_model="numpy")
+def team_conv_tiles(panels, bias, x, out, cols, strips, k, m, nc, code, p0, p1, kh, kw, sh, sw, pt, pl, dh, dw,
+                    tile_rows, ways):
+    """:func:`conv_tiles` as one team region: ``ways`` bands of output rows, thread j with its
+    own ``cols`` and ``strips`` (each ``ways`` equal parts)."""
+    oh = out.shape[1]
+    per, share = cols.size // ways, strips.size // ways
+    for j in prange(ways):
+        r0, r1 = oh * j // ways, oh * (j + 1) // ways
+        if r1 > r0:
+            conv_tiles(panels, bias, x, out, cols[j * per:(j + 1) * per], strips[j * share:(j + 1) * share], k, m, nc,
+                       code, p0, p1, kh, kw, sh, sw, pt, pl, dh, dw, tile_rows, r0, r1)
 
 
 @njit(types.void(ro(1), ro(1), ro(3), rw(3), rw(1), i8, i8, i8, i8, f8, f8), nogil=True, cache=True,
