@@ -1,7 +1,8 @@
 """Layer by layer: glow_like's instructions against ONNX Runtime's per-node profile, one process.
 
 Where a model's time goes against the peer: both engines run the same traced zoo model on the
-same threads (one by default: a worker's slice of a batch), in alternating calls; glow_like's
+same threads (one by default: a worker's slice of a batch), in alternating calls (on several
+threads with a pause between engines, whose workers spin after a call); glow_like's
 bound kernels are timed one by one inside whole runs (bound as ``model.py --instructions``
 binds them), ONNX Runtime's nodes by its profiler (which adds a little to each node, so its
 whole-call time is taken from a second, unprofiled session). Convolutions are paired by output
@@ -27,7 +28,7 @@ import warnings
 import lowerkit as lk
 from lowerkit import models
 from model import bound_glow_like
-from peers import blas_lines
+from peers import blas_lines, settle
 
 _PEER_CONVS = ("Conv", "FusedConv")  # ONNX Runtime's convolution kernels (FusedConv: with its activation)
 
@@ -96,15 +97,20 @@ def main() -> None:
         feed_name = profiled.get_inputs()[0].name
         feed = {feed_name: x}
         kernel_times: list[list[float]] = [[] for _ in calls]
+        # On several threads each engine's workers spin after its call and would take the
+        # other's cores: let them go idle first (peers.settle).
+        pause = settle if args.threads > 1 else (lambda: None)
         whole_glow, whole_ort = [], []
         warmup = 2
         try:
             with blas_limit(executable.blas_threads or 1):  # as a call sets it
                 for _ in range(warmup + args.rounds):
+                    pause()
                     profiled.run(None, feed)
                     start = time.perf_counter()
                     plain.run(None, feed)
                     whole_ort.append(time.perf_counter() - start)
+                    pause()
                     for call, kept in zip(calls, kernel_times):
                         start = time.perf_counter()
                         call()

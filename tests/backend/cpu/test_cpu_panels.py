@@ -181,26 +181,21 @@ def test_the_rule_takes_few_input_channels_or_small_maps_on_one_thread_and_more_
     assert panels.block_columns(16) == 128 and panels.block_columns(144) == 64
 
 
-def test_a_team_runs_the_stems_in_tiles_on_the_panel_gemm_and_large_maps_of_many_inputs_on_sgemm_tiles():
+def test_a_team_runs_the_stems_untiled_on_the_panel_gemm_and_large_maps_of_many_inputs_in_tiles():
     from lowerkit.backend.cpu.team_layers import DenseTeamForm
 
     def form(oc, c, k, stride, pad, out_hw):
         return DenseTeamForm.of(oc, c * k * k, (k, k), (stride, stride), (pad,) * 4, (1, 1), out_hw, 2)
 
     for stem in (form(32, 3, 3, 2, 1, (112, 112)), form(64, 3, 7, 2, 3, (112, 112))):  # MobileNetV2's, ResNet's
-        k = stem.geometry[0] * stem.geometry[1] * 3
-        assert stem.panel and stem.tiled and stem.tile_rows == panels.tile_rows(k, (112, 112), 2)
-        assert stem.cols_shape == (2, k * stem.tile_rows * 112)
-    small = form(16, 3, 3, 2, 1, (28, 28))  # its whole column matrix fits in cache: untiled
-    assert small.panel and not small.tiled and small.cols_shape == (1, 27 * 28 * 28)
+        assert stem.panel and not stem.tiled and stem.cols_shape == (1, stem.cols_shape[1])
     layer = form(64, 64, 3, 1, 1, (56, 56))  # 576 rows of columns: sgemm, in tiles
     assert layer.tiled and not layer.panel and layer.cols_shape[0] == 2
 
 
 def test_the_tile_rule_takes_few_rows_of_columns_over_maps_too_large_for_the_cache():
     assert panels.tile_rows(147, (112, 112)) == panels.TILE_BYTES // (4 * 147 * 112) == 3
-    assert panels.tile_rows(27, (112, 112)) == 21 and panels.tile_rows(27, (112, 112), ways=2) == 21
-    assert panels.tile_rows(27, (75, 75), ways=2) == 32  # a thread's band (38 rows) holds a whole tile
+    assert panels.tile_rows(27, (112, 112)) == 21 and panels.tile_rows(27, (75, 75)) == 32
     assert panels.tile_rows(27, (40, 40)) == 0  # 173 KB of columns: untiled
     assert panels.tile_rows(288, (112, 112)) == 0  # many rows of columns: too few pixels per tile
     assert panels.tile_rows(4096 // 4, (600, 1)) == 0
@@ -231,13 +226,11 @@ TILE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("ways", [1, 2, 3])
 @pytest.mark.parametrize("act", ["relu", "clip", "silu", "gelu"])
 @pytest.mark.parametrize("case", range(len(TILE_CASES)))
-def test_conv_tiles_match_a_direct_convolution(case, act, ways):
-    """``PackedWeight.run_tiles`` (one thread) and ``run_tiles_team`` (bands of rows) against a
-    float64 direct convolution: every tile kind, bias and activation; nothing written past
-    the output, and equal to each other bit for bit."""
+def test_conv_tiles_match_a_direct_convolution(case, act):
+    """``PackedWeight.run_tiles`` against a float64 direct convolution: every tile kind, bias
+    and activation; nothing written past the output."""
     c, oc, h, wd, k, stride, pad, rows = TILE_CASES[case]
     rng = np.random.default_rng(case)
     x = rng.standard_normal((c, h, wd)).astype(np.float32)
@@ -252,13 +245,6 @@ def test_conv_tiles_match_a_direct_convolution(case, act, ways):
     packed.run_tiles(x, out, _code(act), geometry, rows, np.empty(c * k * k * rows * ow, np.float32))
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(want).max()))
     assert np.isnan(guard[oc * oh * ow:]).all()
-    if ways > 1:
-        team_ready()
-        shared = np.full((oc, oh, ow), np.nan, np.float32)
-        band = min(rows, -(-oh // ways))
-        packed.run_tiles_team(x, shared, _code(act), geometry, band, np.empty(ways * c * k * k * band * ow, np.float32),
-                              ways)
-        np.testing.assert_allclose(shared, want, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(want).max()))
 
 
 def test_conv_tiles_from_eight_threads():
@@ -290,27 +276,20 @@ def test_conv_tiles_from_eight_threads():
 @pytest.mark.parametrize("batch", [1, 2])
 def test_plugins_run_their_stems_in_tiles_on_the_panel_gemm(monkeypatch, backend, batch):
     """A stem over a map whose column matrix exceeds twice ``panels.TILE_BYTES`` runs in tiles
-    (on the team at batch 1, on one thread per image at batch 2: one thread's slice) and
-    matches reference."""
+    on one thread, image by image, and matches reference."""
     import lowerkit as lk
     from lowerkit import nn
 
     calls = []
-    for name in ("run_tiles", "run_tiles_team"):
-        real = getattr(panels.PackedWeight, name)
-        monkeypatch.setattr(panels.PackedWeight, name, lambda self, *a, _f=real, _n=name: (calls.append(_n), _f(self, *a))[1])
-    if batch == 1:
-        from tests.team_calls import team_on_small_layers
-
-        team_on_small_layers(monkeypatch)
+    real = panels.PackedWeight.run_tiles
+    monkeypatch.setattr(panels.PackedWeight, "run_tiles", lambda self, *a: (calls.append(a[0].shape), real(self, *a))[1])
     net = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU6(), nn.Conv2d(8, 4, 1))
     x = np.random.default_rng(2).standard_normal((batch, 3, 150, 150)).astype(np.float32)
     module = lk.trace(net, x)
-    options = {"forward": {"threads": 2 if batch == 1 else 1}}
-    got = lk.to_backend(module, backend, options)(x)
+    got = lk.to_backend(module, backend, {"forward": {"threads": 1}})(x)
     want = lk.to_backend(module, "reference")(x)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
-    assert calls and set(calls) == {"run_tiles_team" if batch == 1 else "run_tiles"}, calls
+    assert set(calls) == {(3, 150, 150)} and len(calls) >= batch and len(calls) % batch == 0, calls  # (and dry runs)
 
 
 def _pointwise_module(batch):

@@ -54,22 +54,22 @@ def fits(k: int, pixels: int, team: bool) -> bool:
     return k <= SERIAL_MAX_INPUTS or pixels <= SERIAL_ANY_PIXELS
 
 
-def tile_rows(k: int, out_hw: tuple[int, int], ways: int = 1) -> int:
+def tile_rows(k: int, out_hw: tuple[int, int]) -> int:
     """Output rows per tile where an im2col layer of ``k`` rows of columns over ``out_hw``
-    runs in row tiles on the panel GEMM (``PackedWeight.run_tiles``; ``ways`` threads, each a
-    band of rows), else 0: the column matrix of a whole image (7.4 MB for ResNet's 7x7 stem)
+    runs on one thread in row tiles on the panel GEMM (``PackedWeight.run_tiles``), else 0:
+    the column matrix of a whole image (7.4 MB for ResNet's 7x7 stem)
     is written and then read back from memory, while a tile's (~``TILE_BYTES``) is multiplied
     while still in cache. One image, ReLU, same process, best of 30, µs, whole column matrix
-    / tiles: ResNet's stem 3->64 7x7/2 at 224, one thread 3814-3817 (sgemm and the epilogue
-    pass, as ``fits`` chooses; the panel GEMM 3234-3286) / 3019-3021, a two-thread team
-    region (one im2col, then panel GEMM bands) 1718-1722 / 1536-1540 (2113 / 1679 in an
-    earlier run); MobileNetV2's 3->32 3x3/2, one thread 386-410 / 375-377, two 227-287 /
-    208-251. With many rows of columns a tile holds too few pixels to pay for streaming the
-    weight once per tile: 128->128 3x3/2 at 56, 2976 / 3826 (K = 1152)."""
+    / tiles: ResNet's stem 3->64 7x7/2 at 224 3814-3817 (sgemm and the epilogue pass, as
+    ``fits`` chooses; the panel GEMM 3234-3286) / 3019-3021; MobileNetV2's 3->32 3x3/2 386-410
+    / 375-377. With many rows of columns a tile holds too few pixels to pay for streaming the
+    weight once per tile: 128->128 3x3/2 at 56, 2976 / 3826 (K = 1152). A team region keeps one
+    im2col and the panel GEMM's bands: tiles there gained ~10% on the stems (ResNet's 1718 ->
+    1536 µs on two threads) but their parallel entry point cost 13 s of first-ever compile."""
     oh, ow = out_hw
     if k > TILE_MAX_INPUTS or 4 * k * oh * ow <= 2 * TILE_BYTES:
         return 0
-    return max(1, min(-(-oh // max(1, ways)), TILE_BYTES // (4 * k * ow)))
+    return max(1, min(oh, TILE_BYTES // (4 * k * ow)))
 
 
 def block_columns(k: int) -> int:
@@ -164,13 +164,6 @@ class PackedWeight:
         is (kh, kw, sh, sw, pad top, pad left, dh, dw)."""
         self.kernels.conv_tiles(self.panels, self.bias, x, out, cols, self._strips(1), self.k, self.m, self.columns,
                                 *act, *geometry, rows, 0, out.shape[1])
-
-    def run_tiles_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
-                       geometry: tuple[int, ...], rows: int, cols: np.ndarray, ways: int) -> None:
-        """:meth:`run_tiles` as one team region: each of ``ways`` threads a band of output rows,
-        with its share of ``cols`` (``ways`` times K * rows * OW floats)."""
-        self.kernels.team_conv_tiles(self.panels, self.bias, x, out, cols, self._strips(ways), self.k, self.m,
-                                     self.columns, *act, *geometry, rows, ways)
 
     def _strips(self, ways: int) -> np.ndarray:
         """Scratch for the kernel's copy of the image (where it copies: many panels and rows)."""

@@ -3,8 +3,7 @@ forms share (``lowerkit.backend.cpu.jit.team`` has the kernels; see docs/compile
 
 - :class:`DenseTeamForm` — a dense convolution: a 1x1 one as one GEMM region; one with at
   least :data:`TILED_PIXELS` outputs whose GEMM is not the panel GEMM's as implicit GEMM in
-  tiles of ~:data:`TILE_BYTES` of columns per thread, the stems in tiles on the panel GEMM
-  (:func:`.panels.tile_rows`); others as im2col then the GEMM. The
+  tiles of ~:data:`TILE_BYTES` of columns per thread; others as im2col then the GEMM. The
   GEMM is the compiled panel GEMM on a weight packed once where :func:`.panels.fits` says it
   is faster, else sgemm in bands of output channels, or of pixels for few channels over many
   inputs;
@@ -33,9 +32,10 @@ COLUMN_SPLIT_ROWS = 64
 # Convolutions (not 1x1) with at least this many output pixels run as implicit GEMM in tiles
 # of about TILE_BYTES of columns per thread, on sgemm: ResNet-18's 7x7 stem, batch 1, 2.78 ->
 # 1.70 ms (its whole column matrix is 7.4 MB). Smaller outputs gained nothing (28x28: 0.78 vs
-# 0.79 ms). Where the panel GEMM takes the layer, the stems (few rows of columns) run in tiles
-# on it (``panels.tile_rows``, ``PackedWeight.run_tiles_team``); other panel layers as one
-# team im2col, then the panel GEMM in bands.
+# 0.79 ms). Not where the panel GEMM takes the layer (few rows of columns: the stems): one
+# team im2col, then the panel GEMM in bands, beat the tiles (each thread's im2col of a few
+# rows and sgemm) on the stems, glow_like batch 1, two threads, ms: MobileNetV2 0.42 -> 0.28-0.33,
+# EfficientNet-B0 0.52-0.55 -> 0.41, ResNet-18 2.13 -> 1.95-2.03.
 TILED_PIXELS = 1024
 TILE_BYTES = 384 * 1024
 
@@ -72,9 +72,8 @@ class DenseTeamForm:
         (kh, kw), (oh, ow) = tuple(kernel), tuple(out_hw)
         pointwise = (kh, kw) == (1, 1) and tuple(stride) == (1, 1) and not any(padding)
         panel = panels.fits(k, oh * ow, team=True)
-        panel_rows = 0 if pointwise or not panel else panels.tile_rows(k, (oh, ow), ways)
-        tiled = not pointwise and (panel_rows > 0 or (not panel and oh * ow >= TILED_PIXELS))
-        tile_rows = panel_rows or max(1, min(oh, TILE_BYTES // (4 * k * ow)))
+        tiled = not pointwise and not panel and oh * ow >= TILED_PIXELS
+        tile_rows = max(1, min(oh, TILE_BYTES // (4 * k * ow)))
         cols_shape = None if pointwise else ((ways, k * tile_rows * ow) if tiled else (1, k * oh * ow))
         geometry = (kh, kw, *stride, *tuple(padding)[:2], *dilation)
         return cls(pointwise, panel, tiled, oc <= COLUMN_SPLIT_ROWS and k >= 2 * oc, tile_rows, cols_shape,
@@ -97,10 +96,7 @@ class DenseTeamForm:
         if self.pointwise:
             src = x.reshape(x.shape[0], -1)
         elif self.tiled:
-            if self.panel and packed is not None:
-                packed.run_tiles_team(x, out, act, self.geometry, self.tile_rows, cols.reshape(-1), ways)
-            else:
-                kernels.conv_tiles(x, w2, bias, out, *self.geometry, self.tile_rows, cols, *act, ways, sgemm)
+            kernels.conv_tiles(x, w2, bias, out, *self.geometry, self.tile_rows, cols, *act, ways, sgemm)
             return
         else:
             image_cols = cols[0].reshape(-1, oh, ow)

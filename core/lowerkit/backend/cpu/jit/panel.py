@@ -28,6 +28,7 @@ Kernels:
 
 - :func:`gemm` — panels [pa, pb) x columns [n0, n1) on the calling thread;
 - :func:`gemm_images` — every image of a batch on the calling thread, in one call;
+- :func:`conv_tiles` — an im2col convolution (a stem) in row tiles on the calling thread;
 - :func:`team_gemm` — one team region (see :mod:`.layer`), bands of columns or of panels.
 """
 
@@ -350,7 +351,9 @@ def conv_tiles(panels, bias, x, out, cols, strips, k, m, nc, code, p0, p1, kh, k
     + bias) for ``x`` [C, H, W] (``k`` = C*KH*KW), ``tile_rows`` output rows at a time: the
     tile's columns by :func:`.conv.im2col` into ``cols`` (at least ``k * tile_rows * OW``
     floats), then the panel GEMM over them while they are in cache — no column matrix for the
-    whole image (NNPACK's implicit GEMM, on the packed weight)."""
+    whole image (NNPACK's implicit GEMM, on the packed weight). One thread: every entry point
+    that calls the GEMM links and optimizes its own copy of it, and a team form of this one
+    cost 13 s more of first-ever compile for ~0.2 ms on ResNet's stem at batch 1."""
     oh, ow = out.shape[1], out.shape[2]
     flat = out.reshape(m, oh * ow)
     count = -(-m // ROWS)
@@ -360,21 +363,6 @@ def conv_tiles(panels, bias, x, out, cols, strips, k, m, nc, code, p0, p1, kh, k
         im2col(x, tile, kh, kw, sh, sw, pt - a * sh, pl, dh, dw, 0, rows)
         _gemm_at(panels, bias, tile.reshape(k, rows * ow), flat, strips, k, m, nc, code, p0, p1, 0, count, 0,
                  rows * ow, a * ow)
-
-
-@njit(types.void(ro(1), ro(1), ro(3), rw(3), rw(1), rw(1), i8, i8, i8, i8, f8, f8,
-                 i8, i8, i8, i8, i8, i8, i8, i8, i8, i8), nogil=True, cache=True, parallel=True, error_model="numpy")
-def team_conv_tiles(panels, bias, x, out, cols, strips, k, m, nc, code, p0, p1, kh, kw, sh, sw, pt, pl, dh, dw,
-                    tile_rows, ways):
-    """:func:`conv_tiles` as one team region: ``ways`` bands of output rows, thread j with its
-    own ``cols`` and ``strips`` (each ``ways`` equal parts)."""
-    oh = out.shape[1]
-    per, share = cols.size // ways, strips.size // ways
-    for j in prange(ways):
-        r0, r1 = oh * j // ways, oh * (j + 1) // ways
-        if r1 > r0:
-            conv_tiles(panels, bias, x, out, cols[j * per:(j + 1) * per], strips[j * share:(j + 1) * share], k, m, nc,
-                       code, p0, p1, kh, kw, sh, sw, pt, pl, dh, dw, tile_rows, r0, r1)
 
 
 @njit(types.void(ro(1), ro(1), ro(3), rw(3), rw(1), i8, i8, i8, i8, f8, f8), nogil=True, cache=True,
