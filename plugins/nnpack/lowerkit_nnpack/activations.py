@@ -63,6 +63,19 @@ def activate_inplace(a: np.ndarray, act: Activation) -> None:
     jit.load("conv").activate(a.reshape(-1), code, p0, p1)
 
 
+def add_activate(out: np.ndarray, residual: np.ndarray, act: Activation) -> None:
+    """``out = act(out + residual)`` in place, one compiled pass where both are C-contiguous
+    float32 arrays of one shape (``jit.conv.add_activation``), else numpy's add, then
+    :func:`activate_inplace`."""
+    if (out.shape == residual.shape and out.dtype == residual.dtype == np.float32 and out.flags.c_contiguous
+            and residual.flags.c_contiguous and out.size):
+        flat = out.reshape(-1)
+        jit.load("conv").add_activation(flat, residual.reshape(-1), flat, *act)
+        return
+    np.add(out, residual, out=out)
+    activate_inplace(out, act)
+
+
 def apply(x: np.ndarray, act: Activation) -> np.ndarray:
     """``act(x)`` into a fresh float32 array (an activation no convolution fused)."""
     out = np.array(x, dtype=np.float32, order="C", copy=True)

@@ -162,8 +162,7 @@ class DepthwiseConv2d:
             run_parallel(workers, lambda s: k.conv2d_grouped(x, w, b, out, sh, sw, pt, pl, dh, dw, c, code, p0, p1,
                                                              s.start, s.stop), split(n * c, workers))
         if residual is not None:  # the kernels end with the activation: sum, then activate
-            from .activations import activate_inplace
+            from .activations import add_activate
 
-            np.add(out, residual, out=out)
-            activate_inplace(out, self.activation)
+            add_activate(out, residual, self.activation)
         return out

@@ -7,7 +7,7 @@ import numpy as np
 from lowerkit.backend.cpu import blas_limit, blas_threads_beside, panels, run_parallel, split, team_layers
 from lowerkit.backend.cpu.jit.select import max_pool3x3_fits
 
-from .activations import activate_inplace
+from .activations import activate_inplace, add_activate
 from .conv import RunOptions
 from .geometry import GeometryError
 from .workspace import Workspace
@@ -95,8 +95,9 @@ class PooledPointwise:
         if self.bias is not None:
             np.add(flat, self.bias, out=flat)
         if residual is not None:
-            np.add(out, residual, out=out)
-        activate_inplace(out, self.activation)
+            add_activate(out, residual, self.activation)
+        else:
+            activate_inplace(out, self.activation)
         return out
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from lowerkit.backend.cpu import Team, aligned_empty, team_layers
 from lowerkit.backend.cpu.gemm import matmul_into
 
-from .activations import NONE, activate_inplace
+from .activations import NONE, add_activate
 
 # The shared choices (sizes below which a layer stays on the calling thread, tiling, column
 # bands) are ``lowerkit.backend.cpu.team_layers``'s, as glow_like's team forms use them.
@@ -136,8 +136,7 @@ class TeamConv:
                     w, packed = scaled, None
                 form.run(self.team, x[i], w, self.bias, out[i], act, cols, packed=packed)
         if residual is not None:  # the regions ended without the activation: sum, then activate
-            np.add(out, residual, out=out)
-            activate_inplace(out, self.activation)
+            add_activate(out, residual, self.activation)
         return out
 
     def _gated_serial(self, x: np.ndarray, gate: np.ndarray, residual: np.ndarray | None,
@@ -206,8 +205,7 @@ class TeamDepthwise:
         team_layers.run_depthwise(self.team, conv.algorithm, x, conv.weight, conv.bias, out, self.table, scratch,
                                   self.stride, self.padding, act)
         if residual is not None:
-            np.add(out, residual, out=out)
-            activate_inplace(out, conv.activation)
+            add_activate(out, residual, conv.activation)
         return out
 
 

@@ -31,3 +31,29 @@ def test_relu_kernel_matches_numpy(size, in_place):
     np.testing.assert_array_equal(out, want)
     if not in_place:
         np.testing.assert_array_equal(x, source)  # the input is left alone
+
+
+@pytest.mark.parametrize("act", [{"act": "relu"}, {"act": "clip", "act_min": 0.0, "act_max": 6.0}, {"act": "silu"}])
+@pytest.mark.parametrize("case", ["same", "in_place", "broadcast", "float64"])
+def test_fused_add_kernel_matches_numpy(case, act, monkeypatch):
+    """``glow.add`` with a fused activation: one compiled pass (``jit.conv.add_activation``) for
+    float32 operands of one shape — into a fresh buffer or its first operand's — and numpy's
+    add then the activation otherwise (a broadcast operand, float64); same values either way."""
+    pytest.importorskip("numba")
+    from lowerkit_glow_like.kernels import KERNELS
+    from lowerkit_glow_like.kernels.chain import numpy_activation
+
+    dtype = np.float64 if case == "float64" else np.float32
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((2, 8, 9, 11)) * 4).astype(dtype)
+    b = (rng.standard_normal((8, 1, 1) if case == "broadcast" else a.shape) * 4).astype(dtype)
+    code = jit.activation_code(act)
+    want = numpy_activation((a + b).astype(np.float32), *code)
+    kernels = jit.load("conv")
+    fused = []
+    real = kernels.add_activation
+    monkeypatch.setattr(kernels, "add_activation", lambda *args: (fused.append(1), real(*args))[1])
+    out = a if case == "in_place" else np.empty(a.shape, dtype)
+    KERNELS["glow.add"].prepare([a, b], [out], act, np.empty(0, np.uint8))()
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    assert bool(fused) == (case in ("same", "in_place"))

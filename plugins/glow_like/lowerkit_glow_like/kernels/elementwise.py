@@ -1,4 +1,5 @@
-"""Element-wise kernels: numpy ufuncs writing into ``out``; ``add`` may carry a fused activation."""
+"""Element-wise kernels: numpy ufuncs writing into ``out``; ``add`` may carry a fused activation
+(then one compiled pass, ``jit.conv.add_activation``, where the operands allow it)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ def _binary(ufunc):
         (out,) = outputs
         if attrs.get("act", "none") == "none":
             return lambda: ufunc(a, b, out=out)
+        if ufunc is np.add and _same_flat_float32(a, b, out):  # a residual sum and its activation: one pass
+            add_activation, act = jit.load("conv").add_activation, jit.activation_code(attrs)
+            fa, fb, fo = a.reshape(-1), b.reshape(-1), out.reshape(-1)
+            return lambda: add_activation(fa, fb, fo, *act)
 
         def run():
             ufunc(a, b, out=out)
@@ -26,6 +31,11 @@ def _binary(ufunc):
         return run
 
     return prepare
+
+
+def _same_flat_float32(*arrays: np.ndarray) -> bool:
+    """Float32, C-contiguous, one shape: element-wise over their flat views."""
+    return all(x.dtype == np.float32 and x.flags.c_contiguous and x.shape == arrays[0].shape for x in arrays)
 
 
 def _unary(ufunc):

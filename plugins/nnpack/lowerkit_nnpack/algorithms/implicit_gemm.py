@@ -18,7 +18,7 @@ from lowerkit.backend.cpu import im2col_view, pad_into, panels
 from lowerkit.backend.cpu.gemm import matmul_into
 
 
-from ..activations import NONE, activate_inplace
+from ..activations import NONE, add_activate
 from ..workspace import Workspace
 from .base import _NO_BIAS, ConvAlgorithm
 
@@ -148,8 +148,7 @@ columns multiplied while in cache.
                 # residual and the activation in one pass each.
                 packed.run_images(x.reshape(n, x.shape[1], -1), out.reshape(n, oc, -1), act)
                 if residual is not None:
-                    np.add(out, residual, out=out)
-                    activate_inplace(out, self.activation)
+                    add_activate(out, residual, self.activation)
                 return
             rows = self._tile_rows
             if rows and residual is None and self.compiled_im2col(x[0]) and out.flags.c_contiguous:

@@ -278,6 +278,25 @@ def activate(a, code, p0, p1):
     act_span(a, 0, a.shape[0], code, p0, p1)
 
 
+_SUM_CHUNK = 4096  # floats of the sum activated while in L1
+
+
+@njit(types.void(ro(1), ro(1), rw(1), i8, f8, f8), nogil=True, cache=True, error_model="numpy",
+      fastmath={"contract"})
+def add_activation(a, b, out, code, p0, p1):
+    """``out = act(a + b)`` over flat float32 arrays of one size (``out`` may be ``a`` or
+    ``b``): a residual sum and its activation in one pass over memory, the sum activated
+    ``_SUM_CHUNK`` floats at a time while in L1 (numpy's add and then an activation pass
+    read and write the output twice)."""
+    n = out.shape[0]
+    for lo in range(0, n, _SUM_CHUNK):
+        hi = min(n, lo + _SUM_CHUNK)
+        sa, sb, so = a[lo:hi], b[lo:hi], out[lo:hi]
+        for i in range(hi - lo):
+            so[i] = sa[i] + sb[i]
+        act_span(out, lo, hi, code, p0, p1)
+
+
 def _bias_activation(a, bias, code, p0, p1):
     """``a[r] = act(a[r] + bias[r % len(bias)])`` for every row of ``a`` [rows, pixels] in
     place (bias of length 0: none) — a GEMM convolution's epilogue in one pass over memory
