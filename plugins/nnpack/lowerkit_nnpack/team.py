@@ -13,7 +13,7 @@ docs/glow_like.md, "Threads").
 - depthwise convolutions: bands of planes;
 - fully-connected layers: bands of output columns.
 
-A fused residual is added after the region, then the activation (one pass each). Each
+A fused residual is added after the region, with the activation, in one compiled pass. Each
 form falls back to the layer's own call while the plan's ``StallGuard`` has turned team
 regions off, or in a forked child.
 """
