@@ -29,9 +29,12 @@ from .workspace import Workspace
 # One thread / two workers, µs, batch 1 (the compiled kernels, 2026-12-04): 7x7 384x14x14
 # (7.4 MFLOP) 130 / 160, 3x3 32x112x112 141 / 149, 5x5 240x28x28 175 / 177; 7x7 96x56x56
 # (29.5 MFLOP) 414 / 292, 3x3 96x112x112 stride 2 (1.2M inputs) 239 / 205. The bound was 3
-# MFLOP before the kernels were this fast.
+# MFLOP before the kernels were this fast. Batch 8 (2026-12-05, four runs): 3x3 576x14x14
+# stride 2 (4.1 MFLOP, 0.9M inputs) 246-294 / 222-265 (once 377) — the input bound was 1M
+# floats; the batch-1 layers of 0.4-0.45M (32x112x112, 144x56x56) stay on one thread, and so
+# does 3x3 960x7x7 at batch 8 (0.38M: 258-341 / 200-244) with them.
 DEPTHWISE_PARALLEL_MIN_FLOPS = 16_000_000
-DEPTHWISE_PARALLEL_MIN_INPUTS = 1_000_000
+DEPTHWISE_PARALLEL_MIN_INPUTS = 500_000
 _FLOAT32 = np.dtype(np.float32)
 
 
