@@ -1,7 +1,8 @@
 """Depthwise layers of MobileNetV2 (3x3), EfficientNet (5x5) and ConvNeXt (7x7), "same"
 padding: nnpack's depthwise extension and
-glow_like against ONNX Runtime, OpenVINO and PyTorch, one process, interleaved rounds,
-best time of each engine; ratios against the best peer (run from benchmarks/conv.py)."""
+glow_like against ONNX Runtime, OpenVINO and PyTorch, one process, interleaved rounds (each
+engine after a pause: the others' spinning threads go idle first), best time of each engine;
+ratios against the best peer (run from benchmarks/conv.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from lowerkit.backend.cpu import cpu_count
 from lowerkit_nnpack.conv import RunOptions
 from lowerkit_nnpack.depthwise import DepthwiseConv2d
 from lowerkit_nnpack.geometry import ConvGeometry
-from peers import conv_model, onnxruntime_runner, openvino_runner
+from peers import conv_model, onnxruntime_runner, openvino_runner, settle
 
 # (channels, spatial size, stride, kernel): MobileNetV2's 32x112x112, 144x56x56 and 960x7x7
 # and two strided ones; EfficientNet-B0's 5x5 layers at 28x28, 14x14 stride 2 and 7x7;
@@ -104,6 +105,7 @@ def depthwise_table(batches: list[int], args) -> None:
             for _ in range(args.rounds):
                 for i in order.permutation(len(names)):
                     key = names[i]
+                    settle()  # the previous engine's spinning threads go idle first (peers.py)
                     best[key] = min(best.get(key, math.inf), _best(engines[key], args.budget, args.reps))
             peer = min((best[p] for p in PEERS if p in best), default=math.nan)
             cells = [f"{k}x{k} {c}x{hw}x{hw} s{stride}", str(n), nn.algorithm]
