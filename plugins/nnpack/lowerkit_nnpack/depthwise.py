@@ -66,6 +66,7 @@ class DepthwiseConv2d:
         self.geom, self.dilation, self.options = geom, tuple(dilation), options
         self.activation = activation if activation is not None else (RELU if relu else NONE)
         self.relu = self.activation == RELU
+        self._out_hw = geom.out_hw  # computed once: read on every call
         self.algorithm = depthwise_algorithm(geom.out_hw, geom.kernel, geom.stride, self.dilation, geom.padding,
                                              geom.in_hw)
         self.weight = None if weight is None else np.ascontiguousarray(weight, dtype=np.float32)
@@ -101,7 +102,7 @@ class DepthwiseConv2d:
         b = self.bias if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
         x = np.ascontiguousarray(x, dtype=np.float32)
         n, c = x.shape[0], g.in_channels
-        oh, ow = g.out_hw
+        oh, ow = self._out_hw
         if out is None:
             out = np.empty((n, c, oh, ow), dtype=np.float32)
         elif out.shape != (n, c, oh, ow) or out.dtype != np.float32 or not out.flags.c_contiguous:
@@ -121,7 +122,7 @@ class DepthwiseConv2d:
         channels-last, or None to make it here)."""
         g = self.geom
         n, c = x.shape[0], g.in_channels
-        (oh, ow), (kh, kw), (sh, sw) = g.out_hw, g.kernel, g.stride
+        (oh, ow), (kh, kw), (sh, sw) = self._out_hw, g.kernel, g.stride
         pt, pl = g.padding[0], g.padding[1]
         dh, dw = self.dilation
         code, p0, p1 = self.activation if residual is None else (0, 0.0, 0.0)
@@ -129,7 +130,10 @@ class DepthwiseConv2d:
         large = n * c * oh * ow * kh * kw * 2 >= least or x.size >= DEPTHWISE_PARALLEL_MIN_INPUTS
         workers = self.options.workers if large else 1
         k = self.kernels
-        if self.algorithm == "depthwise_cl":
+        if workers == 1 and self.algorithm == "depthwise_blocked":  # the small layers: no band machinery
+            scratch = self.ws.get("dw_blocked", (1, self.scratch_floats))
+            k.depthwise_blocked(x, w, b, self.table, scratch[0], out, sh, pt, pl, code, p0, p1, 0, n * c)
+        elif self.algorithm == "depthwise_cl":
             wt = self._channels_last(w) if wt is None else wt
             hp, wp = padded_hw((oh, ow), (kh, kw), (sh, sw), (dh, dw))
             xp = self.ws.get("dw_pad", (n, hp, wp, c))
