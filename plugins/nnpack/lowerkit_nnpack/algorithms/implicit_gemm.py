@@ -145,7 +145,7 @@ columns multiplied while in cache.
             if n > 1 and self._reads_in_place() and x.flags.c_contiguous and out.flags.c_contiguous:
                 # A 1x1 layer over a batch chunk: every image in one call into compiled code
                 # (as glow_like's; one crossing per layer, not one per image), then the
-                # residual and the activation in one pass each.
+                # residual and the activation in one pass.
                 packed.run_images(x.reshape(n, x.shape[1], -1), out.reshape(n, oc, -1), act)
                 if residual is not None:
                     add_activate(out, residual, self.activation)
