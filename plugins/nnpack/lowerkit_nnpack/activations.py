@@ -67,8 +67,7 @@ def add_activate(out: np.ndarray, residual: np.ndarray, act: Activation) -> None
     """``out = act(out + residual)`` in place, one compiled pass where both are C-contiguous
     float32 arrays of one shape (``jit.conv.add_activation``), else numpy's add, then
     :func:`activate_inplace`."""
-    if (out.shape == residual.shape and out.dtype == residual.dtype == np.float32 and out.flags.c_contiguous
-            and residual.flags.c_contiguous and out.size):
+    if out.size and jit.flat_float32(out, residual):
         flat = out.reshape(-1)
         jit.load("conv").add_activation(flat, residual.reshape(-1), flat, *act)
         return

@@ -123,11 +123,7 @@ class Conv2d:
         if (x.dtype is not _FLOAT32 or not x.flags.c_contiguous or impl.weight is None
                 or (self._workers > 1 and self._flops_per_image * n >= self.options.min_parallel_flops)):
             return self(x, out=out, residual=residual)
-        kernel = impl.kernel_data(None)
-        if hasattr(impl, "run_chunk"):  # implicit GEMM, direct: image by image
-            impl.run_chunk(x, kernel, self.bias, out, residual)
-        else:
-            impl.compute_output(impl.transform_input(x), kernel, self.bias, slice(None), out, residual)
+        _run_chunk(impl, x, impl.kernel_data(None), self.bias, out, residual)
         return out
 
     def __call__(
@@ -176,12 +172,7 @@ class Conv2d:
             if workers <= 1 or (n >= self.options.batch_threshold and n > 1):
                 # Batched ("output") path: each worker runs whole chunks of the batch.
                 def run_chunk(chunk: slice) -> None:
-                    rsd = None if residual is None else residual[chunk]
-                    if hasattr(impl, "run_chunk"):  # implicit GEMM, direct: image by image
-                        impl.run_chunk(x[chunk], kernel, bias, out[chunk], rsd)
-                        return
-                    state = impl.transform_input(x[chunk])
-                    impl.compute_output(state, kernel, bias, slice(None), out[chunk], rsd)
+                    _run_chunk(impl, x[chunk], kernel, bias, out[chunk], None if residual is None else residual[chunk])
 
                 run_parallel(workers, run_chunk, split(n, workers))
             elif impl.splits_rows and self._out_hw[0] * self._out_hw[1] >= ROW_SPLIT_PIXELS:
@@ -214,6 +205,16 @@ class Conv2d:
                 blocks = split(g.out_channels, workers)
                 run_parallel(workers, lambda b: impl.compute_output(state, kernel, bias, b, out, residual), blocks)
         return out
+
+
+def _run_chunk(impl: ConvAlgorithm, x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
+               residual: np.ndarray | None) -> None:
+    """Every output channel of the images ``x`` on the calling thread: implicit GEMM and
+    direct image by image (their ``run_chunk``), the others' input transform then output."""
+    if hasattr(impl, "run_chunk"):
+        impl.run_chunk(x, kernel, bias, out, residual)
+    else:
+        impl.compute_output(impl.transform_input(x), kernel, bias, slice(None), out, residual)
 
 
 def conv2d(

@@ -130,10 +130,7 @@ class DepthwiseConv2d:
         large = n * c * oh * ow * kh * kw * 2 >= least or x.size >= DEPTHWISE_PARALLEL_MIN_INPUTS
         workers = self.options.workers if large else 1
         k = self.kernels
-        if workers == 1 and self.algorithm == "depthwise_blocked":  # the small layers: no band machinery
-            scratch = self.ws.get("dw_blocked", (1, self.scratch_floats))
-            k.depthwise_blocked(x, w, b, self.table, scratch[0], out, sh, pt, pl, code, p0, p1, 0, n * c)
-        elif self.algorithm == "depthwise_cl":
+        if self.algorithm == "depthwise_cl":
             wt = self._channels_last(w) if wt is None else wt
             hp, wp = padded_hw((oh, ow), (kh, kw), (sh, sw), (dh, dw))
             xp = self.ws.get("dw_pad", (n, hp, wp, c))
@@ -159,12 +156,16 @@ class DepthwiseConv2d:
         elif self.algorithm == "depthwise_blocked":
             table = self.table
             buffers = self.ws.get("dw_blocked", (workers, self.scratch_floats))  # a row per worker
-            cuts = team_layers.plane_cuts(n * c, c, workers)
+            if workers == 1:  # the small layers: no band machinery (~2 us of Python a call)
+                k.depthwise_blocked(x, w, b, table, buffers[0], out, sh, pt, pl, code, p0, p1, 0, n * c)
+            else:
+                cuts = team_layers.plane_cuts(n * c, c, workers)
 
-            def blocked_band(j: int) -> None:
-                k.depthwise_blocked(x, w, b, table, buffers[j], out, sh, pt, pl, code, p0, p1, cuts[j], cuts[j + 1])
+                def blocked_band(j: int) -> None:
+                    k.depthwise_blocked(x, w, b, table, buffers[j], out, sh, pt, pl, code, p0, p1, cuts[j],
+                                        cuts[j + 1])
 
-            run_parallel(workers, blocked_band, range(workers))
+                run_parallel(workers, blocked_band, range(workers))
         else:
             run_parallel(workers, lambda s: k.conv2d_grouped(x, w, b, out, sh, sw, pt, pl, dh, dw, c, code, p0, p1,
                                                              s.start, s.stop), split(n * c, workers))

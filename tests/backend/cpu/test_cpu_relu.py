@@ -55,3 +55,11 @@ def test_add_activation_is_the_sum_then_the_compiled_activation(n, act):
     np.testing.assert_array_equal(out, want)
     kernels.add_activation(a, b, a, *code)  # in place, as a residual sum into its own buffer
     np.testing.assert_array_equal(a, want)
+
+
+def test_flat_float32_admits_contiguous_float32_arrays_of_one_shape():
+    a = np.zeros((2, 3, 4), np.float32)
+    assert jit.flat_float32(a, a.copy(), np.empty_like(a))
+    assert not jit.flat_float32(a, np.zeros((3, 4), np.float32))  # broadcast
+    assert not jit.flat_float32(a, a.astype(np.float64))
+    assert not jit.flat_float32(a, np.zeros((4, 3, 2), np.float32).transpose(2, 1, 0))  # strided

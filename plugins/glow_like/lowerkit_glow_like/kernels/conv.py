@@ -191,11 +191,7 @@ def _prepare_panel(x, w, bias, out, attrs, columns):
 
     n, c = x.shape[0], x.shape[1]
     oc, pixels = w.shape[0], out.shape[2] * out.shape[3]
-    k = w[0].size
-    if not (all(a.dtype == np.float32 for a in (x, w, out)) and x.flags.c_contiguous and out.flags.c_contiguous
-            and panels.fits(k, pixels, team=False)):
-        return None
-    packed = panels.PackedWeight.shared(w, bias)  # None for a weight given at call time
+    packed = _packed(x, w, bias, out) if panels.fits(w[0].size, pixels, team=False) else None
     if packed is None:
         return None
     act = jit.activation_code(attrs)
@@ -211,6 +207,15 @@ def _prepare_panel(x, w, bias, out, attrs, columns):
     return run_columns
 
 
+def _packed(x, w, bias, out) -> panels.PackedWeight | None:
+    """The weight packed for the panel GEMM (once for every thread that binds it) where the
+    layer's arrays are float32 and its input and output C-contiguous; None for a weight given
+    at call time, or other arrays."""
+    if not (all(a.dtype == np.float32 for a in (x, w, out)) and x.flags.c_contiguous and out.flags.c_contiguous):
+        return None
+    return panels.PackedWeight.shared(w, bias)
+
+
 def _prepare_panel_tiles(x, w, bias, out, attrs, scratch):
     """A stem (few rows of columns over a large map, ``panels.tile_rows``) image by image in
     row tiles on the compiled panel GEMM: each tile's columns, then its GEMM with bias and
@@ -223,10 +228,7 @@ def _prepare_panel_tiles(x, w, bias, out, attrs, scratch):
     oh, ow = out.shape[2], out.shape[3]
     k = w[0].size
     rows = panels.tile_rows(k, (oh, ow))
-    if not (rows and all(a.dtype == np.float32 for a in (x, w, out)) and x.flags.c_contiguous
-            and out.flags.c_contiguous):
-        return None
-    packed = panels.PackedWeight.shared(w, bias)  # None for a weight given at call time
+    packed = _packed(x, w, bias, out) if rows else None
     if packed is None:
         return None
     stride, padding, dilation, _ = _geometry(x.shape, w.shape, out.shape, attrs)

@@ -19,7 +19,7 @@ def _binary(ufunc):
         (out,) = outputs
         if attrs.get("act", "none") == "none":
             return lambda: ufunc(a, b, out=out)
-        if ufunc is np.add and _same_flat_float32(a, b, out):  # a residual sum and its activation: one pass
+        if ufunc is np.add and jit.flat_float32(a, b, out):  # a residual sum and its activation: one pass
             add_activation, act = jit.load("conv").add_activation, jit.activation_code(attrs)
             fa, fb, fo = a.reshape(-1), b.reshape(-1), out.reshape(-1)
             return lambda: add_activation(fa, fb, fo, *act)
@@ -31,11 +31,6 @@ def _binary(ufunc):
         return run
 
     return prepare
-
-
-def _same_flat_float32(*arrays: np.ndarray) -> bool:
-    """Float32, C-contiguous, one shape: element-wise over their flat views."""
-    return all(x.dtype == np.float32 and x.flags.c_contiguous and x.shape == arrays[0].shape for x in arrays)
 
 
 def _unary(ufunc):

@@ -35,8 +35,8 @@ import numpy as np
 
 from .activation import NAMES as ACTIVATIONS, RELU, activation_code
 
-__all__ = ["ACTIVATIONS", "CACHE_ENV", "COMPILED_RELU_MIN", "KERNEL_MODULES", "activation_code", "cache_dir", "load",
-           "load_seconds", "relu_inplace"]
+__all__ = ["ACTIVATIONS", "CACHE_ENV", "COMPILED_RELU_MIN", "KERNEL_MODULES", "activation_code", "cache_dir",
+           "flat_float32", "load", "load_seconds", "relu_inplace"]
 
 CACHE_ENV = "LOWERKIT_JIT_CACHE_DIR"
 KERNEL_MODULES = ("conv", "winograd", "pool", "norm", "team", "panel")
@@ -135,6 +135,13 @@ def load_seconds() -> dict[str, float]:
 # than numpy's): numpy's maximum against a scalar was 6x slower on an AMD EPYC (Zen 3) VM,
 # 200,704 floats 0.093 vs 0.014 ms.
 COMPILED_RELU_MIN = 4096
+
+
+def flat_float32(*arrays: np.ndarray) -> bool:
+    """Whether the arrays are C-contiguous float32 of one shape: an element-wise compiled pass
+    (``conv.add_activation``) may then run over their flat views."""
+    shape = arrays[0].shape
+    return all(a.dtype == np.float32 and a.flags.c_contiguous and a.shape == shape for a in arrays)
 
 
 def relu_inplace(a: np.ndarray) -> None:
