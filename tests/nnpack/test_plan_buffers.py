@@ -185,3 +185,60 @@ def test_steady_state_calls_of_a_zoo_model_take_no_fresh_buffers(monkeypatch):
     for _ in range(3):
         lowered(x)
     assert fresh == []
+
+
+def _gated_graph(map_is_input: bool = False, flatten_reads_map: bool = False):
+    """conv (unless the map is the input) -> map * sigmoid(conv1x1(pool(map))) -> conv; the
+    gate multiply is left to the plan (one thread: no team form folds it)."""
+    from lowerkit.ir import Graph, GraphMethod, Module, TensorType
+    from lowerkit.opset import get_schema
+
+    g, params = Graph(), {}
+    rng = np.random.default_rng(0)
+
+    def add(op, ins, attrs=None):
+        full = get_schema(op).normalize_attrs(attrs or {})
+        (t,) = get_schema(op).infer([v.type for v in ins], full)
+        return g.add_node(op, ins, [t], full).output
+
+    def param(name, shape):
+        params[name] = (rng.standard_normal(shape) * 0.3).astype(np.float32)
+        return g.add_node("param", [], [TensorType("f32", shape)], {"name": name}).output
+
+    x = g.add_input("x", TensorType("f32", (1, 8, 6, 6)))
+    m = x if map_is_input else add("relu", [add("conv2d", [x, param("w0", (8, 8, 3, 3))], {"padding": (1, 1, 1, 1)})])
+    gate = add("sigmoid", [add("conv2d", [add("global_avg_pool2d", [m]), param("w1", (8, 8, 1, 1))])])
+    y = add("conv2d", [add("mul", [m, gate]), param("w2", (4, 8, 1, 1))])
+    outputs = [y]
+    if flatten_reads_map:
+        outputs.append(add("flatten", [m], {"start_dim": 1}))
+    g.set_outputs(outputs)
+    for i, node in enumerate(g.nodes):
+        node.debug_handle = i + 1
+    return Module(params, {"forward": GraphMethod(g)}, name="Gated")
+
+
+def _mul_kernel(lowered):
+    from lowerkit_nnpack.plan import Plan
+
+    (plan,) = [h.plan for h in lowered._handles.values() if isinstance(getattr(h, "plan", None), Plan)]
+    (step,) = [s for s in plan.steps if s.node.op == "mul"]
+    return step.kernel.__name__
+
+
+def test_a_gate_multiply_scales_a_dying_map_in_place_and_only_then(rng):
+    """The map's own buffer takes the product where the map is a step's output that dies at
+    the multiply; the caller's input, or a map a flatten view still reads, is never written."""
+    x = rng.standard_normal((1, 8, 6, 6)).astype(np.float32)
+    for kwargs, in_place in (({}, True), ({"map_is_input": True}, False), ({"flatten_reads_map": True}, False)):
+        module = _gated_graph(**kwargs)
+        lowered = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 1}})
+        assert (_mul_kernel(lowered) == "_multiply_in_place") is in_place, kwargs
+        kept = x.copy()
+        expected = [np.asarray(v) for v in (module(x) if isinstance(module(x), tuple) else (module(x),))]
+        for _ in range(3):  # the recorded call, then the arena's
+            got = lowered(x)
+            got = [np.asarray(v) for v in (got if isinstance(got, tuple) else (got,))]
+            for a, b in zip(got, expected):
+                np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+        np.testing.assert_array_equal(x, kept)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,6 +126,17 @@ class Conv2d:
             return self(x, out=out, residual=residual)
         _run_chunk(impl, x, impl.kernel_data(None), self.bias, out, residual)
         return out
+
+    def bind(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> Callable[[], object] | None:
+        """:meth:`run_into` on these very arrays as a zero-argument call (see :mod:`.bound`),
+        where the layer runs on the calling thread and its algorithm can bind (a 1x1 layer on
+        the panel GEMM); else None."""
+        impl = self.impl
+        if (x.dtype is not _FLOAT32 or not x.flags.c_contiguous or impl.weight is None
+                or (self._workers > 1 and self._flops_per_image * x.shape[0] >= self.options.min_parallel_flops)):
+            return None
+        bind_chunk = getattr(impl, "bind_chunk", None)
+        return None if bind_chunk is None else bind_chunk(x, impl.kernel_data(None), self.bias, out, residual)
 
     def __call__(
         self,

@@ -13,12 +13,15 @@ thread alone below ``min(min_parallel_flops, DEPTHWISE_PARALLEL_MIN_FLOPS)`` and
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from lowerkit.backend.cpu import run_parallel, split, team_layers
 from lowerkit.backend.cpu.jit.depthwise import DepthwiseGeometry, depthwise_cl_band
 from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
 
+from .bound import Call, with_residual
 from .conv import RunOptions
 from .geometry import ConvGeometry, GeometryError
 from .workspace import Workspace
@@ -116,6 +119,37 @@ class DepthwiseConv2d:
             return self(x, residual=residual, out=out)
         return self._run(x, self.weight, self.bias, out, residual, self.weight_t)
 
+    def bind(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> Call | None:
+        """:meth:`run_into` on these very arrays as a zero-argument call (see :mod:`.bound`):
+        the compiled kernel's call with its arguments gathered, for a layer that stays on the
+        calling thread on one of the plane kernels; else None."""
+        if x.dtype is not _FLOAT32 or not x.flags.c_contiguous or self.weight is None or self._workers_for(x) > 1:
+            return None
+        n, c = x.shape[0], self.geom.in_channels
+        code, p0, p1 = self.activation if residual is None else (0, 0.0, 0.0)
+        k, w, b = self.kernels, self.weight, self.bias
+        sh, (pt, pl) = self.geom.stride[0], self.geom.padding[:2]
+        if self.algorithm == "depthwise3x3_same":
+            call = partial(k.depthwise3x3_same, x, w, b, out, code, p0, p1, 0, n * c)
+        elif self.algorithm == "depthwise3x3_s2":
+            phases = self.ws.get("dw_phases", (1, 4 * self._out_hw[0] * self._out_hw[1]))
+            call = partial(k.depthwise3x3_s2, x, w, b, phases[0], out, code, p0, p1, 0, n * c)
+        elif self.algorithm == "depthwise_blocked":
+            buffers = self.ws.get("dw_blocked", (1, self.scratch_floats))
+            call = partial(k.depthwise_blocked, x, w, b, self.table, buffers[0], out, sh, pt, pl, code, p0, p1, 0, n * c)
+        else:
+            return None
+        return with_residual(call, out, residual, self.activation)
+
+    def _workers_for(self, x: np.ndarray) -> int:
+        """The workers a call on ``x`` (checked, float32) splits over: 1 below the pool bounds."""
+        g = self.geom
+        n, c = x.shape[0], g.in_channels
+        (oh, ow), (kh, kw) = self._out_hw, g.kernel
+        least = min(self.options.min_parallel_flops, DEPTHWISE_PARALLEL_MIN_FLOPS)
+        large = n * c * oh * ow * kh * kw * 2 >= least or x.size >= DEPTHWISE_PARALLEL_MIN_INPUTS
+        return self.options.workers if large else 1
+
     def _run(self, x: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray, residual: np.ndarray | None,
              wt: np.ndarray | None) -> np.ndarray:
         """The convolution of a checked, C-contiguous float32 ``x`` into ``out`` (``wt``: ``w``
@@ -126,9 +160,7 @@ class DepthwiseConv2d:
         pt, pl = g.padding[0], g.padding[1]
         dh, dw = self.dilation
         code, p0, p1 = self.activation if residual is None else (0, 0.0, 0.0)
-        least = min(self.options.min_parallel_flops, DEPTHWISE_PARALLEL_MIN_FLOPS)
-        large = n * c * oh * ow * kh * kw * 2 >= least or x.size >= DEPTHWISE_PARALLEL_MIN_INPUTS
-        workers = self.options.workers if large else 1
+        workers = self._workers_for(x)
         k = self.kernels
         if self.algorithm == "depthwise_cl":
             wt = self._channels_last(w) if wt is None else wt

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from lowerkit.backend.cpu import blas_limit, blas_threads_beside, panels, run_parallel, split, team_layers
 from lowerkit.backend.cpu.jit.select import max_pool3x3_fits
 
-from .activations import activate_inplace, add_activate
+from .activations import NONE, activate_inplace, add_activate
+from .bound import with_residual
 from .conv import RunOptions
 from .geometry import GeometryError
 from .workspace import Workspace
@@ -82,13 +85,23 @@ class PooledPointwise:
             out = np.empty(self.output_shape(x.shape[0]), np.float32)
         return self.run_into(x, out, residual)
 
+    def bind(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> Callable[[], object] | None:
+        """:meth:`run_into` on these very arrays as a zero-argument call (see :mod:`.bound`):
+        one image on the panel GEMM, then the residual; else None."""
+        if x.dtype is not _FLOAT32 or x.shape[0] != 1 or not (x.flags.c_contiguous and out.flags.c_contiguous):
+            return None
+        gemm = self.packed.bind(x.reshape(-1, 1), out.reshape(-1, 1), self.activation if residual is None else NONE)
+        return with_residual(gemm, out, residual, self.activation)
+
     def run_into(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> np.ndarray:
         """A plan's call: the layer's own weight, ``out`` a float32 buffer of the output's shape."""
         if x.dtype is not _FLOAT32:
             return self(x, residual=residual, out=out)
         n = x.shape[0]
-        if n == 1 and residual is None and x.flags.c_contiguous and out.flags.c_contiguous:
-            self.packed.run(x.reshape(-1, 1), out.reshape(-1, 1), self.activation)
+        if n == 1 and x.flags.c_contiguous and out.flags.c_contiguous:
+            self.packed.run(x.reshape(-1, 1), out.reshape(-1, 1), self.activation if residual is None else NONE)
+            if residual is not None:
+                add_activate(out, residual, self.activation)
             return out
         flat = out.reshape(n, -1)
         np.matmul(x.reshape(n, -1), self.weight_t, out=flat)

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from itertools import islice
 from math import prod
 from typing import Any
@@ -129,6 +130,7 @@ class Plan:
     def _build(self, graph: Graph, parameters: dict[str, np.ndarray]) -> None:
         users = graph.users()
         graph_outputs = set(self.outputs)
+        call_inputs = set(self.inputs)
         fused: set[Node] = set()  # residual adds and activations folded into their convolution
         dead = last_uses(graph)
         position: dict[Any, int] = {}  # node, and each value it produces -> its index
@@ -139,8 +141,14 @@ class Plan:
         # -> mul (see _gated_convolutions). The mul's step is dropped; its dying values die
         # at the convolution.
         gates = _gated_convolutions(graph, users, graph_outputs) if self.team is not None else {}
+        # Global pools read only by convolutions (squeeze-excitation) write into the spares:
+        # the same array every call, so those layers can bind (see _bound_step). (Not where a
+        # view such as flatten's reads the pool: the spares never see that view die.)
+        squeezes = {node for node in graph.nodes if node.op == "global_avg_pool2d" and users.get(node.output)
+                    and node.output not in graph_outputs and all(u.op == "conv2d" for u in users[node.output])}
         folded = {mul: conv for conv, mul in gates.items()}
         late_dying: dict[Node, list] = {}
+        filled: set[Value] = set()  # values a step wrote into a buffer from the spares
         for node, dying in zip(graph.nodes, dead):
             if node in folded:
                 late_dying.setdefault(folded[node], []).extend(dying)
@@ -160,7 +168,15 @@ class Plan:
             if node.op == "conv2d":
                 add_node, residual, act_node = _epilogue_of(node, users, graph_outputs, position)
             act = NONE if act_node is None else activation_of(act_node)
-            kernel, runtime_inputs = self._kernel(node, act, residual, gates.get(node))
+            # A step may bind its arrays unless they are the caller's: an input of the call,
+            # or the value the call returns.
+            last = act_node or add_node or node
+            bind_key = None if (node.inputs[0] in call_inputs or residual in call_inputs
+                                or last.output in graph_outputs) else len(self.steps)
+            if node.op == "mul" and _scales_in_place(node, dying, filled, users, graph_outputs):
+                kernel, runtime_inputs = _multiply_in_place, list(node.inputs)
+            else:
+                kernel, runtime_inputs = self._kernel(node, act, residual, gates.get(node), bind_key)
             outputs = tuple(v for v in node.outputs)
             dying = list(dying) + late_dying.get(node, [])
             for extra in (add_node, act_node):
@@ -169,8 +185,10 @@ class Plan:
                     outputs = (extra.output,)
                     dying += dead[position[extra]]
             dying = [v for v in dying if v not in graph_outputs]  # the call returns those
-            self.steps.append(Step(node, kernel, tuple(runtime_inputs), outputs, tuple(dying),
-                                   fills=node.op in ("conv2d", "mul")))
+            fills = node.op in ("conv2d", "mul") or node in squeezes
+            if fills:
+                filled.update(outputs)
+            self.steps.append(Step(node, kernel, tuple(runtime_inputs), outputs, tuple(dying), fills=fills))
         self._number_values()
 
     def _number_values(self) -> None:
@@ -201,10 +219,12 @@ class Plan:
 
     def _kernel(
         self, node: Node, act: tuple[int, float, float], residual: Value | None = None, gate: Node | None = None,
+        bind_key: int | None = None,
     ) -> tuple[StepKernel, list[Value]]:
         """The closure for ``node`` and the inputs it reads at run time; a convolution with a
         fused ``residual`` add reads that value last; one fed by a folded gate multiply
-        ``gate`` reads that multiply's map and gate instead of its own input."""
+        ``gate`` reads that multiply's map and gate instead of its own input. ``bind_key``:
+        the step's key for its bound calls, None if it must not bind (see :func:`_bound_step`)."""
         opts, run = self.options, self.run_options
         ids = list(node.inputs)
         attrs = attrs_of(node)
@@ -253,7 +273,7 @@ class Plan:
                 return run_gated, live
 
             if weight is not None and (not has_bias or bias is not None) and isinstance(conv, BOUND_LAYERS):
-                return _bound_step(conv, residual is not None), live
+                return _bound_step(conv, residual is not None, bind_key), live
             if weight is not None and (not has_bias or bias is not None):  # the usual case: both constant
                 def run_conv(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
                     x = args[0]
@@ -311,9 +331,10 @@ class Plan:
 
             pool_kernels = jit.load("pool")  # compile (or load from the cache) now
 
-            def run_global_pool(args: list[np.ndarray]) -> list[np.ndarray]:
+            def run_global_pool(args: list[np.ndarray], spares: Spares | None = None) -> list[np.ndarray]:
                 x = np.ascontiguousarray(args[0], dtype=np.float32)
-                out = np.empty((x.shape[0], x.shape[1], 1, 1), np.float32)
+                shape = (x.shape[0], x.shape[1], 1, 1)
+                out = np.empty(shape, np.float32) if spares is None else spares.take(shape)
                 pool_kernels.global_avg_pool2d(x, out, 0, x.shape[0] * x.shape[1])
                 return [out]
 
@@ -447,25 +468,48 @@ BOUND_LAYERS = (TeamConv, TeamDepthwise, PooledPointwise, Conv2d, DepthwiseConv2
 
 
 def _bound_step(layer: TeamConv | TeamDepthwise | PooledPointwise | Conv2d | DepthwiseConv2d,
-                with_residual: bool) -> StepKernel:
+                with_residual: bool, key: int | None) -> StepKernel:
     """The step of a layer of :data:`BOUND_LAYERS` with constant weights: its output buffer
-    from the spares, then ``run_into`` — the leanest path from the plan's loop to the
-    compiled kernels (a MobileNetV2 layer cost ~5-10 us more than glow_like's bound call
-    through the general one)."""
+    from the spares, then ``run_into`` — or, from the second call that hands the step the
+    same arrays (``x``, the output buffer, the residual: arena views), the layer's bound call
+    for them (:mod:`.bound`; ``run_into`` on those arrays where the layer cannot bind), kept
+    per thread in ``spares.bound[key]``. ``key`` None: never bound (a step reading the
+    call's inputs or writing its outputs, arrays the plan must not hold)."""
     tail = layer.output_shape(1)[1:]
     run = layer.run_into
-    if with_residual:
-        def run_with_residual(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
+    if key is None:
+        if with_residual:
+            def run_with_residual(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
+                x = args[0]
+                return [run(x, spares.take((x.shape[0], *tail)), args[1])]
+
+            return run_with_residual
+
+        def run_unbound(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
             x = args[0]
-            return [run(x, spares.take((x.shape[0], *tail)), args[1])]
+            return [run(x, spares.take((x.shape[0], *tail)))]
 
-        return run_with_residual
+        return run_unbound
 
-    def run_team(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
+    bind = layer.bind
+
+    def run_bound(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
         x = args[0]
-        return [run(x, spares.take((x.shape[0], *tail)))]
+        out = spares.take((x.shape[0], *tail))
+        residual = args[1] if with_residual else None
+        entry = spares.bound.get(key)
+        if entry is not None and entry[0] is x and entry[1] is out and entry[2] is residual:
+            call = entry[3]
+            if call is None:  # the second time these arrays came: bind them
+                call = bind(x, out, residual) or partial(run, x, out, residual)
+                spares.bound[key] = (x, out, residual, call)
+            call()
+        else:
+            run(x, out, residual)
+            spares.bound[key] = (x, out, residual, None)
+        return [out]
 
-    return run_team
+    return run_bound
 
 
 def _gated_convolutions(graph: Graph, users: dict, graph_outputs: set) -> dict[Node, Node]:
@@ -502,6 +546,35 @@ def _flatten(x: np.ndarray, start: int, end: int) -> np.ndarray:
     shape = x.shape if x.ndim else (1,)
     start, end = start % len(shape), end % len(shape)
     return x.reshape(shape[:start] + (prod(shape[start:end + 1]),) + shape[end + 1:])
+
+
+def _scales_in_place(mul: Node, dying: Sequence[Value], filled: set[Value], users: dict,
+                     graph_outputs: set[Value]) -> bool:
+    """Whether ``mul`` (a map times its gate) may write into the map's own buffer: the map is a
+    step's output from the spares (never the caller's input or a constant), float32 of the
+    product's shape, dies at the multiply, and no view of it (flatten's) outlives it."""
+    a, b = mul.inputs
+    return (a in filled and a in dying and a not in graph_outputs and a is not b and a.type.dtype == "f32"
+            and tuple(a.type.shape) == tuple(mul.output.type.shape)
+            and all(reader.op != "flatten" for reader in users.get(a, [])))
+
+
+def _multiply_in_place(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
+    """``a *= b`` for a map that dies here (:func:`_scales_in_place`): the map's lines are in
+    cache from the layer that wrote it, where a spare buffer's are not (EfficientNet-B0's
+    1152x7x7 gate: 34 -> 16 us in the model, as glow_like's in-place multiply)."""
+    a, b = args
+    if not (a.dtype == np.float32 and a.flags.c_contiguous) or b.dtype != np.float32:
+        return _multiply(args, spares)
+    if b.shape == a.shape:
+        np.multiply(a, b, out=a)
+    elif a.ndim == 4 and b.shape == (a.shape[0], a.shape[1], 1, 1):
+        rows = a.shape[0] * a.shape[1]
+        flat = a.reshape(rows, -1)
+        np.multiply(flat, b.reshape(rows, 1), out=flat)
+    else:
+        return _multiply(args, spares)
+    return [a]
 
 
 def _multiply(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:

@@ -47,7 +47,7 @@ class Spares:
     """
 
     __slots__ = ("_free", "_owned", "_lent", "_log", "_recording", "_clock", "_takes", "_slots", "_arena", "_views",
-                 "tracking")
+                 "tracking", "bound")
     # Freed buffers kept, the least recently freed dropped first: at 8, EfficientNet-B0
     # allocated 32 fresh maps a call (1-5 MB each, in page faults); from 32 no zoo model did.
     MAX_FREE = 32
@@ -69,6 +69,10 @@ class Spares:
         # a buffer. Steady-state calls take arena views, which nobody tracks: the plan's loop
         # then skips both calls.
         self.tracking = False
+        # This thread's bound calls (see .bound), by step: (x, out, residual, call or None).
+        # A call is used only while its step sees the same array objects again — arena views
+        # from the second call on — and holds them, and the arena they view, until replaced.
+        self.bound: dict[int, tuple] = {}
 
     def start_call(self) -> None:
         """A new call: only arrays this call's steps produce count as owned. A call recorded
@@ -145,7 +149,10 @@ class Spares:
         entry = owned[1]
         buffer = entry[0]
         for v in live:  # views of a buffer have it as their base
-            if v is not None and (v is array or v.base is buffer):
+            if v is array:  # the same array lives on as another value (a step wrote in place)
+                self._owned[id(array)] = owned
+                return
+            if v is not None and v.base is buffer:
                 return
         self._clock += 1
         if owned[2] >= 0:

@@ -20,12 +20,15 @@ regions off, or in a forked child.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from lowerkit.backend.cpu import Team, aligned_empty, team_layers
 from lowerkit.backend.cpu.gemm import matmul_into
 
 from .activations import NONE, add_activate
+from .bound import Call, on_team, with_residual
 
 # The shared choices (sizes below which a layer stays on the calling thread, tiling, column
 # bands) are ``lowerkit.backend.cpu.team_layers``'s, as glow_like's team forms use them.
@@ -108,6 +111,26 @@ class TeamConv:
                 return self._regions(x, out, residual)
             return self.conv.run_into(x, out, residual)  # batch slices, or the stall guard holds the team off
         return self(x, residual=residual, out=out)
+
+    def bind(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> Call | None:
+        """:meth:`run_into` on these very arrays as a zero-argument call (see :mod:`.bound`):
+        the team regions with their scratch fetched now, or the layer's serial form while
+        the team is off; None for an ``x`` :meth:`run_into` would not take straight."""
+        if not (x.dtype is _FLOAT32 and x.flags.c_contiguous):
+            return None
+        act = NONE if residual is not None else self.activation
+        if self.winograd:
+            n, c = x.shape[0], x.shape[1]
+            th, tw = self.tiles
+            shapes = team_layers.winograd_shapes(c, self.u.shape[1], n * th * tw, tw, self.team.ways)
+            buffers = {name: self.ws.get("team_" + name, shape) for name, shape in shapes.items()}
+            regions = partial(team_layers.run_winograd, self.team, x, self.u, self.bias, out, self.padding, self.tiles,
+                              act, buffers, 0, n)
+        else:
+            cols = None if self.form.cols_shape is None else self.ws.get("team_cols", self.form.cols_shape)
+            regions = self.form.bind(self.team, x, self.w2, self.bias, out, act, cols, self.packed)
+        serial = self.conv.bind(x, out, residual) or partial(self.conv.run_into, x, out, residual)
+        return on_team(self.team, with_residual(regions, out, residual, self.activation), serial)
 
     def run_gated_into(self, x: np.ndarray, gate: np.ndarray, out: np.ndarray,
                        residual: np.ndarray | None = None) -> np.ndarray:
@@ -197,6 +220,18 @@ class TeamDepthwise:
                 return self._region(x, out, residual)
             return self.conv.run_into(x, out, residual)
         return self(x, residual=residual, out=out)
+
+    def bind(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> Call | None:
+        """:meth:`run_into` on these very arrays as a zero-argument call, as :meth:`TeamConv.bind`."""
+        if not (x.dtype is _FLOAT32 and x.flags.c_contiguous):
+            return None
+        conv = self.conv
+        act = NONE if residual is not None else conv.activation
+        scratch = None if self.scratch_shape is None else conv.ws.get("team_dw_scratch", self.scratch_shape)
+        region = partial(team_layers.run_depthwise, self.team, conv.algorithm, x, conv.weight, conv.bias, out,
+                         self.table, scratch, self.stride, self.padding, act)
+        serial = conv.bind(x, out, residual) or partial(conv.run_into, x, out, residual)
+        return on_team(self.team, with_residual(region, out, residual, conv.activation), serial)
 
     def _region(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None) -> np.ndarray:
         conv = self.conv

@@ -11,7 +11,7 @@ import lowerkit
 CORE = Path(lowerkit.__file__).parent
 CPU = CORE / "backend" / "cpu"
 ALLOWED_IN_CPU = ("lowerkit.errors", "lowerkit.ir", "lowerkit.backend.cpu")
-STDLIB_AND_NUMPY = {"__future__", "collections", "concurrent", "contextlib", "ctypes", "dataclasses", "fractions", "glob",
+STDLIB_AND_NUMPY = {"__future__", "collections", "concurrent", "contextlib", "ctypes", "dataclasses", "fractions", "functools", "glob",
                     "hashlib", "importlib", "math", "numpy", "os", "platform", "sys", "threading", "time", "types",
                     "typing", "weakref"}
 # The compiled kernels import numba at their top; only lowerkit.backend.cpu.jit.load imports them.

@@ -42,7 +42,7 @@ def test_relu_inplace_on_strided_and_float64_arrays():
 @pytest.mark.parametrize("n", [1, 4095, 4096, 3 * 4096 + 17])
 def test_add_activation_is_the_sum_then_the_compiled_activation(n, act):
     """``jit.conv.add_activation``: ``act(a + b)`` in one pass, chunk by chunk, equal bit for bit
-    to numpy's sum followed by the compiled in-place activation; into ``a`` itself too."""
+    to numpy's sum followed by the compiled in-place activation; into either operand too."""
     pytest.importorskip("numba")
     kernels = jit.load("conv")
     code = jit.activation_code({"act": act, "act_min": -0.5, "act_max": 1.5})
@@ -53,7 +53,10 @@ def test_add_activation_is_the_sum_then_the_compiled_activation(n, act):
     out = np.full(n, np.nan, np.float32)
     kernels.add_activation(a, b, out, *code)
     np.testing.assert_array_equal(out, want)
-    kernels.add_activation(a, b, a, *code)  # in place, as a residual sum into its own buffer
+    b_copy = b.copy()
+    kernels.add_activation(b, a, b, *code)  # into the second operand: the in-place loop too
+    np.testing.assert_array_equal(b, want)
+    kernels.add_activation(a, b_copy, a, *code)  # in place, as a residual sum into its own buffer
     np.testing.assert_array_equal(a, want)
 
 

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -155,6 +157,23 @@ class PackedWeight:
         weight), else bands of panels."""
         self.kernels.team_gemm(self.panels, self.bias, x, out, self._strips(ways), self.k, self.m, self.columns,
                                *act, ways, x.shape[1] >= self.m)
+
+    def bind(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> Callable[[], None]:
+        """:meth:`run` on these arrays as a zero-argument call (for a caller that runs the same
+        arrays again and again: the kernel's arguments are gathered once)."""
+        return partial(self.kernels.gemm, self.panels, self.bias, x, out, self._strips(1), self.k, self.m,
+                       self.columns, *act, 0, self.count, 0, x.shape[1])
+
+    def bind_images(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> Callable[[], None]:
+        """:meth:`run_images` on these arrays as a zero-argument call (see :meth:`bind`)."""
+        return partial(self.kernels.gemm_images, self.panels, self.bias, x, out, self._strips(1), self.k, self.m,
+                       self.columns, *act)
+
+    def bind_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
+                  ways: int) -> Callable[[], None]:
+        """:meth:`run_team` on these arrays as a zero-argument call (see :meth:`bind`)."""
+        return partial(self.kernels.team_gemm, self.panels, self.bias, x, out, self._strips(ways), self.k, self.m,
+                       self.columns, *act, ways, x.shape[1] >= self.m)
 
     def run_tiles(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], geometry: tuple[int, ...],
                   rows: int, cols: np.ndarray) -> None:

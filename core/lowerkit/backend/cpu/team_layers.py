@@ -15,7 +15,9 @@ Plain Python: nothing here imports numba (the kernels arrive through ``Team.kern
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -109,6 +111,29 @@ class DenseTeamForm:
             packed.run_team(src, out.reshape(oc, pixels), act, ways)
             return
         kernels.gemm_bias_activation(w2, src, bias, out.reshape(oc, pixels), *act, ways, self.by_columns, sgemm)
+
+
+    def bind(self, team: Team, x: np.ndarray, w2: np.ndarray, bias: np.ndarray, out: np.ndarray,
+             act: tuple[int, float, float], cols: np.ndarray | None,
+             packed: panels.PackedWeight | None = None) -> Callable[[], None]:
+        """:meth:`run` of every image of ``x`` [N, C, H, W] into ``out`` [N, OC, OH, OW] as a
+        zero-argument call for these very arrays (a 1x1 layer on the panel GEMM: the
+        compiled kernel's call with its arguments gathered; the others :meth:`run` per
+        image). The caller checks ``team.usable()``."""
+        oc, pixels = w2.shape[0], self.out_hw[0] * self.out_hw[1]
+        if self.pointwise and packed is not None:
+            calls = [packed.bind_team(x[i].reshape(x.shape[1], -1), out[i].reshape(oc, pixels), act, team.ways)
+                     for i in range(x.shape[0])]
+        else:
+            calls = [partial(self.run, team, x[i], w2, bias, out[i], act, cols, None, packed) for i in range(x.shape[0])]
+        if len(calls) == 1:
+            return calls[0]
+
+        def every_image() -> None:
+            for call in calls:
+                call()
+
+        return every_image
 
 
 def depthwise_scratch(algorithm: str, in_hw, out_hw, kernel: int, stride: int, padding,

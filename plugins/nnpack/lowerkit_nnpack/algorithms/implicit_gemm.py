@@ -12,6 +12,8 @@ view (their column layouts are not one image's contiguous matrix).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from lowerkit.backend.cpu import im2col_view, pad_into, panels
@@ -19,6 +21,7 @@ from lowerkit.backend.cpu.gemm import matmul_into
 
 
 from ..activations import NONE, add_activate
+from ..bound import with_residual
 from ..workspace import Workspace
 from .base import _NO_BIAS, ConvAlgorithm
 
@@ -169,6 +172,18 @@ columns multiplied while in cache.
             dst = out[i].reshape(oc, -1)
             matmul_into(kernel, self._image_columns(x[i]), dst)
             self._epilogue(out[i : i + 1], bias, slice(None), None if residual is None else residual[i : i + 1])
+
+    def bind_chunk(self, x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
+                   residual: np.ndarray | None = None) -> Callable[[], object] | None:
+        """:meth:`run_chunk` on these very arrays as a zero-argument call, for a 1x1 layer on
+        the panel GEMM (every image in one compiled call, then the residual); else None."""
+        packed = self._packed(kernel, bias)
+        if packed is None or not self._reads_in_place() or not (x.flags.c_contiguous and out.flags.c_contiguous):
+            return None
+        n = x.shape[0]
+        gemm = packed.bind_images(x.reshape(n, x.shape[1], -1), out.reshape(n, self.geom.out_channels, -1),
+                                  self.activation if residual is None else NONE)
+        return with_residual(gemm, out, residual, self.activation)
 
     def _packed(self, kernel: np.ndarray, bias: np.ndarray | None) -> panels.PackedWeight | None:
         """The compiled weight ``[OC, C*KH*KW]`` and this call's bias packed into panels (once,

@@ -1,0 +1,157 @@
+"""Bound calls (``lowerkit_nnpack.bound``): from the second call that hands a plan step the
+same arrays, the step runs the layer's call bound to them, per thread — with results equal bit
+for bit to the unbound path, the team checked on every call, and never holding the caller's
+inputs or the outputs it was given."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from tests.nnpack.test_team import _add, _param_maker, _plan, mobile_net
+from tests.team_calls import record_team_calls, team_on_small_layers
+
+import lowerkit as lk
+from lowerkit.ir import Graph, GraphMethod, Module, TensorType
+from lowerkit.opset import get_schema
+
+pytest.importorskip("numba")
+
+
+def _serial_net(seed: int = 0) -> Module:
+    """1x1 expand + relu6, depthwise 3x3 (flat), 3x3 /2, 5x5 (blocked), 1x1 project with a
+    residual, then a squeeze: global pool, three 1x1 layers of the pooled map (the second with
+    the first's output as residual), flatten and a linear layer."""
+    g, params = Graph(), {}
+    param = _param_maker(g, params, seed)
+    x = g.add_input("x", TensorType("f32", (1, 8, 32, 32)))
+    e = _add(g, "relu6", [_add(g, "conv2d", [x, param("expand", (16, 8, 1, 1)), param("expand_b", (16,))])])
+    e = _add(g, "relu6", [_add(g, "conv2d", [e, param("dw3", (16, 1, 3, 3)), param("dw3_b", (16,))],
+                               {"padding": (1, 1, 1, 1), "groups": 16})])
+    e = _add(g, "conv2d", [e, param("dw_s2", (16, 1, 3, 3))], {"stride": (2, 2), "padding": (1, 1, 1, 1), "groups": 16})
+    e = _add(g, "conv2d", [e, param("dw5", (16, 1, 5, 5))], {"padding": (2, 2, 2, 2), "groups": 16})
+    e = _add(g, "add", [_add(g, "conv2d", [e, param("project", (16, 16, 1, 1)), param("project_b", (16,))]), e])
+    s = _add(g, "relu", [_add(g, "conv2d", [_add(g, "global_avg_pool2d", [e]), param("squeeze", (16, 16, 1, 1))])])
+    s = _add(g, "add", [_add(g, "conv2d", [s, param("excite", (16, 16, 1, 1)), param("excite_b", (16,))]), s])
+    s = _add(g, "conv2d", [s, param("head", (16, 16, 1, 1))])  # read by flatten's view: never bound
+    y = _add(g, "flatten", [s], {"start_dim": 1})
+    g.set_outputs([_add(g, "linear", [y, param("fc", (10, 16)), param("fc_b", (10,))])])
+    for i, node in enumerate(g.nodes):
+        node.debug_handle = i + 1
+        node.attrs = get_schema(node.op).normalize_attrs(node.attrs)
+    return Module(params, {"forward": GraphMethod(g)}, name="SerialNet")
+
+
+def _bound_entries(plan) -> list[tuple]:
+    return list(plan._local.spares.bound.values())
+
+
+def test_a_serial_plan_binds_its_steps_and_computes_the_same_bits(rng):
+    module = _serial_net()
+    x = rng.standard_normal((1, 8, 32, 32)).astype(np.float32)
+    lowered = lk.to_backend(module, ["nnpack"], {"forward": {"nnpack": {"threads": 1}}})
+    plan = _plan(lowered.regions["forward_region0"])
+    assert plan.team is None
+    algorithms = set(plan.algorithms.values())
+    assert {"depthwise (depthwise3x3_same)", "depthwise (depthwise3x3_s2)", "depthwise (depthwise_blocked)",
+            "pooled_pointwise"} <= algorithms, algorithms
+    first = np.asarray(lowered(x))  # recorded: every step through run_into
+    np.testing.assert_allclose(first, module(x), rtol=1e-4, atol=1e-5)
+    for _ in range(4):
+        np.testing.assert_array_equal(np.asarray(lowered(x)), first)
+    # every convolution but the first (it reads the call's input) and the last (its output
+    # is read through flatten's view, so it is a new buffer every call) runs its bound call
+    entries = _bound_entries(plan)
+    assert len(entries) == 7 and sum(entry[3] is not None for entry in entries) == 6, [e[3] for e in entries]
+
+
+def test_bound_steps_skip_run_into(monkeypatch, rng):
+    from lowerkit_nnpack.conv import Conv2d
+    from lowerkit_nnpack.depthwise import DepthwiseConv2d
+    from lowerkit_nnpack.layers import PooledPointwise
+
+    entries: list[str] = []
+    for cls in (Conv2d, DepthwiseConv2d, PooledPointwise):
+        real = cls.run_into
+        monkeypatch.setattr(cls, "run_into", lambda self, *a, _f=real, _n=cls.__name__: (entries.append(_n), _f(self, *a))[1])
+    module = _serial_net(seed=1)
+    x = rng.standard_normal((1, 8, 32, 32)).astype(np.float32)
+    lowered = lk.to_backend(module, ["nnpack"], {"forward": {"nnpack": {"threads": 1}}})
+    expected = np.asarray(lowered(x))
+    assert len(entries) == 8
+    for _ in range(2):
+        lowered(x)
+    entries.clear()
+    np.testing.assert_array_equal(np.asarray(lowered(x)), expected)
+    assert entries == ["Conv2d", "PooledPointwise"], entries  # the expansion and the head
+
+
+def test_steps_never_hold_the_callers_arrays(rng):
+    module = _serial_net(seed=2)
+    lowered = lk.to_backend(module, ["nnpack"], {"forward": {"nnpack": {"threads": 1}}})
+    plan = _plan(lowered.regions["forward_region0"])
+    inputs, outputs = [], []
+    for _ in range(4):
+        inputs.append(rng.standard_normal((1, 8, 32, 32)).astype(np.float32))
+        outputs.append(np.asarray(lowered(inputs[-1])))
+    held = [array for entry in _bound_entries(plan) for array in entry[:3]]
+    assert not any(a is b for a in held for b in inputs + outputs)
+    for x, got in zip(inputs, outputs):
+        np.testing.assert_allclose(got, module(x), rtol=1e-4, atol=1e-5)
+
+
+def test_a_team_plan_binds_its_steps_and_follows_the_guard(monkeypatch):
+    team_on_small_layers(monkeypatch, tiled_pixels=256)
+    from lowerkit.backend.cpu import panels
+    from lowerkit_nnpack import selection
+
+    monkeypatch.setattr(panels, "TEAM_MAX_INPUTS", 100)
+    monkeypatch.setattr(selection, "TEAM_WINOGRAD_MIN_TILES", 16)  # the 20x20 layer's 25 tiles take wt6x6
+    module = mobile_net(seed=4)
+    x = np.random.default_rng(5).standard_normal((1, 3, 40, 40)).astype(np.float32)
+    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    plan = _plan(lowered)
+    assert plan.team is not None and "wt6x6" in plan.algorithms.values()
+    first = np.asarray(lowered(x))
+    for _ in range(3):
+        np.testing.assert_array_equal(np.asarray(lowered(x)), first)
+    entries = _bound_entries(plan)
+    # expand, depthwise 3x3 and 5x5, project, Winograd, strided conv, strided depthwise
+    assert len(entries) == 7 and all(entry[3] is not None for entry in entries), [e[3] for e in entries]
+    ran = record_team_calls(monkeypatch)
+    np.testing.assert_array_equal(np.asarray(lowered(x)), first)
+    assert {"team_gemm", "depthwise3x3_same", "depthwise_blocked", "winograd_input",
+            "winograd_products_output", "im2col"} <= set(ran), ran
+    ran.clear()
+    guard = plan.team.guard
+    guard.on, guard._serial_left = False, 5
+    serial = np.asarray(lowered(x))  # the bound calls take the layers' serial forms
+    assert ran == []
+    np.testing.assert_allclose(serial, first, rtol=0, atol=1e-5 * max(1.0, float(np.abs(first).max())))
+
+
+def test_threads_keep_their_own_bound_calls(rng):
+    module = _serial_net(seed=3)
+    lowered = lk.to_backend(module, ["nnpack"], {"forward": {"nnpack": {"threads": 1}}})
+    plan = _plan(lowered.regions["forward_region0"])
+    xs = [rng.standard_normal((1, 8, 32, 32)).astype(np.float32) for _ in range(8)]
+    expected = [np.asarray(module(x)) for x in xs]
+    results: dict[int, list] = {}
+    spares: dict[int, object] = {}
+
+    def work(i: int) -> None:
+        results[i] = [np.asarray(lowered(xs[i])) for _ in range(5)]
+        spares[i] = plan._local.spares
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(s) for s in spares.values()}) == 8
+    for i in range(8):
+        for got in results[i]:
+            np.testing.assert_allclose(got, expected[i], rtol=1e-4, atol=1e-5)
+        assert sum(entry[3] is not None for entry in spares[i].bound.values()) == 6
