@@ -120,3 +120,55 @@ def test_run_into_matches_the_checked_call(case, with_residual):
     out = np.full(conv.output_shape(n), np.nan, np.float32)
     assert conv.run_into(x, out, residual) is out
     np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("with_residual", [False, True], ids=["plain", "residual"])
+@pytest.mark.parametrize("case", [0, 1, 2, 4, 7])
+def test_the_kernel_api_runs_a_team_region_with_the_serial_bits(monkeypatch, case, with_residual):
+    """With two workers the kernel API runs a layer of the team's algorithms as one team
+    region (bands of planes) where team kernels run here: the same bits as one thread; while
+    its stall guard holds the team off, the pool's path; plans' layers have no team."""
+    from tests.team_calls import record_team_calls, skip_without_team
+
+    from lowerkit.backend.cpu import team_layers
+    from lowerkit_nnpack.conv import RunOptions
+    from lowerkit_nnpack.depthwise import DepthwiseConv2d
+    from lowerkit_nnpack.geometry import ConvGeometry
+
+    skip_without_team()
+    monkeypatch.setattr(team_layers, "MIN_DEPTHWISE_MACS", 0)  # the cases' small layers too
+    x_shape, k, stride, padding = CASES[case]
+    rng = np.random.default_rng(case)
+    n, c = x_shape[:2]
+    geom = ConvGeometry(c, c, x_shape[2:], (k, k), stride, padding)
+    w, b = rng.standard_normal((c, 1, k, k)).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    serial = DepthwiseConv2d(geom, w, b, options=RunOptions(1), activation=(2, 0.0, 6.0))
+    on_team = DepthwiseConv2d(geom, w, b, options=RunOptions(2), activation=(2, 0.0, 6.0))
+    assert serial._team is None and on_team._team is not None, on_team.algorithm
+    assert DepthwiseConv2d(geom, w, b, options=RunOptions(2), team=False)._team is None
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    residual = rng.standard_normal(serial.output_shape(n)).astype(np.float32) if with_residual else None
+    want = serial(x, residual=residual)
+    ran = record_team_calls(monkeypatch)
+    np.testing.assert_array_equal(on_team(x, residual=residual), want)
+    assert ran == [on_team.algorithm], ran
+    ran.clear()
+    guard = on_team._team.guard
+    guard.on, guard._serial_left = False, 5
+    np.testing.assert_array_equal(on_team(x, residual=residual), want)
+    assert ran == [] and guard._serial_left == 4  # the guard counts the calls it held off
+
+
+def test_plan_layers_leave_the_team_to_the_plan():
+    from lowerkit_nnpack.plan import Plan
+
+    module = depthwise_module((1, 16, 28, 28), 3, (1, 1), (1, 1, 1, 1))
+    for threads in (1, 2):
+        lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": threads}})
+        (plan,) = [h.plan for h in lowered._handles.values() if isinstance(getattr(h, "plan", None), Plan)]
+        layers = [cell.cell_contents for step in plan.steps for cell in (step.kernel.__closure__ or ())
+                  if hasattr(cell.cell_contents, "__self__")]
+        assert layers
+        for bound in layers:
+            layer = getattr(bound.__self__, "conv", bound.__self__)
+            assert getattr(layer, "_team", None) is None

@@ -17,7 +17,7 @@ from functools import partial
 
 import numpy as np
 
-from lowerkit.backend.cpu import run_parallel, split, team_layers
+from lowerkit.backend.cpu import make_team, run_parallel, split, team_layers
 from lowerkit.backend.cpu.jit.depthwise import DepthwiseGeometry, depthwise_cl_band
 from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
 
@@ -55,6 +55,7 @@ class DepthwiseConv2d:
         options: RunOptions = RunOptions(),
         workspace: Workspace | None = None,
         activation: tuple[int, float, float] | None = None,
+        team: bool = True,
     ) -> None:
         from lowerkit.backend.cpu import jit
 
@@ -80,6 +81,20 @@ class DepthwiseConv2d:
         if self.algorithm == "depthwise_blocked":
             self.table, (_, self.scratch_floats) = team_layers.depthwise_scratch(
                 self.algorithm, geom.in_hw, geom.out_hw, geom.kernel[0], geom.stride[0], geom.padding, 1)
+        # With several workers, a call of at least team_layers.MIN_DEPTHWISE_MACS runs as one
+        # team region (bands of planes; lowerkit.backend.cpu.make_team) where team kernels run
+        # here: a pool hand-off costs ~0.1 ms on a 2-core VM, a region ~3.5 us, so small layers
+        # gain a second core too. Plans pass team=False: they run the layer on one thread or
+        # wrap it in their own team form (team.TeamDepthwise), under the plan's stall guard.
+        self._team = None
+        if team and options.workers > 1 and self.algorithm in team_layers.DEPTHWISE_ALGORITHMS:
+            self._team = make_team(options.workers)
+        self._team_scratch: tuple | None = None
+        self._macs_per_image = geom.out_channels * geom.out_hw[0] * geom.out_hw[1] * geom.kernel[0] * geom.kernel[1]
+        if self._team is not None:
+            self._team_scratch = team_layers.depthwise_scratch(
+                self.algorithm, geom.in_hw, geom.out_hw, geom.kernel[0], geom.stride[0], geom.padding,
+                self._team.ways)[1]
 
     def output_shape(self, batch: int) -> tuple[int, int, int, int]:
         return (batch, self.geom.out_channels, *self.geom.out_hw)
@@ -123,7 +138,8 @@ class DepthwiseConv2d:
         """:meth:`run_into` on these very arrays as a zero-argument call (see :mod:`.bound`):
         the compiled kernel's call with its arguments gathered, for a layer that stays on the
         calling thread on one of the plane kernels; else None."""
-        if x.dtype is not _FLOAT32 or not x.flags.c_contiguous or self.weight is None or self._workers_for(x) > 1:
+        if (x.dtype is not _FLOAT32 or not x.flags.c_contiguous or self.weight is None or self._team is not None
+                or self._workers_for(x) > 1):
             return None
         n, c = x.shape[0], self.geom.in_channels
         code, p0, p1 = self.activation if residual is None else (0, 0.0, 0.0)
@@ -153,7 +169,33 @@ class DepthwiseConv2d:
     def _run(self, x: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray, residual: np.ndarray | None,
              wt: np.ndarray | None) -> np.ndarray:
         """The convolution of a checked, C-contiguous float32 ``x`` into ``out`` (``wt``: ``w``
-        channels-last, or None to make it here)."""
+        channels-last, or None to make it here): one team region where the layer has a team
+        and the call is large enough (the team's stall guard times every such call, and
+        while it holds the team off the pool's workers take it), else :meth:`_run_pool`."""
+        team = self._team
+        if team is None or x.shape[0] * self._macs_per_image < team_layers.MIN_DEPTHWISE_MACS:
+            return self._run_pool(x, w, b, out, residual, wt)
+        guard = team.guard
+        start = guard.begin()
+        if team.usable():
+            g = self.geom
+            scratch = None if self._team_scratch is None else self.ws.get("dw_team", self._team_scratch)
+            act = self.activation if residual is None else (0, 0.0, 0.0)
+            team_layers.run_depthwise(team, self.algorithm, x, w, b, out, self.table, scratch, g.stride[0],
+                                      g.padding, act)
+            if residual is not None:
+                from .activations import add_activate
+
+                add_activate(out, residual, self.activation)
+        else:
+            self._run_pool(x, w, b, out, residual, wt)
+        guard.end(start)
+        return out
+
+    def _run_pool(self, x: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray, residual: np.ndarray | None,
+                  wt: np.ndarray | None) -> np.ndarray:
+        """:meth:`_run` on the calling thread, or in bands on the pool's workers from
+        :data:`DEPTHWISE_PARALLEL_MIN_FLOPS` or :data:`DEPTHWISE_PARALLEL_MIN_INPUTS`."""
         g = self.geom
         n, c = x.shape[0], g.in_channels
         (oh, ow), (kh, kw), (sh, sw) = self._out_hw, g.kernel, g.stride

@@ -231,7 +231,7 @@ class Plan:
         if node.op == "conv2d" and is_depthwise(node):
             weight, bias = self._const(node, 1), self._const(node, 2)
             conv = DepthwiseConv2d(conv_geometry(node), weight, bias, dilation=tuple(attrs["dilation"]),
-                                   activation=act, options=run, workspace=self.workspace)
+                                   activation=act, options=run, workspace=self.workspace, team=False)
             self.algorithms[node.debug_handle] = f"depthwise ({conv.algorithm})"
             if self.team is not None and TeamDepthwise.fits(conv):
                 conv = TeamDepthwise(conv, self.team)

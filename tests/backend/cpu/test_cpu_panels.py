@@ -181,6 +181,45 @@ def test_the_rule_takes_few_input_channels_or_small_maps_on_one_thread_and_more_
     assert panels.block_columns(16) == 128 and panels.block_columns(144) == 64
 
 
+def test_with_wide_vectors_the_rule_keeps_only_one_thread_s_thinnest_layers(monkeypatch):
+    """Where the CPU has AVX-512, BLAS's sgemm takes the team regions, the stems and every
+    layer but 1x1 ones of at most 16 input channels on one thread."""
+    from lowerkit.backend.cpu.team_layers import DenseTeamForm
+
+    monkeypatch.setattr(panels, "_WIDE", [True])
+    assert panels.fits(16, 12544, team=False) and not panels.fits(24, 3136, team=False)
+    assert not panels.fits(16, 12544, team=True) and not panels.fits(960, 49, team=True)
+    assert panels.tile_rows(147, (112, 112)) == 0
+    stem = DenseTeamForm.of(64, 3 * 49, (7, 7), (2, 2), (3,) * 4, (1, 1), (112, 112), 2)
+    assert not stem.panel and stem.tiled and stem.pack(np.zeros((64, 147), np.float32), np.zeros(64, np.float32)) is None
+
+
+@pytest.mark.parametrize("rules, wide", [("avx512", True), ("avx2", False)])
+def test_the_environment_names_the_rules_and_the_cpu_decides_otherwise(monkeypatch, rules, wide):
+    monkeypatch.setattr(panels, "_WIDE", [])
+    monkeypatch.setenv(panels.RULES_ENV, rules)
+    assert panels.wide_vectors() is wide and panels._WIDE == [wide]  # asked once
+    monkeypatch.setattr(panels, "_WIDE", [])
+    monkeypatch.delenv(panels.RULES_ENV)
+    from llvmlite import binding
+
+    assert panels.wide_vectors() is bool(binding.get_host_cpu_features().get("avx512f", False))
+
+
+@pytest.mark.parametrize("backend", ["glow_like", ["nnpack", "glow_like"]], ids=["glow_like", "mixed"])
+def test_the_models_match_reference_under_either_rule(monkeypatch, backend):
+    import lowerkit as lk
+    from lowerkit import models
+
+    x = models.example_input("mobilenet_v2", batch=1, small=True)
+    module = lk.trace(models.get("mobilenet_v2", small=True), x)
+    expected = np.asarray(lk.to_backend(module, "reference")(x))
+    for wide in (True, False):
+        monkeypatch.setattr(panels, "_WIDE", [wide])
+        got = np.asarray(lk.to_backend(module, backend)(x))
+        np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
+
+
 def test_a_team_runs_the_stems_untiled_on_the_panel_gemm_and_large_maps_of_many_inputs_in_tiles():
     from lowerkit.backend.cpu.team_layers import DenseTeamForm
 

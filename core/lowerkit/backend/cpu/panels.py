@@ -28,6 +28,7 @@ pixels), ReLU6 epilogue, best of 25-75 calls, sgemm + epilogue / panel GEMM:
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -46,11 +47,46 @@ TILE_MAX_INPUTS = 256
 TILE_BYTES = 256 * 1024
 
 
+# Where the CPU has 512-bit vectors (AVX-512) BLAS's sgemm uses them and the panel GEMM (its
+# kernel works in 8-float vectors) loses nearly everywhere: Intel Xeon VM (AVX-512, AMX), 2
+# cores, MKL 2026.2, the shapes above, sgemm + epilogue / panel GEMM — two threads 0.54-0.86
+# on all but 64x192x196 (1.07), ResNet's stem 0.72; one thread 0.59-0.90 but 96x16x12544
+# (1.30) and 144x24x3136 (1.00). There it takes only the 1x1 layers of at most this many
+# input channels on one thread, and no stems in tiles.
+WIDE_SERIAL_MAX_INPUTS = 16
+RULES_ENV = "LOWERKIT_PANEL_RULES"  # "avx2" or "avx512": these rules whatever the CPU
+
+
+def wide_vectors() -> bool:
+    """Whether this CPU has 512-bit vectors (AVX-512F; ``$LOWERKIT_PANEL_RULES`` overrides),
+    asked once of LLVM's host feature list (llvmlite, numba's own dependency)."""
+    if _WIDE:
+        return _WIDE[0]
+    rules = os.environ.get(RULES_ENV, "")
+    if rules in ("avx2", "avx512"):
+        wide = rules == "avx512"
+    else:
+        try:
+            from llvmlite import binding
+
+            wide = bool(binding.get_host_cpu_features().get("avx512f", False))
+        except Exception:  # no llvmlite (then no compiled kernels either), or no feature list
+            wide = False
+    _WIDE.append(wide)
+    return wide
+
+
+_WIDE: list[bool] = []
+
+
 def fits(k: int, pixels: int, team: bool) -> bool:
     """Whether the panel GEMM runs a convolution whose GEMM has ``k`` rows of columns (input
     channels of a 1x1 layer) over ``pixels`` outputs per image, on a team region or on one
     thread (the measurements above): on one thread up to 128 rows, or any on maps of at most
-    784 pixels; on a team below 512 rows, or any on maps of at most 128 pixels."""
+    784 pixels; on a team below 512 rows, or any on maps of at most 128 pixels. On a CPU with
+    :func:`wide_vectors`, only on one thread up to :data:`WIDE_SERIAL_MAX_INPUTS` rows."""
+    if wide_vectors():
+        return not team and k <= WIDE_SERIAL_MAX_INPUTS
     if team:
         return k < TEAM_MAX_INPUTS or pixels <= TEAM_ANY_PIXELS
     return k <= SERIAL_MAX_INPUTS or pixels <= SERIAL_ANY_PIXELS
@@ -69,7 +105,7 @@ def tile_rows(k: int, out_hw: tuple[int, int]) -> int:
     im2col and the panel GEMM's bands: tiles there gained ~10% on the stems (ResNet's 1718 ->
     1536 µs on two threads) but their parallel entry point cost 13 s of first-ever compile."""
     oh, ow = out_hw
-    if k > TILE_MAX_INPUTS or 4 * k * oh * ow <= 2 * TILE_BYTES:
+    if k > TILE_MAX_INPUTS or 4 * k * oh * ow <= 2 * TILE_BYTES or wide_vectors():
         return 0
     return max(1, min(oh, TILE_BYTES // (4 * k * ow)))
 
