@@ -183,15 +183,18 @@ def test_the_rule_takes_few_input_channels_or_small_maps_on_one_thread_and_more_
 
 def test_with_wide_vectors_the_rule_keeps_only_one_thread_s_thinnest_layers(monkeypatch):
     """Where the CPU has AVX-512, BLAS's sgemm takes the team regions, the stems and every
-    layer but 1x1 ones of at most 16 input channels on one thread."""
+    layer but 1x1 ones of at most 16 input channels on one thread; a team runs a stem of
+    few rows of columns untiled (one im2col, sgemm bands)."""
     from lowerkit.backend.cpu.team_layers import DenseTeamForm
 
     monkeypatch.setattr(panels, "_WIDE", [True])
     assert panels.fits(16, 12544, team=False) and not panels.fits(24, 3136, team=False)
     assert not panels.fits(16, 12544, team=True) and not panels.fits(960, 49, team=True)
     assert panels.tile_rows(147, (112, 112)) == 0
-    stem = DenseTeamForm.of(64, 3 * 49, (7, 7), (2, 2), (3,) * 4, (1, 1), (112, 112), 2)
+    stem = DenseTeamForm.of(64, 3 * 49, (7, 7), (2, 2), (3,) * 4, (1, 1), (112, 112), 2)  # ResNet's: in tiles
     assert not stem.panel and stem.tiled and stem.pack(np.zeros((64, 147), np.float32), np.zeros(64, np.float32)) is None
+    stem = DenseTeamForm.of(32, 3 * 9, (3, 3), (2, 2), (1,) * 4, (1, 1), (112, 112), 2)  # MobileNetV2's: 27 rows
+    assert not stem.panel and not stem.tiled and stem.cols_shape == (1, 27 * 112 * 112)
 
 
 @pytest.mark.parametrize("rules, wide", [("avx512", True), ("avx2", False)])

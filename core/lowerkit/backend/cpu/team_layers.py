@@ -40,6 +40,12 @@ COLUMN_SPLIT_ROWS = 64
 # EfficientNet-B0 0.52-0.55 -> 0.41, ResNet-18 2.13 -> 1.95-2.03.
 TILED_PIXELS = 1024
 TILE_BYTES = 384 * 1024
+# ... and at least this many rows of columns: a tile's sgemm over fewer (the mobile nets' 3x3
+# stems, 27) costs more per pixel than one sgemm band over the whole image, where the panel
+# GEMM does not take the stem (a CPU with AVX-512, panels.wide_vectors). Intel Xeon VM, one
+# image, two threads, µs, tiles / untiled: MobileNetV2's 3->32 3x3/2 415 / 318; ResNet's
+# 3->64 7x7/2 (147 rows) 1946 / 2169; 64->64 3x3 at 56 (576) 1488 / 1487.
+TILED_MIN_INPUTS = 64
 
 
 def linear_on_team(rows: int, weights: int) -> bool:
@@ -74,7 +80,7 @@ class DenseTeamForm:
         (kh, kw), (oh, ow) = tuple(kernel), tuple(out_hw)
         pointwise = (kh, kw) == (1, 1) and tuple(stride) == (1, 1) and not any(padding)
         panel = panels.fits(k, oh * ow, team=True)
-        tiled = not pointwise and not panel and oh * ow >= TILED_PIXELS
+        tiled = not pointwise and not panel and oh * ow >= TILED_PIXELS and k >= TILED_MIN_INPUTS
         tile_rows = max(1, min(oh, TILE_BYTES // (4 * k * ow)))
         cols_shape = None if pointwise else ((ways, k * tile_rows * ow) if tiled else (1, k * oh * ow))
         geometry = (kh, kw, *stride, *tuple(padding)[:2], *dilation)
