@@ -172,3 +172,31 @@ def test_plan_layers_leave_the_team_to_the_plan():
         for bound in layers:
             layer = getattr(bound.__self__, "conv", bound.__self__)
             assert getattr(layer, "_team", None) is None
+
+
+def test_eight_threads_share_a_kernel_api_layer_on_the_team():
+    from tests.team_calls import skip_without_team
+
+    from lowerkit_nnpack.conv import RunOptions
+    from lowerkit_nnpack.depthwise import DepthwiseConv2d
+    from lowerkit_nnpack.geometry import ConvGeometry
+
+    skip_without_team()
+    rng = np.random.default_rng(8)
+    geom = ConvGeometry(64, 64, (28, 28), (5, 5), (1, 1), (2, 2, 2, 2))
+    w = rng.standard_normal((64, 1, 5, 5)).astype(np.float32)
+    layer, serial = DepthwiseConv2d(geom, w, options=RunOptions(2)), DepthwiseConv2d(geom, w, options=RunOptions(1))
+    assert layer._team is not None
+    xs = [rng.standard_normal((2, 64, 28, 28)).astype(np.float32) for _ in range(8)]
+    expected = [serial(x) for x in xs]
+    errors = []
+
+    def work(i):
+        for _ in range(5):
+            if not np.array_equal(layer(xs[i]), expected[i]):
+                errors.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert errors == []

@@ -159,11 +159,8 @@ class DepthwiseConv2d:
 
     def _workers_for(self, x: np.ndarray) -> int:
         """The workers a call on ``x`` (checked, float32) splits over: 1 below the pool bounds."""
-        g = self.geom
-        n, c = x.shape[0], g.in_channels
-        (oh, ow), (kh, kw) = self._out_hw, g.kernel
         least = min(self.options.min_parallel_flops, DEPTHWISE_PARALLEL_MIN_FLOPS)
-        large = n * c * oh * ow * kh * kw * 2 >= least or x.size >= DEPTHWISE_PARALLEL_MIN_INPUTS
+        large = 2 * x.shape[0] * self._macs_per_image >= least or x.size >= DEPTHWISE_PARALLEL_MIN_INPUTS
         return self.options.workers if large else 1
 
     def _run(self, x: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray, residual: np.ndarray | None,
