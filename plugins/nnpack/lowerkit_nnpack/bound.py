@@ -16,28 +16,14 @@ team is off (the stall guard, batch slices, a forked child).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
 
 import numpy as np
 
 from lowerkit.backend.cpu import Team, jit
+from lowerkit.backend.cpu.calls import Call, sequence
 
 from .activations import Activation, activate_inplace
-
-Call = Callable[[], object]
-
-
-def sequence(*calls: Call) -> Call:
-    """One call running ``calls`` in order (the single call itself for one)."""
-    if len(calls) == 1:
-        return calls[0]
-
-    def run() -> None:
-        for call in calls:
-            call()
-
-    return run
 
 
 def add_activate_call(out: np.ndarray, residual: np.ndarray, act: Activation) -> Call:

@@ -22,6 +22,7 @@ from functools import partial
 import numpy as np
 
 from . import panels
+from .calls import sequence
 from .team import Team
 
 MIN_FLOPS = 1_000_000  # dense convolutions, per image
@@ -132,14 +133,7 @@ class DenseTeamForm:
                      for i in range(x.shape[0])]
         else:
             calls = [partial(self.run, team, x[i], w2, bias, out[i], act, cols, None, packed) for i in range(x.shape[0])]
-        if len(calls) == 1:
-            return calls[0]
-
-        def every_image() -> None:
-            for call in calls:
-                call()
-
-        return every_image
+        return sequence(*calls)
 
 
 def depthwise_scratch(algorithm: str, in_hw, out_hw, kernel: int, stride: int, padding,
