@@ -144,8 +144,8 @@ def test_the_kernel_api_runs_a_team_region_with_the_serial_bits(monkeypatch, cas
     w, b = rng.standard_normal((c, 1, k, k)).astype(np.float32), rng.standard_normal(c).astype(np.float32)
     serial = DepthwiseConv2d(geom, w, b, options=RunOptions(1), activation=(2, 0.0, 6.0))
     on_team = DepthwiseConv2d(geom, w, b, options=RunOptions(2), activation=(2, 0.0, 6.0))
-    assert serial._team is None and on_team._team is not None, on_team.algorithm
-    assert DepthwiseConv2d(geom, w, b, options=RunOptions(2), team=False)._team is None
+    assert serial._team_form is None and on_team._team_form is not None, on_team.algorithm
+    assert DepthwiseConv2d(geom, w, b, options=RunOptions(2), team=False)._team_form is None
     x = rng.standard_normal(x_shape).astype(np.float32)
     residual = rng.standard_normal(serial.output_shape(n)).astype(np.float32) if with_residual else None
     want = serial(x, residual=residual)
@@ -153,7 +153,7 @@ def test_the_kernel_api_runs_a_team_region_with_the_serial_bits(monkeypatch, cas
     np.testing.assert_array_equal(on_team(x, residual=residual), want)
     assert ran == [on_team.algorithm], ran
     ran.clear()
-    guard = on_team._team.guard
+    guard = on_team._team_form.team.guard
     guard.on, guard._serial_left = False, 5
     np.testing.assert_array_equal(on_team(x, residual=residual), want)
     assert ran == [] and guard._serial_left == 4  # the guard counts the calls it held off
@@ -171,7 +171,7 @@ def test_plan_layers_leave_the_team_to_the_plan():
         assert layers
         for bound in layers:
             layer = getattr(bound.__self__, "conv", bound.__self__)
-            assert getattr(layer, "_team", None) is None
+            assert getattr(layer, "_team_form", None) is None
 
 
 def test_eight_threads_share_a_kernel_api_layer_on_the_team():
@@ -186,7 +186,7 @@ def test_eight_threads_share_a_kernel_api_layer_on_the_team():
     geom = ConvGeometry(64, 64, (28, 28), (5, 5), (1, 1), (2, 2, 2, 2))
     w = rng.standard_normal((64, 1, 5, 5)).astype(np.float32)
     layer, serial = DepthwiseConv2d(geom, w, options=RunOptions(2)), DepthwiseConv2d(geom, w, options=RunOptions(1))
-    assert layer._team is not None
+    assert layer._team_form is not None
     xs = [rng.standard_normal((2, 64, 28, 28)).astype(np.float32) for _ in range(8)]
     expected = [serial(x) for x in xs]
     errors = []

@@ -12,6 +12,9 @@ as one compiled in-place pass. Codes come from ``lowerkit.backend.cpu.jit.activa
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import numpy as np
 
 from lowerkit.backend.cpu import jit
@@ -64,13 +67,21 @@ def activate_inplace(a: np.ndarray, act: Activation) -> None:
 
 
 def add_activate(out: np.ndarray, residual: np.ndarray, act: Activation) -> None:
-    """``out = act(out + residual)`` in place, one compiled pass where both are C-contiguous
-    float32 arrays of one shape (``jit.conv.add_activation``), else numpy's add, then
-    :func:`activate_inplace`."""
+    """``out = act(out + residual)`` in place (see :func:`add_activate_call`)."""
+    add_activate_call(out, residual, act)()
+
+
+def add_activate_call(out: np.ndarray, residual: np.ndarray, act: Activation) -> Callable[[], object]:
+    """``out = act(out + residual)`` in place as a zero-argument call for these arrays: one
+    compiled pass where both are C-contiguous float32 arrays of one shape
+    (``jit.conv.add_activation``), else numpy's add, then :func:`activate_inplace`."""
     if out.size and jit.flat_float32(out, residual):
         flat = out.reshape(-1)
-        jit.load("conv").add_activation(flat, residual.reshape(-1), flat, *act)
-        return
+        return partial(jit.load("conv").add_activation, flat, residual.reshape(-1), flat, *act)
+    return partial(_add_then_activate, out, residual, act)
+
+
+def _add_then_activate(out: np.ndarray, residual: np.ndarray, act: Activation) -> None:
     np.add(out, residual, out=out)
     activate_inplace(out, act)
 

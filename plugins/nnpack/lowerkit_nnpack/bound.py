@@ -5,7 +5,7 @@ A plan's steady-state calls hand every layer the same arrays (the spares' arena 
 arrays and keep the result as a call (``functools.partial`` of a compiled kernel where one
 kernel does the work): the step then costs what glow_like's bound call costs, not the
 several Python layers of ``run_into`` (MobileNetV2 at 32x32, a 144 -> 32 1x1 layer: 7.0 us a
-call through them, 3.8 as glow_like's bound call; see docs/nnpack.md, "Execution plan").
+call through them, 3.8 as glow_like's bound call; see docs/nnpack.md, "Bound calls").
 
 A layer's ``bind(x, out, residual)`` returns such a call, or None where its path is chosen
 per call; the plan keeps the call per thread with the arrays it was bound to and uses it
@@ -16,27 +16,12 @@ team is off (the stall guard, batch slices, a forked child).
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 
-from lowerkit.backend.cpu import Team, jit
+from lowerkit.backend.cpu import Team
 from lowerkit.backend.cpu.calls import Call, sequence
 
-from .activations import Activation, activate_inplace
-
-
-def add_activate_call(out: np.ndarray, residual: np.ndarray, act: Activation) -> Call:
-    """``out = act(out + residual)`` in place, as ``activations.add_activate`` computes it."""
-    if out.size and jit.flat_float32(out, residual):
-        flat = out.reshape(-1)
-        return partial(jit.load("conv").add_activation, flat, residual.reshape(-1), flat, *act)
-
-    def numpy_sum() -> None:
-        np.add(out, residual, out=out)
-        activate_inplace(out, act)
-
-    return numpy_sum
+from .activations import Activation, add_activate_call
 
 
 def with_residual(call: Call, out: np.ndarray, residual: np.ndarray | None, act: Activation) -> Call:

@@ -119,11 +119,9 @@ class Conv2d:
         thread goes straight to its algorithm; anything else through :meth:`__call__`, whose
         checks, BLAS limit and thread split are for any caller (a plan sets the BLAS limit for
         the whole call)."""
-        impl = self.impl
-        n = x.shape[0]
-        if (x.dtype is not _FLOAT32 or not x.flags.c_contiguous or impl.weight is None
-                or (self._workers > 1 and self._flops_per_image * n >= self.options.min_parallel_flops)):
+        if not self._on_this_thread(x):
             return self(x, out=out, residual=residual)
+        impl = self.impl
         _run_chunk(impl, x, impl.kernel_data(None), self.bias, out, residual)
         return out
 
@@ -131,12 +129,16 @@ class Conv2d:
         """:meth:`run_into` on these very arrays as a zero-argument call (see :mod:`.bound`),
         where the layer runs on the calling thread and its algorithm can bind (a 1x1 layer on
         the panel GEMM); else None."""
-        impl = self.impl
-        if (x.dtype is not _FLOAT32 or not x.flags.c_contiguous or impl.weight is None
-                or (self._workers > 1 and self._flops_per_image * x.shape[0] >= self.options.min_parallel_flops)):
+        bind_chunk = getattr(self.impl, "bind_chunk", None)
+        if bind_chunk is None or not self._on_this_thread(x):
             return None
-        bind_chunk = getattr(impl, "bind_chunk", None)
-        return None if bind_chunk is None else bind_chunk(x, impl.kernel_data(None), self.bias, out, residual)
+        return bind_chunk(x, self.impl.kernel_data(None), self.bias, out, residual)
+
+    def _on_this_thread(self, x: np.ndarray) -> bool:
+        """Whether a plan's call on ``x`` goes straight to the algorithm on the calling thread:
+        float32 and C-contiguous, the compiled weight, and too small to split over workers."""
+        return (x.dtype is _FLOAT32 and x.flags.c_contiguous and self.impl.weight is not None
+                and (self._workers <= 1 or self._flops_per_image * x.shape[0] < self.options.min_parallel_flops))
 
     def __call__(
         self,

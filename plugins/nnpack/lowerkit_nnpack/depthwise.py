@@ -21,9 +21,11 @@ from lowerkit.backend.cpu import make_team, run_parallel, split, team_layers
 from lowerkit.backend.cpu.jit.depthwise import DepthwiseGeometry, depthwise_cl_band
 from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
 
+from .activations import NONE, RELU, add_activate
 from .bound import Call, with_residual
 from .conv import RunOptions
 from .geometry import ConvGeometry, GeometryError
+from .team import TeamDepthwise
 from .workspace import Workspace
 
 
@@ -59,8 +61,6 @@ class DepthwiseConv2d:
     ) -> None:
         from lowerkit.backend.cpu import jit
 
-        from .activations import NONE, RELU
-
         if geom.in_channels != geom.out_channels:
             raise GeometryError(
                 f"depthwise convolution needs as many output as input channels, got "
@@ -86,15 +86,11 @@ class DepthwiseConv2d:
         # here: a pool hand-off costs ~0.1 ms on a 2-core VM, a region ~3.5 us, so small layers
         # gain a second core too. Plans pass team=False: they run the layer on one thread or
         # wrap it in their own team form (team.TeamDepthwise), under the plan's stall guard.
-        self._team = None
-        if team and options.workers > 1 and self.algorithm in team_layers.DEPTHWISE_ALGORITHMS:
-            self._team = make_team(options.workers)
-        self._team_scratch: tuple | None = None
         self._macs_per_image = geom.out_channels * geom.out_hw[0] * geom.out_hw[1] * geom.kernel[0] * geom.kernel[1]
-        if self._team is not None:
-            self._team_scratch = team_layers.depthwise_scratch(
-                self.algorithm, geom.in_hw, geom.out_hw, geom.kernel[0], geom.stride[0], geom.padding,
-                self._team.ways)[1]
+        self._team_form: TeamDepthwise | None = None  # the layer's own team form (the kernel API's)
+        if team and options.workers > 1 and self.algorithm in team_layers.DEPTHWISE_ALGORITHMS:
+            found = make_team(options.workers)
+            self._team_form = None if found is None else TeamDepthwise(self, found)
 
     def output_shape(self, batch: int) -> tuple[int, int, int, int]:
         return (batch, self.geom.out_channels, *self.geom.out_hw)
@@ -138,7 +134,7 @@ class DepthwiseConv2d:
         """:meth:`run_into` on these very arrays as a zero-argument call (see :mod:`.bound`):
         the compiled kernel's call with its arguments gathered, for a layer that stays on the
         calling thread on one of the plane kernels; else None."""
-        if (x.dtype is not _FLOAT32 or not x.flags.c_contiguous or self.weight is None or self._team is not None
+        if (x.dtype is not _FLOAT32 or not x.flags.c_contiguous or self.weight is None or self._team_form is not None
                 or self._workers_for(x) > 1):
             return None
         n, c = x.shape[0], self.geom.in_channels
@@ -169,21 +165,13 @@ class DepthwiseConv2d:
         channels-last, or None to make it here): one team region where the layer has a team
         and the call is large enough (the team's stall guard times every such call, and
         while it holds the team off the pool's workers take it), else :meth:`_run_pool`."""
-        team = self._team
-        if team is None or x.shape[0] * self._macs_per_image < team_layers.MIN_DEPTHWISE_MACS:
+        form = self._team_form
+        if form is None or x.shape[0] * self._macs_per_image < team_layers.MIN_DEPTHWISE_MACS:
             return self._run_pool(x, w, b, out, residual, wt)
-        guard = team.guard
+        guard = form.team.guard
         start = guard.begin()
-        if team.usable():
-            g = self.geom
-            scratch = None if self._team_scratch is None else self.ws.get("dw_team", self._team_scratch)
-            act = self.activation if residual is None else (0, 0.0, 0.0)
-            team_layers.run_depthwise(team, self.algorithm, x, w, b, out, self.table, scratch, g.stride[0],
-                                      g.padding, act)
-            if residual is not None:
-                from .activations import add_activate
-
-                add_activate(out, residual, self.activation)
+        if form.team.usable():
+            form._region(x, out, residual, w, b)
         else:
             self._run_pool(x, w, b, out, residual, wt)
         guard.end(start)
@@ -241,7 +229,5 @@ class DepthwiseConv2d:
             run_parallel(workers, lambda s: k.conv2d_grouped(x, w, b, out, sh, sw, pt, pl, dh, dw, c, code, p0, p1,
                                                              s.start, s.stop), split(n * c, workers))
         if residual is not None:  # the kernels end with the activation: sum, then activate
-            from .activations import add_activate
-
             add_activate(out, residual, self.activation)
         return out

@@ -71,12 +71,15 @@ class TeamConv:
         self.padding = tuple(g.padding)
         self.ws = impl.ws  # per-thread scratch: a plan serves concurrent callers
 
-    def _winograd(self, x: np.ndarray, out: np.ndarray, act) -> None:
-        n, c = x.shape[0], x.shape[1]
+    def _winograd_buffers(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """This thread's scratch for the Winograd regions of ``x`` (team_layers.winograd_shapes)."""
         th, tw = self.tiles
-        shapes = team_layers.winograd_shapes(c, self.u.shape[1], n * th * tw, tw, self.team.ways)
-        buffers = {name: self.ws.get("team_" + name, shape) for name, shape in shapes.items()}
-        team_layers.run_winograd(self.team, x, self.u, self.bias, out, self.padding, self.tiles, act, buffers, 0, n)
+        shapes = team_layers.winograd_shapes(x.shape[1], self.u.shape[1], x.shape[0] * th * tw, tw, self.team.ways)
+        return {name: self.ws.get("team_" + name, shape) for name, shape in shapes.items()}
+
+    def _winograd(self, x: np.ndarray, out: np.ndarray, act) -> None:
+        team_layers.run_winograd(self.team, x, self.u, self.bias, out, self.padding, self.tiles, act,
+                                 self._winograd_buffers(x), 0, x.shape[0])
 
     @staticmethod
     def fits(conv) -> bool:
@@ -120,12 +123,8 @@ class TeamConv:
             return None
         act = NONE if residual is not None else self.activation
         if self.winograd:
-            n, c = x.shape[0], x.shape[1]
-            th, tw = self.tiles
-            shapes = team_layers.winograd_shapes(c, self.u.shape[1], n * th * tw, tw, self.team.ways)
-            buffers = {name: self.ws.get("team_" + name, shape) for name, shape in shapes.items()}
             regions = partial(team_layers.run_winograd, self.team, x, self.u, self.bias, out, self.padding, self.tiles,
-                              act, buffers, 0, n)
+                              act, self._winograd_buffers(x), 0, x.shape[0])
         else:
             cols = None if self.form.cols_shape is None else self.ws.get("team_cols", self.form.cols_shape)
             regions = self.form.bind(self.team, x, self.w2, self.bias, out, act, cols, self.packed)
@@ -227,17 +226,24 @@ class TeamDepthwise:
             return None
         conv = self.conv
         act = NONE if residual is not None else conv.activation
-        scratch = None if self.scratch_shape is None else conv.ws.get("team_dw_scratch", self.scratch_shape)
         region = partial(team_layers.run_depthwise, self.team, conv.algorithm, x, conv.weight, conv.bias, out,
-                         self.table, scratch, self.stride, self.padding, act)
+                         self.table, self._scratch(), self.stride, self.padding, act)
         serial = conv.bind(x, out, residual) or partial(conv.run_into, x, out, residual)
         return on_team(self.team, with_residual(region, out, residual, conv.activation), serial)
 
-    def _region(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None) -> np.ndarray:
+    def _scratch(self) -> np.ndarray | None:
+        """This thread's scratch for the region (the layer's workspace), None where it needs none."""
+        return None if self.scratch_shape is None else self.conv.ws.get("team_dw_scratch", self.scratch_shape)
+
+    def _region(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None,
+                weight: np.ndarray | None = None, bias: np.ndarray | None = None) -> np.ndarray:
+        """The region on ``x`` (float32, C-contiguous), then the residual; ``weight`` and
+        ``bias`` (float32, contiguous) replace the layer's for this call (the kernel API's)."""
         conv = self.conv
         act = NONE if residual is not None else conv.activation
-        scratch = None if self.scratch_shape is None else conv.ws.get("team_dw_scratch", self.scratch_shape)
-        team_layers.run_depthwise(self.team, conv.algorithm, x, conv.weight, conv.bias, out, self.table, scratch,
+        w = conv.weight if weight is None else weight
+        b = conv.bias if bias is None else bias
+        team_layers.run_depthwise(self.team, conv.algorithm, x, w, b, out, self.table, self._scratch(),
                                   self.stride, self.padding, act)
         if residual is not None:
             add_activate(out, residual, conv.activation)
