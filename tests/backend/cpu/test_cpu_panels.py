@@ -206,7 +206,18 @@ def test_the_environment_names_the_rules_and_the_cpu_decides_otherwise(monkeypat
     monkeypatch.delenv(panels.RULES_ENV)
     from llvmlite import binding
 
-    assert panels.wide_vectors() is bool(binding.get_host_cpu_features().get("avx512f", False))
+    features, name = binding.get_host_cpu_features(), binding.get_host_cpu_name()
+    assert panels.wide_vectors() is panels.full_width_avx512(features, name)
+
+
+@pytest.mark.parametrize("features, name, wide", [
+    ({"avx512f": True, "avx2": True}, "sapphirerapids", True),
+    ({"avx512f": True, "avx2": True}, "znver4", False),  # 512-bit operations in two halves
+    ({"avx512f": False, "avx2": True}, "znver3", False),
+    ({"avx2": True}, "haswell", False),
+])
+def test_only_full_width_avx512_takes_the_wide_rules(features, name, wide):
+    assert panels.full_width_avx512(features, name) is wide
 
 
 @pytest.mark.parametrize("backend", ["glow_like", ["nnpack", "glow_like"]], ids=["glow_like", "mixed"])

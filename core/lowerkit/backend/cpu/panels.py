@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
@@ -47,19 +47,25 @@ TILE_MAX_INPUTS = 256
 TILE_BYTES = 256 * 1024
 
 
-# Where the CPU has 512-bit vectors (AVX-512) BLAS's sgemm uses them and the panel GEMM (its
-# kernel works in 8-float vectors) loses nearly everywhere: Intel Xeon VM (AVX-512, AMX), 2
-# cores, MKL 2026.2, the shapes above, sgemm + epilogue / panel GEMM — two threads 0.54-0.86
-# on all but 64x192x196 (1.07), ResNet's stem 0.72; one thread 0.59-0.90 but 96x16x12544
-# (1.30) and 144x24x3136 (1.00). There it takes only the 1x1 layers of at most this many
-# input channels on one thread, and no stems in tiles.
+# Where the CPU runs 512-bit vectors at full width (AVX-512 on Intel's server cores) BLAS's
+# sgemm uses them and the panel GEMM (its kernel works in 8-float vectors) loses nearly
+# everywhere: Intel Xeon VM (AVX-512, AMX), 2 cores, MKL 2026.2, the shapes above, sgemm +
+# epilogue / panel GEMM — two threads 0.54-0.86 on all but 64x192x196 (1.07), ResNet's stem
+# 0.72; one thread 0.59-0.90 but 96x16x12544 (1.30) and 144x24x3136 (1.00). There it takes
+# only the 1x1 layers of at most this many input channels on one thread, and no stems in tiles.
 WIDE_SERIAL_MAX_INPUTS = 16
+# AVX-512 CPUs (LLVM's names) that split each 512-bit operation into two 256-bit halves, so an
+# 8-float kernel has the same peak: AMD Zen 4 VM (``znver4``), 2 cores, OpenBLAS 0.3.31
+# (SkylakeX kernels), ``benchmarks/panel.py``, panel / sgemm + epilogue 0.99-1.83 on one thread
+# and 1.01-2.84 on two — the rules above are the AVX2 ones there.
+HALF_WIDTH_CPUS = frozenset({"znver4"})
 RULES_ENV = "LOWERKIT_PANEL_RULES"  # "avx2" or "avx512": these rules whatever the CPU
 
 
 def wide_vectors() -> bool:
-    """Whether this CPU has 512-bit vectors (AVX-512F; ``$LOWERKIT_PANEL_RULES`` overrides),
-    asked once of LLVM's host feature list (llvmlite, numba's own dependency)."""
+    """Whether this CPU runs 512-bit vectors at full width (:func:`full_width_avx512` of LLVM's
+    host CPU; ``$LOWERKIT_PANEL_RULES`` overrides), asked once (llvmlite, numba's own
+    dependency)."""
     if _WIDE:
         return _WIDE[0]
     rules = os.environ.get(RULES_ENV, "")
@@ -69,11 +75,17 @@ def wide_vectors() -> bool:
         try:
             from llvmlite import binding
 
-            wide = bool(binding.get_host_cpu_features().get("avx512f", False))
+            wide = full_width_avx512(binding.get_host_cpu_features(), binding.get_host_cpu_name())
         except Exception:  # no llvmlite (then no compiled kernels either), or no feature list
             wide = False
     _WIDE.append(wide)
     return wide
+
+
+def full_width_avx512(features: Mapping[str, bool], cpu_name: str) -> bool:
+    """Whether a CPU with these LLVM host ``features`` and name has AVX-512F and is not one of
+    :data:`HALF_WIDTH_CPUS`."""
+    return bool(features.get("avx512f", False)) and cpu_name not in HALF_WIDTH_CPUS
 
 
 _WIDE: list[bool] = []
