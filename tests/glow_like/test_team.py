@@ -46,8 +46,8 @@ def mobile_block(n=1, c=6, hw=15, *, seed=0):
         params[name] = (rng.standard_normal(shape) * scale).astype(np.float32)
         return g.add_node("param", [], [f32(*shape)], {"name": name}).output
 
-    x = g.add_input("x", f32(n, 3, 2 * hw, 2 * hw))
-    y = _add(g, "conv2d", [x, param("stem", (c, 3, 3, 3)), param("stem_b", (c,))], {"stride": (2, 2), "padding": (1, 1, 1, 1)})
+    x = g.add_input("x", f32(n, 5, 2 * hw, 2 * hw))  # 5 channels: more than a direct stem takes
+    y = _add(g, "conv2d", [x, param("stem", (c, 5, 3, 3)), param("stem_b", (c,))], {"stride": (2, 2), "padding": (1, 1, 1, 1)})
     y = _add(g, "relu6", [_add(g, "conv2d", [y, param("expand", (4 * c, c, 1, 1)), param("expand_b", (4 * c,))])])
     e = 4 * c
     y = _add(g, "relu6", [_add(g, "conv2d", [y, param("dw1", (e, 1, 3, 3))], {"padding": (1, 1, 1, 1), "groups": e})])
@@ -71,7 +71,7 @@ def _compile(module, **options):
 
 
 def _input(n=1, hw=15, seed=1):
-    return np.random.default_rng(seed).standard_normal((n, 3, 2 * hw, 2 * hw)).astype(np.float32)
+    return np.random.default_rng(seed).standard_normal((n, 5, 2 * hw, 2 * hw)).astype(np.float32)
 
 
 @pytest.mark.parametrize("n", [1, 3])
@@ -107,7 +107,7 @@ def test_team_is_off_by_environment_and_beside_a_gemm_without_team_form(monkeypa
 def test_eight_threads_share_a_team_handle_and_calls_allocate_only_outputs():
     module = mobile_block()
     rng = np.random.default_rng(4)
-    xs = [rng.standard_normal((1, 3, 30, 30)).astype(np.float32) for _ in range(8)]
+    xs = [rng.standard_normal((1, 5, 30, 30)).astype(np.float32) for _ in range(8)]
     expected = [module.run("forward", x) for x in xs]
     handle = _compile(module, threads=2)
     for _ in range(2):

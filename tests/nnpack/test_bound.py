@@ -110,7 +110,7 @@ def test_a_team_plan_binds_its_steps_and_follows_the_guard(monkeypatch):
     monkeypatch.setattr(panels, "TEAM_MAX_INPUTS", 100)
     monkeypatch.setattr(selection, "TEAM_WINOGRAD_MIN_TILES", 16)  # the 20x20 layer's 25 tiles take wt6x6
     module = mobile_net(seed=4)
-    x = np.random.default_rng(5).standard_normal((1, 3, 40, 40)).astype(np.float32)
+    x = np.random.default_rng(5).standard_normal((1, 5, 40, 40)).astype(np.float32)
     lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
     plan = _plan(lowered)
     assert plan.team is not None and "wt6x6" in plan.algorithms.values()

@@ -52,8 +52,8 @@ def mobile_net(seed=0):
     g, params = Graph(), {}
     param = _param_maker(g, params, seed)
 
-    x = g.add_input("x", TensorType("f32", (1, 3, 40, 40)))
-    y = _add(g, "relu", [_add(g, "conv2d", [x, param("stem", (8, 3, 7, 7)), param("stem_b", (8,))],
+    x = g.add_input("x", TensorType("f32", (1, 5, 40, 40)))  # 5 channels: more than a direct stem takes
+    y = _add(g, "relu", [_add(g, "conv2d", [x, param("stem", (8, 5, 7, 7)), param("stem_b", (8,))],
                               {"stride": (2, 2), "padding": (3, 3, 3, 3)})])
     e = _add(g, "relu6", [_add(g, "conv2d", [y, param("expand", (24, 8, 1, 1)), param("expand_b", (24,))])])
     e = _add(g, "relu6", [_add(g, "conv2d", [e, param("dw3", (24, 1, 3, 3)), param("dw3_b", (24,))],
@@ -95,7 +95,7 @@ def test_a_one_image_plan_runs_team_regions_and_matches_the_reference(monkeypatc
 
     monkeypatch.setattr(selection, "TEAM_WINOGRAD_MIN_TILES", 16)  # the 20x20 layer's 25 tiles take wt6x6
     module = mobile_net()
-    x = np.random.default_rng(1).standard_normal((1, 3, 40, 40)).astype(np.float32)
+    x = np.random.default_rng(1).standard_normal((1, 5, 40, 40)).astype(np.float32)
     lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
     plan = _plan(lowered)
     assert plan.team is not None and plan.blas_threads == 1
@@ -113,7 +113,7 @@ def test_a_one_image_plan_runs_team_regions_and_matches_the_reference(monkeypatc
 
 def test_serial_forms_while_the_guard_is_off_and_the_switch(monkeypatch):
     module = mobile_net(seed=2)
-    x = np.random.default_rng(3).standard_normal((1, 3, 40, 40)).astype(np.float32)
+    x = np.random.default_rng(3).standard_normal((1, 5, 40, 40)).astype(np.float32)
     lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
     expected = lowered(x)
     guard = _plan(lowered).team.guard
@@ -133,7 +133,7 @@ def test_eight_threads_share_a_team_plan():
 
     module = mobile_net(seed=4)
     rng = np.random.default_rng(5)
-    xs = [rng.standard_normal((1, 3, 40, 40)).astype(np.float32) for _ in range(8)]
+    xs = [rng.standard_normal((1, 5, 40, 40)).astype(np.float32) for _ in range(8)]
     lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
     assert _plan(lowered).team is not None
     expected = [lowered(x) for x in xs]
@@ -205,7 +205,7 @@ def test_plan_steps_enter_team_layers_through_run_into(monkeypatch):
     from lowerkit_nnpack.team import TeamConv, TeamDepthwise
 
     module = mobile_net(seed=6)
-    x = np.random.default_rng(7).standard_normal((1, 3, 40, 40)).astype(np.float32)
+    x = np.random.default_rng(7).standard_normal((1, 5, 40, 40)).astype(np.float32)
     entries: list[str] = []
     for cls in (TeamConv, TeamDepthwise, Conv2d, DepthwiseConv2d):
         for name in ("run_into", "__call__"):

@@ -328,21 +328,22 @@ def test_conv_tiles_from_eight_threads():
 @pytest.mark.parametrize("backend", ["glow_like", "nnpack"])
 @pytest.mark.parametrize("batch", [1, 2])
 def test_plugins_run_their_stems_in_tiles_on_the_panel_gemm(monkeypatch, backend, batch):
-    """A stem over a map whose column matrix exceeds twice ``panels.TILE_BYTES`` runs in tiles
-    on one thread, image by image, and matches reference."""
+    """A convolution of few rows of columns (but more input channels than a direct stem,
+    ``direct.MAX_CHANNELS``) over a map whose column matrix exceeds twice
+    ``panels.TILE_BYTES`` runs in tiles on one thread, image by image, and matches reference."""
     import lowerkit as lk
     from lowerkit import nn
 
     calls = []
     real = panels.PackedWeight.run_tiles
     monkeypatch.setattr(panels.PackedWeight, "run_tiles", lambda self, *a: (calls.append(a[0].shape), real(self, *a))[1])
-    net = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU6(), nn.Conv2d(8, 4, 1))
-    x = np.random.default_rng(2).standard_normal((batch, 3, 150, 150)).astype(np.float32)
+    net = nn.Sequential(nn.Conv2d(6, 8, 3, stride=2, padding=1), nn.ReLU6(), nn.Conv2d(8, 4, 1))
+    x = np.random.default_rng(2).standard_normal((batch, 6, 150, 150)).astype(np.float32)
     module = lk.trace(net, x)
     got = lk.to_backend(module, backend, {"forward": {"threads": 1}})(x)
     want = lk.to_backend(module, "reference")(x)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
-    assert set(calls) == {(3, 150, 150)} and len(calls) >= batch and len(calls) % batch == 0, calls  # (and dry runs)
+    assert set(calls) == {(6, 150, 150)} and len(calls) >= batch and len(calls) % batch == 0, calls  # (and dry runs)
 
 
 def _pointwise_module(batch):

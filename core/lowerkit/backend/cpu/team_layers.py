@@ -6,11 +6,13 @@ forms share (``lowerkit.backend.cpu.jit.team`` has the kernels; see docs/compile
   tiles of ~:data:`TILE_BYTES` of columns per thread; others as im2col then the GEMM. The
   GEMM is the compiled panel GEMM on a weight packed once where :func:`.panels.fits` says it
   is faster, else sgemm in bands of output channels, or of pixels for few channels over many
-  inputs;
+  inputs; a stem (few input channels, :func:`.direct.fits`) runs direct on the packed weight
+  (:class:`.direct.DirectConv`: no column matrix);
 - :func:`depthwise_scratch` / :func:`run_depthwise` — the depthwise kernels with a team form;
 - the sizes below which a layer stays on the calling thread (a region costs ~3.5 us).
 
-Plain Python: nothing here imports numba (the kernels arrive through ``Team.kernels()``).
+Plain Python: nothing here imports numba (the kernels arrive through ``Team.kernels()``, or
+load when a packed weight or a direct form is made).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from functools import partial
 import numpy as np
 
 from . import panels
+from .direct import DirectConv
+from .direct import fits as direct_fits
 from .calls import sequence
 from .team import Team
 
@@ -76,17 +80,26 @@ class DenseTeamForm:
     geometry: tuple[int, ...]  # kh, kw, sh, sw, pt, pl, dh, dw (as jit.conv.im2col takes them)
     out_hw: tuple[int, int]
 
+    direct: DirectConv | None = None  # a stem, run direct (cols_shape then holds its phases)
+
     @classmethod
     def of(cls, oc: int, k: int, kernel, stride, padding, dilation, out_hw, ways: int) -> DenseTeamForm:
         (kh, kw), (oh, ow) = tuple(kernel), tuple(out_hw)
         pointwise = (kh, kw) == (1, 1) and tuple(stride) == (1, 1) and not any(padding)
-        panel = panels.fits(k, oh * ow, team=True)
+        c = k // (kh * kw)
+        direct = None
+        if not pointwise and direct_fits(c, (kh, kw), stride, dilation, (oh, ow)):
+            direct = DirectConv.of(c, (kh, kw), stride, padding, (oh, ow))
+        panel = direct is not None or panels.fits(k, oh * ow, team=True)
         tiled = not pointwise and not panel and oh * ow >= TILED_PIXELS and k >= TILED_MIN_INPUTS
         tile_rows = max(1, min(oh, TILE_BYTES // (4 * k * ow)))
-        cols_shape = None if pointwise else ((ways, k * tile_rows * ow) if tiled else (1, k * oh * ow))
+        if direct is not None:
+            cols_shape = (1, int(np.prod(direct.phases_shape)))
+        else:
+            cols_shape = None if pointwise else ((ways, k * tile_rows * ow) if tiled else (1, k * oh * ow))
         geometry = (kh, kw, *stride, *tuple(padding)[:2], *dilation)
         return cls(pointwise, panel, tiled, oc <= COLUMN_SPLIT_ROWS and k >= 2 * oc, tile_rows, cols_shape,
-                   geometry, (oh, ow))
+                   geometry, (oh, ow), direct)
 
     def pack(self, w2: np.ndarray, bias: np.ndarray) -> panels.PackedWeight | None:
         """The weight (and bias) as :meth:`run` takes them for a :attr:`panel` layer, else None."""
@@ -102,6 +115,11 @@ class DenseTeamForm:
         kernels, ways, sgemm = team.kernels(), team.ways, team.sgemm
         oc = w2.shape[0]
         (oh, ow), pixels = self.out_hw, self.out_hw[0] * self.out_hw[1]
+        if self.direct is not None:
+            if packed is None:  # a weight given at call time (a stem's is small: packing is cheap)
+                packed = panels.PackedWeight.of(w2, bias)
+            self.direct.run_team(packed, x, out, act, cols.reshape(self.direct.phases_shape), ways)
+            return
         if self.pointwise:
             src = x.reshape(x.shape[0], -1)
         elif self.tiled:

@@ -11,9 +11,11 @@ the weight is a constant, the GEMM is the compiled panel GEMM with bias and acti
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
-from lowerkit.backend.cpu import im2col_view, pad_into, panels, split, team_layers
+from lowerkit.backend.cpu import direct, im2col_view, pad_into, panels, split, team_layers
 from lowerkit.backend.cpu.gemm import matmul_into
 
 from . import grouped, winograd
@@ -137,6 +139,9 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, c
         if panel_run is not None:
             return panel_run
     if groups == 1 and parallel is None and not pointwise:
+        direct_run = _prepare_direct(x, w, bias, out, attrs, scratch)
+        if direct_run is not None:
+            return direct_run
         tiles_run = _prepare_panel_tiles(x, w, bias, out, attrs, scratch)
         if tiles_run is not None:
             return tiles_run
@@ -216,6 +221,25 @@ def _packed(x, w, bias, out) -> panels.PackedWeight | None:
     return panels.PackedWeight.shared(w, bias)
 
 
+def _prepare_direct(x, w, bias, out, attrs, scratch):
+    """A stem (few input channels, ``lowerkit.backend.cpu.direct.fits``) image by image as a
+    direct convolution on the packed weight, bias and activation fused: no column matrix at
+    all. None where that does not apply."""
+    from lowerkit.backend.cpu import jit
+
+    stride, padding, dilation, _ = _geometry(x.shape, w.shape, out.shape, attrs)
+    c, (oc, _, kh, kw), out_hw = x.shape[1], w.shape, out.shape[2:]
+    if not direct.fits(c, (kh, kw), stride, dilation, out_hw):
+        return None
+    packed = _packed(x, w, bias, out)
+    if packed is None:
+        return None
+    form = direct.DirectConv.of(c, (kh, kw), stride, padding, out_hw)
+    phases = scratch_array(scratch, np.float32, form.phases_shape)
+    act = jit.activation_code(attrs)
+    return partial(form.run, packed, x, out, act, phases)
+
+
 def _prepare_panel_tiles(x, w, bias, out, attrs, scratch):
     """A stem (few rows of columns over a large map, ``panels.tile_rows``) image by image in
     row tiles on the compiled panel GEMM: each tile's columns, then its GEMM with bias and
@@ -273,7 +297,9 @@ def _prepare_team(inputs, outputs, attrs, scratch, team, serial):
     # keeps sgemm.
     packed = panels.PackedWeight.shared(w, inputs[2] if len(inputs) > 2 else None) if form.panel else None
     cols = fill = None
-    if form.tiled:
+    if form.direct is not None:
+        cols = scratch_array(scratch, np.float32, form.cols_shape)
+    elif form.tiled:
         cols = np.empty(form.cols_shape, np.float32)
     elif not form.pointwise:
         cols = scratch_array(scratch, np.float32, form.cols_shape)

@@ -1,8 +1,9 @@
 """implicit_gemm: im2col into a reused column buffer, then BLAS GEMMs — or, for at most 128
 rows of columns or maps of at most 784 pixels (``lowerkit.backend.cpu.panels.fits``: 1x1
 layers, stems, small maps), image by image the compiled panel GEMM on the weight packed
-once, bias and activation fused; the stems (``panels.tile_rows``) in row tiles, each tile's
-columns multiplied while in cache.
+once, bias and activation fused; the stems direct on the packed weight
+(``lowerkit.backend.cpu.direct``: no columns), or (``panels.tile_rows``) in row tiles, each
+tile's columns multiplied while in cache.
 
 Columns of one image come from the compiled im2col of ``lowerkit.backend.cpu.jit.conv``
 (float32: padding written as zeros),
@@ -16,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from lowerkit.backend.cpu import im2col_view, pad_into, panels
+from lowerkit.backend.cpu import direct, im2col_view, pad_into, panels
 from lowerkit.backend.cpu.gemm import matmul_into
 
 
@@ -62,7 +63,11 @@ columns multiplied while in cache.
         g = self.geom
         k = g.in_channels * g.kernel[0] * g.kernel[1]
         self._panel_fits = panels.fits(k, self.out_hw[0] * self.out_hw[1], team=False)
-        # A stem: each image in row tiles on the panel GEMM (see panels.tile_rows)
+        # A stem: each image direct on the packed weight (lowerkit.backend.cpu.direct), or
+        # else in row tiles on the panel GEMM (see panels.tile_rows)
+        self._direct = None
+        if self._im2col is not None and direct.fits(g.in_channels, g.kernel, g.stride, (1, 1), self.out_hw):
+            self._direct = direct.DirectConv.of(g.in_channels, g.kernel, g.stride, g.padding, self.out_hw)
         self._tile_rows = 0 if self._im2col is None else panels.tile_rows(k, self.out_hw)
         self._tile_geometry = (*g.kernel, *g.stride, g.padding[0], g.padding[1], 1, 1)
 
@@ -153,6 +158,11 @@ columns multiplied while in cache.
                 if residual is not None:
                     add_activate(out, residual, self.activation)
                 return
+            form = self._direct
+            if (form is not None and residual is None and x.dtype == np.float32 and x.flags.c_contiguous
+                    and out.flags.c_contiguous):
+                form.run(packed, x, out, act, self.ws.get("phases", form.phases_shape))
+                return
             rows = self._tile_rows
             if rows and residual is None and self.compiled_im2col(x[0]) and out.flags.c_contiguous:
                 cols = self.ws.get("cols_tile", (x.shape[1] * self.geom.kernel[0] * self.geom.kernel[1]
@@ -190,7 +200,7 @@ columns multiplied while in cache.
         on first use; again for another bias, or a writable one whose values changed), when the
         call uses the compiled weight and :func:`panels.fits` the layer on one thread or it runs
         in tiles (:func:`panels.tile_rows`); else None."""
-        if not (self._panel_fits or self._tile_rows) or kernel is not self._kernel:
+        if not (self._panel_fits or self._tile_rows or self._direct) or kernel is not self._kernel:
             return None
         cached = self._panel
         if cached is None or cached[0] is not bias or (bias is not None and bias.flags.writeable

@@ -76,11 +76,13 @@ def _masked(builder, name, ret, args):
     return builder.call(fn, args)
 
 
-def _tile_kernel(vectors: int, edge: bool):
+def _tile_kernel(vectors: int, edge: bool, gather: bool = False):
     """The 6 x (8 * ``vectors``) micro-kernel: ``c[r, :] = (first ? bias[r] : c[r, :]) +
     sum over k of panel[k, r] * x[k, :]`` for rows r < ``rows``. Addresses as integers,
     strides in floats. The ``edge`` variant takes the number of valid columns last and masks
     every image and output access past them (the last, partial tile of a row of columns).
+    The ``gather`` variant takes, in place of ``ldx``, the address of an int64 table: row k
+    of the image starts ``table[k]`` floats after ``x`` (:mod:`.direct`'s taps).
     Activation ``code`` (one of ``_act_ir.IR_CODES``, else none) with ``p0``, ``p1`` runs on the
     accumulators before they are stored (the caller passes it with the last block of k)."""
 
@@ -132,7 +134,11 @@ def _tile_kernel(vectors: int, edge: bool):
             phi = builder.phi(_V8)
             phi.add_incoming(s, pre)
             acc.append(phi)
-        x_row = builder.gep(x_p, [builder.mul(idx, ldx_)])
+        if gather:
+            table = builder.inttoptr(ldx_, _I64.as_pointer())
+            x_row = builder.gep(x_p, [builder.load(builder.gep(table, [idx]))])
+        else:
+            x_row = builder.gep(x_p, [builder.mul(idx, ldx_)])
         xv = [load(vec_ptr(x_row, v), v) for v in range(vectors)]
         w_row = builder.gep(w_p, [builder.mul(idx, _const(ROWS))])
         new = []
