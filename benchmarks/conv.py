@@ -9,6 +9,7 @@ stride-1 gradient kernels against PyTorch's CPU backward.
     python benchmarks/conv.py              # full table (a few minutes on 2 cores)
     python benchmarks/conv.py --markdown   # the same, as the tables in docs/nnpack.md
     python benchmarks/conv.py --quick --no-dense --no-gradients   # the depthwise table only
+    python benchmarks/conv.py --no-depthwise --no-gradients --layers stem   # the stems only
 
 Every table has ONNX Runtime and OpenVINO columns (the same one-node ONNX model; see peers.py).
 Two nnpack figures per row: ``auto`` is the kernel API (``lowerkit_nnpack.conv.Conv2d``, its
@@ -74,6 +75,8 @@ LAYERS = [
     Layer("resnet18 1x1 256->256", 256, 256, 14, 1),
     Layer("resnet18 downsample 1x1/2", 64, 128, 56, 1, 2),
     Layer("resnet18 conv3_1 3x3/2", 64, 128, 56, 3, 2),
+    Layer("resnet stem 7x7/2", 3, 64, 224, 7, 2),  # direct on the packed weight (lowerkit.backend.cpu.direct)
+    Layer("mobilenet_v2 stem 3x3/2", 3, 32, 224, 3, 2),
 ]
 QUICK = [LAYERS[0], LAYERS[2], LAYERS[3], LAYERS[8]]
 
@@ -300,10 +303,12 @@ def main() -> None:
     parser.add_argument("--no-gradients", action="store_true")
     parser.add_argument("--no-dense", action="store_true", help="skip the dense-convolution table")
     parser.add_argument("--no-depthwise", action="store_true", help="skip the depthwise table")
+    parser.add_argument("--layers", default="", help="only the dense layers whose name contains this text")
     args = parser.parse_args()
     if args.quick:
         args.reps, args.budget, args.rounds = min(args.reps, 5), min(args.budget, 0.3), min(args.rounds, 2)
     layers, batches = (QUICK, [1]) if args.quick else (LAYERS, [1, 8])
+    layers = [layer for layer in layers if args.layers in layer.name]
 
     print(f"cores: {cpu_count()}  load: {os.getloadavg()}  OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '<unset>')}")
     for line in blas_lines(paths=True):
@@ -321,11 +326,13 @@ def main() -> None:
     three = [r for r in rows if "3x3" in r["layer"] and "/2" not in r["layer"]]
     print()
     for label, key in (("im2col", "im2col"), ("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino"), ("torch", "torch")):
-        print(f"geomean auto/{label} over the stride-1 3x3 rows: {geomean([r['auto'] / r[key] for r in three]):.2f}")
+        if three:  # (none where --layers left no stride-1 3x3 row)
+            print(f"geomean auto/{label} over the stride-1 3x3 rows: {geomean([r['auto'] / r[key] for r in three]):.2f}")
     for label, key in (("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino")):
         ratios = [r["lowered"] / r[key] for r in three]
         lowest = min((v for v in ratios if math.isfinite(v)), default=float("nan"))
-        print(f"geomean lowered/{label} over the stride-1 3x3 rows: {geomean(ratios):.2f} (lowest {lowest:.2f})")
+        if three:
+            print(f"geomean lowered/{label} over the stride-1 3x3 rows: {geomean(ratios):.2f} (lowest {lowest:.2f})")
     print(f"geomean auto/ONNX Runtime over all rows: {geomean([r['auto'] / r['onnxruntime'] for r in rows]):.2f}")
     print(f"geomean auto (measured policy) / NNPACK's published rules over all rows: "
           f"{geomean([r['auto'] / r['nnpack_rules'] for r in rows]):.2f}")
