@@ -24,9 +24,9 @@ from functools import partial
 import numpy as np
 
 from . import panels
+from .calls import sequence
 from .direct import DirectConv
 from .direct import fits as direct_fits
-from .calls import sequence
 from .team import Team
 
 MIN_FLOPS = 1_000_000  # dense convolutions, per image

@@ -228,7 +228,7 @@ def _prepare_direct(x, w, bias, out, attrs, scratch):
     from lowerkit.backend.cpu import jit
 
     stride, padding, dilation, _ = _geometry(x.shape, w.shape, out.shape, attrs)
-    c, (oc, _, kh, kw), out_hw = x.shape[1], w.shape, out.shape[2:]
+    c, (_, _, kh, kw), out_hw = x.shape[1], w.shape, out.shape[2:]
     if not direct.fits(c, (kh, kw), stride, dilation, out_hw):
         return None
     packed = _packed(x, w, bias, out)

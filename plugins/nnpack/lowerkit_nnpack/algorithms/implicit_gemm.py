@@ -198,8 +198,9 @@ columns multiplied while in cache.
     def _packed(self, kernel: np.ndarray, bias: np.ndarray | None) -> panels.PackedWeight | None:
         """The compiled weight ``[OC, C*KH*KW]`` and this call's bias packed into panels (once,
         on first use; again for another bias, or a writable one whose values changed), when the
-        call uses the compiled weight and :func:`panels.fits` the layer on one thread or it runs
-        in tiles (:func:`panels.tile_rows`); else None."""
+        call uses the compiled weight and :func:`panels.fits` the layer on one thread, or it runs
+        direct (``lowerkit.backend.cpu.direct``) or in tiles (:func:`panels.tile_rows`); else
+        None."""
         if not (self._panel_fits or self._tile_rows or self._direct) or kernel is not self._kernel:
             return None
         cached = self._panel

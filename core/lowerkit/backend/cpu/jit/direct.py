@@ -37,6 +37,7 @@ _tile16 = _tile_kernel(2, edge=False, gather=True)
 _edge16 = _tile_kernel(2, edge=True, gather=True)
 _edge8 = _tile_kernel(1, edge=True, gather=True)
 
+
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _phase_rows(x, phases, pt, pl, sw, c0, c1):
     """Channels [c0, c1) of ``x`` [C, H, W] into ``phases`` [C, HP, sw, WQ] (zeros outside).
@@ -136,9 +137,9 @@ _DIRECT_SIG = types.void(ro(1), ro(1), ro(4), rw(4), rw(4), types.Array(i8, 1, "
 def direct(panels, bias, x, out, phases, taps, k, m, code, p0, p1, sh, sw, pt, pl, r0, r1):
     """Output rows [r0, r1) of every image of ``x`` [N, C, H, W] into ``out`` [N, M, OH, OW]
     on the calling thread: ``panels``, ``bias`` as ``panels.PackedWeight`` holds them (``k``
-    = C*KH*KW, ``m`` = M), ``phases`` [C, HP, sw, WQ] and ``taps``
-    (``lowerkit.backend.cpu.direct.DirectConv`` makes them), stride ``sh``, ``sw``, padding top ``pt`` and left ``pl``; activation ``code``, ``p0``,
-    ``p1``."""
+    = C*KH*KW, ``m`` = M), ``phases`` [C, HP, sw, WQ] and ``taps`` as
+    ``lowerkit.backend.cpu.direct.DirectConv`` makes them, stride ``sh``, ``sw``, padding
+    top ``pt`` and left ``pl``; activation ``code``, ``p0``, ``p1``."""
     c = x.shape[1]
     for i in range(x.shape[0]):
         _phase_rows(x[i], phases, pt, pl, sw, 0, c)
