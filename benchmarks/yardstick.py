@@ -12,7 +12,9 @@ Engines per model and batch:
 
 Every engine runs ``--repeat`` calls per round, ``--rounds`` rounds, in a new seeded order
 each round, after a pause that lets the previous engine's spinning threads go idle; each
-keeps its best call. Only same-run ratios mean anything on a shared machine.
+keeps its best call. Only same-run ratios mean anything on a shared machine. The notes say
+how many of an engine's timed calls ran on serial forms because its stall guard had turned
+the team regions off (``lowerkit.backend.cpu.StallGuard``: another process held a core).
 """
 
 from __future__ import annotations
@@ -33,6 +35,28 @@ from peers import settle
 PEERS = ("onnxruntime", "openvino")
 OURS = ("glow_like", "[nnpack, glow_like]", "[nnpack, glow_like] measured")
 DEFAULT_MODELS = ("resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0")
+
+
+class SerialCalls:
+    """Counts calls that begin with a stall guard off (their team regions then run on the
+    calling thread), by wrapping ``StallGuard.begin`` for this process."""
+
+    def __init__(self) -> None:
+        from lowerkit.backend.cpu.team import StallGuard
+
+        self.count = 0
+        begin = StallGuard.begin
+
+        def counting_begin(guard: StallGuard) -> float:
+            start = begin(guard)
+            if not guard.on:
+                self.count += 1
+            return start
+
+        StallGuard.begin = counting_begin
+
+
+_SERIAL: list[SerialCalls] = []
 
 
 @dataclass
@@ -117,17 +141,27 @@ def bench(name: str, batch: int, *, rounds: int, repeat: int, threads: int) -> R
         fn()
         fn()
     best = {e: math.inf for e in engines}
+    serial = dict.fromkeys(engines, 0)
+    if not _SERIAL:
+        _SERIAL.append(SerialCalls())
+    counter = _SERIAL[0]
     order = np.random.default_rng(batch)
     names = list(engines)
     for _ in range(rounds):
         for i in order.permutation(len(names)):
             fn = engines[names[i]]
             settle()  # let the last engine's spinning threads go idle first (peers.py)
+            before = counter.count
             for _ in range(repeat):
                 start = time.perf_counter()
                 fn()
                 best[names[i]] = min(best[names[i]], time.perf_counter() - start)
+            serial[names[i]] += counter.count - before
     result.ms = {e: s * 1e3 for e, s in best.items()}
+    for engine, calls in serial.items():
+        if calls:
+            note = f"{calls} of {rounds * repeat} timed calls on serial forms (stall guard off)"
+            result.notes[engine] = f"{result.notes[engine]}; {note}" if engine in result.notes else note
     return result
 
 
@@ -148,8 +182,9 @@ def markdown(results: list[Result]) -> str:
             if ratios:
                 geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
                 lines.append(f"- batch {batch}, {engine}: geomean {geo:.2f}x the best peer, worst {max(ratios):.2f}x")
-    skipped = [(r.model, r.batch, e, n) for r in results for e, n in r.notes.items() if n.startswith("skipped")]
-    for model, batch, engine, note in skipped:
+    shown = [(r.model, r.batch, e, n) for r in results for e, n in r.notes.items()
+             if n.startswith("skipped") or "stall guard" in n]
+    for model, batch, engine, note in shown:
         lines.append(f"- {model} batch {batch}, {engine}: {note}")
     return "\n".join(lines)
 
