@@ -56,13 +56,21 @@ def test_batched_path_counts_one_workers_share_of_the_batch():
     assert select_algorithm(resnet_conv5, batch=4, workers=2, batch_threshold=8) == "wt6x6"  # per-image, 16 tiles
 
 
-def test_team_plans_take_winograd_from_32_tiles_over_the_batch():
-    """One image on every core: wt6x6 lost to implicit GEMM at 16 tiles (14x14, batch 1)."""
+def test_team_plans_take_winograd_from_32_tiles_over_the_batch(monkeypatch):
+    """One image on every core: with full-width AVX-512, wt6x6 lost to implicit GEMM at 16
+    tiles (14x14, batch 1); elsewhere layers of at most 256 x 256 channels take it from 16
+    (``team_layers.winograd_tiles``), wider ones still from 32."""
+    from lowerkit.backend.cpu import panels
     from lowerkit_nnpack.selection import TEAM_WINOGRAD_MIN_TILES
 
     assert TEAM_WINOGRAD_MIN_TILES == 32
     g14, g28 = ConvGeometry(64, 64, (14, 14), (3, 3), (1, 1), (1, 1, 1, 1)), ConvGeometry(64, 64, (28, 28), (3, 3), (1, 1), (1, 1, 1, 1))
+    wide7 = ConvGeometry(512, 512, (7, 7), (3, 3), (1, 1), (1, 1, 1, 1))  # 4 tiles an image
     assert select_algorithm(g14, batch=1) == "wt6x6"  # the per-image rule: 16 tiles
+    assert select_algorithm(g14, batch=1, team=True) == "wt6x6"  # (tests pin the AVX2 rules)
+    assert select_algorithm(wide7, batch=4, team=True) == "implicit_gemm"  # 16 tiles, 512 x 512 channels
+    assert select_algorithm(wide7, batch=8, team=True) == "wt6x6"  # 32 tiles
+    monkeypatch.setattr(panels, "_WIDE", [True])
     assert select_algorithm(g14, batch=1, team=True) == "implicit_gemm"
     assert select_algorithm(g14, batch=2, team=True) == "wt6x6"  # 32 tiles
     assert select_algorithm(g28, batch=1, team=True) == "wt6x6"  # 49

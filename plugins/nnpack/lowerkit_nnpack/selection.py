@@ -10,6 +10,8 @@ tiles to amortise it. The thresholds come from the measurements in docs/nnpack.m
 
 from __future__ import annotations
 
+from lowerkit.backend.cpu import team_layers
+
 from .geometry import ConvGeometry
 from .tiles import tile_counts
 
@@ -24,6 +26,8 @@ WINOGRAD_MIN_TILES_PER_IMAGE = 16
 # this many 4x4 output tiles over the images of a call, as in glow_like's team form: at 16 (a
 # 14x14 map, batch 1) wt6x6 lost to implicit GEMM — ResNet-50's five such layers 1.27-1.35 vs
 # 1.0 ms each; `[nnpack, glow_like]` at batch 1 39.9 -> 37.2 ms with this rule (glow_like 37.4).
+# That was an Intel Xeon (full-width AVX-512); elsewhere layers of at most 256 x 256 channels
+# take it from 16 tiles (lowerkit.backend.cpu.team_layers.winograd_tiles, measured there).
 TEAM_WINOGRAD_MIN_TILES = 32
 # ft16x16 beats implicit GEMM when (images per unit of work x 16x16 tiles) x kernel area reaches this.
 FFT16_MIN_WORK = 400
@@ -73,7 +77,9 @@ def select_algorithm(geom: ConvGeometry, batch: int = 1, workers: int = 1, batch
     to Winograd; nor are ``wt8x8`` (wt6x6 measured as fast or faster on every ResNet-18 /
     VGG layer: its transformed kernel is 36 floats per filter, not 64) and ``wt4x4``.
     ``team``: the layer runs as a team region (one image on every core), where Winograd
-    takes :data:`TEAM_WINOGRAD_MIN_TILES` tiles over the batch.
+    takes :data:`TEAM_WINOGRAD_MIN_TILES` tiles over the batch (16 for layers of at most
+    256 x 256 channels where the CPU lacks full-width AVX-512:
+    ``lowerkit.backend.cpu.team_layers.winograd_tiles``).
     """
     chunk = images_per_chunk(batch, workers, batch_threshold)
     kh, kw = geom.kernel
@@ -84,7 +90,8 @@ def select_algorithm(geom: ConvGeometry, batch: int = 1, workers: int = 1, batch
     if (kh, kw) == (3, 3):
         th, tw = tile_counts(geom.out_hw, (4, 4))
         if team:
-            return "wt6x6" if batch * th * tw >= TEAM_WINOGRAD_MIN_TILES else "implicit_gemm"
+            least = team_layers.winograd_tiles(geom.in_channels, geom.out_channels, TEAM_WINOGRAD_MIN_TILES)
+            return "wt6x6" if batch * th * tw >= least else "implicit_gemm"
         least = WINOGRAD_MIN_TILES if chunk < batch else WINOGRAD_MIN_TILES_PER_IMAGE
         return "wt6x6" if chunk * th * tw >= least else "implicit_gemm"
     th, tw = tile_counts(geom.out_hw, (16 - kh + 1, 16 - kw + 1))

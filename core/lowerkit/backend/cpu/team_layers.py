@@ -61,6 +61,31 @@ def linear_on_team(rows: int, weights: int) -> bool:
     return rows >= 2 and weights >= MIN_LINEAR_WEIGHTS
 
 
+# Winograd F(4x4, 3x3) on few output tiles (a 14x14 map at batch 1 has 16): both plugins
+# take it from 32 tiles over a batch, since with fewer its transformed weight (4x the
+# weight, streamed once per call) made the channel GEMMs memory-bound against im2col and a
+# GEMM with 16-float vectors — Intel Xeon VM (full-width AVX-512): ResNet-50's 256x14x14
+# layers at batch 1 1.27-1.35 against 1.0 ms each (nnpack). Where the GEMMs run 8-float
+# vectors' worth an instruction (AVX2; AVX-512 in halves) the arithmetic saving counts for
+# more: AMD EPYC Zen 4 VM, 2026-12-05, same process, handles compiled both ways, calls
+# alternating, the median of 30-60 paired ratios, 16 tiles / 32: glow_like at batch 1
+# ResNet-18 0.940-0.991, ResNet-50 0.964-0.968; [nnpack, glow_like] 0.934-0.977 and 0.964.
+# Those were the 256-channel layers; ResNet-18/50 at batch 4, whose 512x7x7 layers have 16
+# tiles, lost 3-4% (1.028-1.036): hence the bound on the weights.
+WINOGRAD_FEW_TILES = 16
+WINOGRAD_FEW_TILES_MAX_WEIGHTS = 256 * 256  # input x output channels
+
+
+def winograd_tiles(c: int, oc: int, usual: int) -> int:
+    """The 4x4 output tiles over a batch from which a 3x3 convolution of ``c`` input and
+    ``oc`` output channels runs as Winograd F(4x4, 3x3): a plugin's ``usual`` threshold, or
+    :data:`WINOGRAD_FEW_TILES` for at most :data:`WINOGRAD_FEW_TILES_MAX_WEIGHTS` channel
+    pairs on a CPU without full-width AVX-512 (``panels.wide_vectors``)."""
+    if c * oc <= WINOGRAD_FEW_TILES_MAX_WEIGHTS and not panels.wide_vectors():
+        return min(usual, WINOGRAD_FEW_TILES)
+    return usual
+
+
 DEPTHWISE_ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_blocked")
 
 

@@ -15,6 +15,7 @@ batch 1: 0.38 vs 0.15 ms), and broke even around 60 MFLOP; narrow layers gain no
 
 from __future__ import annotations
 
+from lowerkit.backend.cpu import team_layers
 from lowerkit.ir import Graph
 from lowerkit.passes import const_value
 
@@ -22,7 +23,7 @@ from ..kernels.winograd import OUT, applicable
 
 MIN_CHANNELS = 32  # input and output channels
 MIN_FLOPS = 100e6  # direct-convolution FLOPs over the batch
-MIN_TILES = 32  # output tiles over the batch (the chunk a GEMM streams the kernel for)
+MIN_TILES = 32  # output tiles over the batch (the chunk a GEMM streams the kernel for); see winograd_tiles
 
 
 def select_conv_algorithm(graph: Graph) -> bool:
@@ -38,7 +39,8 @@ def select_conv_algorithm(graph: Graph) -> bool:
         oc, c = weight.shape[0], weight.shape[1]
         n, _, oh, ow = node.output.type.shape
         tiles = n * -(-oh // OUT) * -(-ow // OUT)
-        if min(oc, c) < MIN_CHANNELS or 2 * n * oc * c * 9 * oh * ow < MIN_FLOPS or tiles < MIN_TILES:
+        if (min(oc, c) < MIN_CHANNELS or 2 * n * oc * c * 9 * oh * ow < MIN_FLOPS
+                or tiles < team_layers.winograd_tiles(c, oc, MIN_TILES)):
             continue
         node.attrs = {**node.attrs, "algo": "winograd"}
         changed = True
