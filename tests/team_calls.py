@@ -34,14 +34,14 @@ def team_on_small_layers(monkeypatch, tiled_pixels: int | None = None) -> None:
 
 def record_team_calls(monkeypatch) -> list[str]:
     """Wrap every team kernel (and the panel GEMM's ``team_gemm``, the direct stems'
-    ``team_direct``) so that each call appends
+    ``team_phases`` and ``team_rows``) so that each call appends
     its name to the returned list."""
     from lowerkit.backend.cpu import jit
 
     kernels = jit.load("team")
     ran: list[str] = []
     for module, name in ([(kernels, name) for name in TEAM_KERNELS]
-                         + [(jit.load("panel"), "team_gemm"), (jit.load("direct"), "team_direct")]):
+                         + [(jit.load("panel"), "team_gemm"), (jit.load("direct"), "team_phases"), (jit.load("direct"), "team_rows")]):
         original = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _f=original, _n=name: (ran.append(_n), _f(*a))[1])
     return ran

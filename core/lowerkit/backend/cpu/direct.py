@@ -8,8 +8,8 @@ i.e. while a backend binds a layer.
 
 Measured on an AMD EPYC VM (Zen 4), one image, best of 30, ms, beside ONNX Runtime (2
 threads) in the same process — im2col then the panel GEMM (glow_like's and nnpack's team
-forms before) / direct, two threads: MobileNetV2's 3->32 3x3/2 at 224 0.33 / 0.16 (ORT
-0.16), ResNet's 3->64 7x7/2 2.31 / 1.12 (ORT 1.08); one thread 0.27 and 2.19 ms direct.
+forms before) / direct, two threads: MobileNetV2's 3->32 3x3/2 at 224 0.33 / 0.17 (ORT
+0.16), ResNet's 3->64 7x7/2 2.31 / 1.12 (ORT 1.08-1.19); one thread 0.26 and 2.18 ms direct.
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ class DirectConv:
 
     def run_team(self, packed: panels.PackedWeight, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
                  phases: np.ndarray, ways: int) -> None:
-        """One image, ``x`` [C, H, W] -> ``out`` [M, OH, OW], as one team region of ``ways``
-        threads (bands of output rows)."""
-        self.kernels.team_direct(packed.panels, packed.bias, x, out, phases, self.taps, packed.k, packed.m, *act,
-                                 *self.stride, self.pt, self.pl, ways)
+        """One image, ``x`` [C, H, W] -> ``out`` [M, OH, OW], on ``ways`` threads: two team
+        regions, the phases in bands of channels, then bands of output rows."""
+        self.kernels.team_phases(x, phases, self.pt, self.pl, self.stride[1], ways)
+        self.kernels.team_rows(packed.panels, packed.bias, phases, out, self.taps, packed.k, packed.m, *act,
+                               self.stride[0], ways)

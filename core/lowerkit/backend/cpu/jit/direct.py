@@ -15,8 +15,8 @@ KB (ResNet's stem: 3 x 7 x 2 phases x 115 floats), so the whole working set is i
 Kernels:
 
 - :func:`direct` — output rows [r0, r1) of every image of a batch, on the calling thread;
-- :func:`team_direct` — one image as one team region (the phases by channels, then bands
-  of output rows).
+- :func:`team_phases` then :func:`team_rows` — one image as two team regions (the phases
+  in bands of channels, then bands of output rows).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from ._types import f8, i8, ro, rw
 from .layer import team_ready
 from .panel import ROWS, _tile_kernel
 
-team_ready()  # team_direct is a parallel region: choose the threading layer first
+team_ready()  # team_phases and team_rows are parallel regions: choose the threading layer first
 
 _tile16 = _tile_kernel(2, edge=False, gather=True)
 _edge16 = _tile_kernel(2, edge=True, gather=True)
@@ -146,14 +146,24 @@ def direct(panels, bias, x, out, phases, taps, k, m, code, p0, p1, sh, sw, pt, p
         _rows(panels, bias, phases, out[i], taps, k, m, code, p0, p1, sh, r0, r1)
 
 
-@njit(types.void(ro(1), ro(1), ro(3), rw(3), rw(4), types.Array(i8, 1, "C", readonly=True), i8, i8, i8, f8, f8,
-                 i8, i8, i8, i8, i8),
-      nogil=True, cache=True, parallel=True, error_model="numpy")
-def team_direct(panels, bias, x, out, phases, taps, k, m, code, p0, p1, sh, sw, pt, pl, ways):
-    """:func:`direct` of one image ``x`` [C, H, W] into ``out`` [M, OH, OW] as one team region:
-    ``ways`` bands of channels fill the phases, then ``ways`` bands of output rows."""
-    c, oh_n = x.shape[0], out.shape[1]
+# Two regions, not two parallel loops in one: numba fuses adjacent loops of one iteration
+# space and cannot see that the rows read what the phases' loop writes (through addresses) —
+# fused, a thread began its output rows before the other had written its channels' phases;
+# with fusion off it dropped the phases' loop (whose writes it cannot see) altogether.
+@njit(types.void(ro(3), rw(4), i8, i8, i8, i8), nogil=True, cache=True, parallel=True, error_model="numpy")
+def team_phases(x, phases, pt, pl, sw, ways):
+    """The phases of one image ``x`` [C, H, W] (see :func:`direct`) in ``ways`` bands of
+    channels, one team region."""
+    c = x.shape[0]
     for j in prange(ways):
         _phase_rows(x, phases, pt, pl, sw, c * j // ways, c * (j + 1) // ways)
+
+
+@njit(types.void(ro(1), ro(1), rw(4), rw(3), types.Array(i8, 1, "C", readonly=True), i8, i8, i8, f8, f8, i8, i8),
+      nogil=True, cache=True, parallel=True, error_model="numpy")
+def team_rows(panels, bias, phases, out, taps, k, m, code, p0, p1, sh, ways):
+    """One image's ``out`` [M, OH, OW] from its filled ``phases`` (:func:`team_phases`) in
+    ``ways`` bands of output rows, one team region."""
+    oh_n = out.shape[1]
     for j in prange(ways):
         _rows(panels, bias, phases, out, taps, k, m, code, p0, p1, sh, oh_n * j // ways, oh_n * (j + 1) // ways)
