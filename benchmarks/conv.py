@@ -325,13 +325,13 @@ def main() -> None:
     rows = forward_table(layers, batches, args)
     three = [r for r in rows if "3x3" in r["layer"] and "/2" not in r["layer"]]
     print()
-    for label, key in (("im2col", "im2col"), ("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino"), ("torch", "torch")):
-        if three:  # (none where --layers left no stride-1 3x3 row)
+    if three:  # (none where --layers left no stride-1 3x3 row)
+        for label, key in (("im2col", "im2col"), ("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino"),
+                           ("torch", "torch")):
             print(f"geomean auto/{label} over the stride-1 3x3 rows: {geomean([r['auto'] / r[key] for r in three]):.2f}")
-    for label, key in (("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino")):
-        ratios = [r["lowered"] / r[key] for r in three]
-        lowest = min((v for v in ratios if math.isfinite(v)), default=float("nan"))
-        if three:
+        for label, key in (("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino")):
+            ratios = [r["lowered"] / r[key] for r in three]
+            lowest = min((v for v in ratios if math.isfinite(v)), default=float("nan"))
             print(f"geomean lowered/{label} over the stride-1 3x3 rows: {geomean(ratios):.2f} (lowest {lowest:.2f})")
     print(f"geomean auto/ONNX Runtime over all rows: {geomean([r['auto'] / r['onnxruntime'] for r in rows]):.2f}")
     print(f"geomean auto (measured policy) / NNPACK's published rules over all rows: "

@@ -59,17 +59,14 @@ def tap_table(shape: tuple[int, int, int, int], kernel) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class DirectConv:
-    """A direct convolution's geometry: ``x`` [C, H, W] -> ``out`` [M, OH, OW] with kernel
-    ``kh`` x ``kw``, ``stride``, padding top ``pt`` and left ``pl`` (bottom and right follow
-    from the output size). :meth:`run` and :meth:`run_team` take the weight as a
+    """A direct convolution's geometry: ``x`` [C, H, W] -> ``out`` [M, OH, OW] with row stride
+    ``sh`` (the column stride is the phases'), padding top ``pt`` and left ``pl`` (bottom and
+    right follow from the output size). :meth:`run` and :meth:`run_team` take the weight as a
     ``panels.PackedWeight`` and the scratch ``phases`` (:attr:`phases_shape`, float32)."""
 
-    c: int
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
+    sh: int
     pt: int
     pl: int
-    out_hw: tuple[int, int]
     taps: np.ndarray  # int64, one per row of the weight's columns
     phases_shape: tuple[int, int, int, int]  # C, rows, stride, row length
     kernels: object  # the jit.direct module
@@ -83,8 +80,7 @@ class DirectConv:
         shape = phases_shape(c, kernel, stride, out_hw)
         taps = tap_table(shape, kernel)
         taps.flags.writeable = False
-        return cls(c, tuple(kernel), tuple(stride), int(padding[0]), int(padding[1]), tuple(out_hw), taps, shape,
-                   kernels)
+        return cls(int(stride[0]), int(padding[0]), int(padding[1]), taps, shape, kernels)
 
     def new_phases(self) -> np.ndarray:
         """A scratch array of :attr:`phases_shape` for one thread's calls."""
@@ -95,12 +91,12 @@ class DirectConv:
         """``out`` [N, M, OH, OW] = act(conv(``x`` [N, C, H, W]) + bias), every image on the
         calling thread."""
         self.kernels.direct(packed.panels, packed.bias, x, out, phases, self.taps, packed.k, packed.m, *act,
-                            *self.stride, self.pt, self.pl, 0, self.out_hw[0])
+                            self.sh, self.pt, self.pl)
 
     def run_team(self, packed: panels.PackedWeight, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
                  phases: np.ndarray, ways: int) -> None:
         """One image, ``x`` [C, H, W] -> ``out`` [M, OH, OW], on ``ways`` threads: two team
         regions, the phases in bands of channels, then bands of output rows."""
-        self.kernels.team_phases(x, phases, self.pt, self.pl, self.stride[1], ways)
+        self.kernels.team_phases(x, phases, self.pt, self.pl, ways)
         self.kernels.team_rows(packed.panels, packed.bias, phases, out, self.taps, packed.k, packed.m, *act,
-                               self.stride[0], ways)
+                               self.sh, ways)

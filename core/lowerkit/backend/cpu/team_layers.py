@@ -8,6 +8,7 @@ forms share (``lowerkit.backend.cpu.jit.team`` has the kernels; see docs/compile
   is faster, else sgemm in bands of output channels, or of pixels for few channels over many
   inputs; a stem (few input channels, :func:`.direct.fits`) runs direct on the packed weight
   (:class:`.direct.DirectConv`: no column matrix);
+- :func:`winograd_tiles` — from how many output tiles a 3x3 layer runs as Winograd;
 - :func:`depthwise_scratch` / :func:`run_depthwise` — the depthwise kernels with a team form;
 - the sizes below which a layer stays on the calling thread (a region costs ~3.5 us).
 

@@ -14,7 +14,7 @@ KB (ResNet's stem: 3 x 7 x 2 phases x 115 floats), so the whole working set is i
 
 Kernels:
 
-- :func:`direct` — output rows [r0, r1) of every image of a batch, on the calling thread;
+- :func:`direct` — every image of a batch, on the calling thread;
 - :func:`team_phases` then :func:`team_rows` — one image as two team regions (the phases
   in bands of channels, then bands of output rows).
 """
@@ -39,13 +39,14 @@ _edge8 = _tile_kernel(1, edge=True, gather=True)
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _phase_rows(x, phases, pt, pl, sw, c0, c1):
-    """Channels [c0, c1) of ``x`` [C, H, W] into ``phases`` [C, HP, sw, WQ] (zeros outside).
-    Stride 2 deinterleaves each row with vector shuffles (``_simd.split_pairs``); as a
-    strided loop the copy of a 224x224 RGB image took 0.13 ms, as long as MobileNetV2's
-    stem on one thread."""
+def _phase_rows(x, phases, pt, pl, c0, c1):
+    """Channels [c0, c1) of ``x`` [C, H, W] into ``phases`` [C, HP, sw, WQ] (zeros outside;
+    the stride ``sw`` is the phases' third dimension)."""
+    # Stride 2 deinterleaves each row with vector shuffles (``_simd.split_pairs``): as a
+    # strided loop the copy of a 224x224 RGB image took 0.13 ms, as long as MobileNetV2's
+    # stem on one thread.
     h, w = x.shape[1], x.shape[2]
-    hp, wq = phases.shape[1], phases.shape[3]
+    hp, sw, wq = phases.shape[1], phases.shape[2], phases.shape[3]
     xf, pf = x.reshape(-1), phases.reshape(-1)
     xa, pa = xf.ctypes.data, pf.ctypes.data
     for c in range(c0, c1):
@@ -60,7 +61,7 @@ def _phase_rows(x, phases, pt, pl, sw, c0, c1):
                 je, jo = (pl - fe) // 2, (pl + 1 - (1 - fe)) // 2
                 evens, odds = (w + 1) // 2, w // 2
                 if je + evens > wq or jo + odds > wq:  # the phases end first: the plain copy
-                    _copy_phases(x, phases, c, r, ih, pl, sw)
+                    _copy_phases(x, phases, c, r, ih, pl)
                     continue
                 even_row, odd_row = phases[c, r, fe], phases[c, r, 1 - fe]
                 even_row[:je] = 0.0
@@ -73,13 +74,13 @@ def _phase_rows(x, phases, pt, pl, sw, c0, c1):
                 if evens > odds:
                     even_row[je + odds] = x[c, ih, w - 1]
             else:
-                _copy_phases(x, phases, c, r, ih, pl, sw)
+                _copy_phases(x, phases, c, r, ih, pl)
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _copy_phases(x, phases, c, r, ih, pl, sw):
+def _copy_phases(x, phases, c, r, ih, pl):
     """Row ``r`` of channel ``c``'s phases from image row ``ih``, element by element."""
-    w, wq = x.shape[2], phases.shape[3]
+    w, sw, wq = x.shape[2], phases.shape[2], phases.shape[3]
     src = x[c, ih]
     for f in range(sw):
         row = phases[c, r, f]
@@ -126,40 +127,40 @@ def _rows(panels, bias, phases, out, taps, k, m, code, p0, p1, sh, r0, r1):
                 _edge8(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, rest)
             if code != 0 and not in_tile:
                 for r in range(p * ROWS, p * ROWS + rows):
-                    act_span(of, r * ldc + oh * ow, (r * ldc) + (oh + 1) * ow, code, p0, p1)
+                    act_span(of, r * ldc + oh * ow, r * ldc + (oh + 1) * ow, code, p0, p1)
 
 
-_DIRECT_SIG = types.void(ro(1), ro(1), ro(4), rw(4), rw(4), types.Array(i8, 1, "C", readonly=True), i8, i8, i8,
-                         f8, f8, i8, i8, i8, i8, i8, i8)
+_TAPS = types.Array(i8, 1, "C", readonly=True)
 
 
-@njit(_DIRECT_SIG, nogil=True, cache=True, error_model="numpy")
-def direct(panels, bias, x, out, phases, taps, k, m, code, p0, p1, sh, sw, pt, pl, r0, r1):
-    """Output rows [r0, r1) of every image of ``x`` [N, C, H, W] into ``out`` [N, M, OH, OW]
-    on the calling thread: ``panels``, ``bias`` as ``panels.PackedWeight`` holds them (``k``
-    = C*KH*KW, ``m`` = M), ``phases`` [C, HP, sw, WQ] and ``taps`` as
-    ``lowerkit.backend.cpu.direct.DirectConv`` makes them, stride ``sh``, ``sw``, padding
-    top ``pt`` and left ``pl``; activation ``code``, ``p0``, ``p1``."""
-    c = x.shape[1]
+@njit(types.void(ro(1), ro(1), ro(4), rw(4), rw(4), _TAPS, i8, i8, i8, f8, f8, i8, i8, i8), nogil=True, cache=True,
+      error_model="numpy")
+def direct(panels, bias, x, out, phases, taps, k, m, code, p0, p1, sh, pt, pl):
+    """Every image of ``x`` [N, C, H, W] into ``out`` [N, M, OH, OW] on the calling thread:
+    ``panels``, ``bias`` as ``panels.PackedWeight`` holds them (``k`` = C*KH*KW, ``m`` = M),
+    ``phases`` [C, HP, sw, WQ] (the column stride ``sw`` is its third dimension) and ``taps``
+    as ``lowerkit.backend.cpu.direct.DirectConv`` makes them, row stride ``sh``, padding top
+    ``pt`` and left ``pl``; activation ``code``, ``p0``, ``p1``."""
+    c, oh_n = x.shape[1], out.shape[2]
     for i in range(x.shape[0]):
-        _phase_rows(x[i], phases, pt, pl, sw, 0, c)
-        _rows(panels, bias, phases, out[i], taps, k, m, code, p0, p1, sh, r0, r1)
+        _phase_rows(x[i], phases, pt, pl, 0, c)
+        _rows(panels, bias, phases, out[i], taps, k, m, code, p0, p1, sh, 0, oh_n)
 
 
 # Two regions, not two parallel loops in one: numba fuses adjacent loops of one iteration
 # space and cannot see that the rows read what the phases' loop writes (through addresses) —
 # fused, a thread began its output rows before the other had written its channels' phases;
 # with fusion off it dropped the phases' loop (whose writes it cannot see) altogether.
-@njit(types.void(ro(3), rw(4), i8, i8, i8, i8), nogil=True, cache=True, parallel=True, error_model="numpy")
-def team_phases(x, phases, pt, pl, sw, ways):
+@njit(types.void(ro(3), rw(4), i8, i8, i8), nogil=True, cache=True, parallel=True, error_model="numpy")
+def team_phases(x, phases, pt, pl, ways):
     """The phases of one image ``x`` [C, H, W] (see :func:`direct`) in ``ways`` bands of
     channels, one team region."""
     c = x.shape[0]
     for j in prange(ways):
-        _phase_rows(x, phases, pt, pl, sw, c * j // ways, c * (j + 1) // ways)
+        _phase_rows(x, phases, pt, pl, c * j // ways, c * (j + 1) // ways)
 
 
-@njit(types.void(ro(1), ro(1), rw(4), rw(3), types.Array(i8, 1, "C", readonly=True), i8, i8, i8, f8, f8, i8, i8),
+@njit(types.void(ro(1), ro(1), rw(4), rw(3), _TAPS, i8, i8, i8, f8, f8, i8, i8),
       nogil=True, cache=True, parallel=True, error_model="numpy")
 def team_rows(panels, bias, phases, out, taps, k, m, code, p0, p1, sh, ways):
     """One image's ``out`` [M, OH, OW] from its filled ``phases`` (:func:`team_phases`) in
