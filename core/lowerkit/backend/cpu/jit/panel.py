@@ -16,8 +16,9 @@ strips, so a tile reads one contiguous 64-byte line per step (one thread, new / 
 960x160x49 1.20; with fewer panels the copy lost up to 20%). The micro-kernels are LLVM IR
 (through numba intrinsics, so every register is explicit): a tile of 6 rows x 16 columns in
 twelve 8-float accumulators, ``fmuladd`` per step (one FMA instruction where the CPU has
-FMA), started from the bias; the activation runs on the accumulators before they are stored
-(``_act_ir``; the GELUs, which have no IR form, on the tile's rows while they are in L1).
+FMA), started from the bias, with a prefetch of the panel ``PREFETCH`` floats ahead; the
+activation runs on the accumulators before they are stored (``_act_ir``; the GELUs, which
+have no IR form, on the tile's rows while they are in L1).
 The last, partial tile of a block is the same tile with its image and output accesses masked
 (``llvm.masked.load``/``store``: ``vmaskmovps`` on AVX) — 6 x 16 for 9-15 columns, 6 x 8 for
 4-8 — or, for 1-3 columns, a 6 x 1 kernel per column (the panel as one vector, cheaper than a
@@ -55,6 +56,12 @@ K_BLOCK = 256  # inner-dimension block: a tile's panel slice stays in L1
 PACK_PANELS = 32  # copy the image into strips when a call covers this many panels ...
 PACK_INPUTS = 64  # ... and rows (the copy then costs little against the reads it saves)
 STRIP_FLOATS = K_BLOCK * (128 + 16)  # a thread's scratch for the copy: a block of up to 143 columns
+# Each step of a tile prefetches the panel this many floats (128 steps, 3 KB) ahead. A layer's
+# weight is read from L3 or memory by its first tile only (the others find it in L1), at 24
+# bytes a step: too slow a stream for the hardware prefetchers to run far enough ahead. Paired
+# handles on a Zen 4 VM, with / without: glow_like at batch 1 ResNet-18 0.93, EfficientNet-B0
+# 0.96, MobileNetV2 0.95-0.98, ResNet-50 0.96-0.97 (384 floats ahead 0.96-0.98, 96 0.97-0.99).
+PREFETCH = 768
 
 _ZEROS = [0] * 8
 
@@ -74,6 +81,15 @@ def _masked(builder, name, ret, args):
     types_ = [a.type for a in args]
     fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, types_), f"llvm.masked.{name}.v8f32.p0")
     return builder.call(fn, args)
+
+
+def _prefetch(builder, ptr):
+    """``llvm.prefetch`` of the line at ``ptr`` for reading, into every cache level (on x86
+    ``prefetcht0``; never faults, so it may run past the end of an array)."""
+    i8p = ir.IntType(8).as_pointer()
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, _I32, _I32, _I32]),
+                                        "llvm.prefetch.p0")
+    builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
 
 
 def _tile_kernel(vectors: int, edge: bool, gather: bool = False):
@@ -141,6 +157,7 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False):
             x_row = builder.gep(x_p, [builder.mul(idx, ldx_)])
         xv = [load(vec_ptr(x_row, v), v) for v in range(vectors)]
         w_row = builder.gep(w_p, [builder.mul(idx, _const(ROWS))])
+        _prefetch(builder, builder.gep(w_row, [_const(PREFETCH)]))
         new = []
         for r in range(ROWS):
             wv = broadcast8(builder, builder.load(builder.gep(w_row, [_const(r)])))
