@@ -52,11 +52,12 @@ def _expected(w, x, b, act):
 
 
 # M: partial panels (1, 5, 7, 13), whole ones (6, 12); N: whole 16-column tiles and every kind
-# of partial one (1-3 single columns, 4-8 and 9-15 masked: 1, 7, 8, 9, 16, 25, 49, 135, 74);
-# K: 1, odd, a multiple of 16, past the 256-deep block. The last three have enough panels
-# (jit.panel.PACK_PANELS) and rows for the image to be copied into strips first.
+# of partial one (one column after whole tiles, taken by the last tile: 17, 49; 1-3 single
+# columns, 4-8 and 9-15 masked: 1, 7, 8, 9, 16, 25, 135, 74); K: 1, odd, a multiple of 16, past
+# the 256-deep block. The last four have enough panels (jit.panel.PACK_PANELS) and rows for the
+# image to be copied into strips first.
 SHAPES = [(1, 1, 1), (5, 3, 7), (6, 16, 16), (7, 17, 25), (12, 33, 8), (13, 300, 49), (16, 32, 135),
-          (24, 520, 9), (2, 257, 41), (197, 300, 37), (200, 64, 74), (193, 70, 3)]
+          (5, 40, 17), (24, 520, 9), (2, 257, 41), (197, 300, 37), (200, 64, 74), (193, 70, 3), (200, 300, 49)]
 
 
 @pytest.mark.parametrize("act", ["relu", "clip", "silu", "hardswish", "hardsigmoid", "sigmoid"])  # _act_ir.IR_CODES
@@ -134,7 +135,7 @@ def test_copying_the_image_into_strips_changes_no_bit(n):
     np.testing.assert_array_equal(whole, halves)
 
 
-@pytest.mark.parametrize("m,k,n", [(13, 20, 37), (200, 70, 37)])  # the image read in place / copied
+@pytest.mark.parametrize("m,k,n", [(13, 20, 37), (200, 70, 37), (13, 20, 49), (200, 70, 49)])  # in place / copied
 def test_writes_only_the_output_and_only_the_panels_and_columns_asked_for(m, k, n):
     w, x, b = _case(m, k, n)
     buffer = np.full(m * n + 64, -7.0, np.float32)

@@ -22,8 +22,9 @@ have no IR form, on the tile's rows while they are in L1).
 The last, partial tile of a block is the same tile with its image and output accesses masked
 (``llvm.masked.load``/``store``: ``vmaskmovps`` on AVX) — 6 x 16 for 9-15 columns, 6 x 8 for
 4-8 — or, for 1-3 columns, a 6 x 1 kernel per column (the panel as one vector, cheaper than a
-masked tile of mostly empty lanes); a remainder under 16 columns joins the last block rather
-than cost a pass over every panel of its own.
+masked tile of mostly empty lanes); a single column after whole tiles (49 = 3 x 16 + 1, every
+7x7 map) rides on the last tile instead, as a 13th accumulator; a remainder under 16 columns
+joins the last block rather than cost a pass over every panel of its own.
 
 Kernels:
 
@@ -74,6 +75,8 @@ _U64 = types.uint64
 # k, panel, x, ldx, c, ldc, bias, first, rows, activation code, p0, p1 (, the edge tile's columns)
 _TILE_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8)
 _EDGE_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, i8)
+# ... and, for the tile with one more column, that column's image address and row stride
+_PLUS_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64, i8)
 
 
 def _masked(builder, name, ret, args):
@@ -92,13 +95,19 @@ def _prefetch(builder, ptr):
     builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
 
 
-def _tile_kernel(vectors: int, edge: bool, gather: bool = False):
+def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool = False):
     """The 6 x (8 * ``vectors``) micro-kernel: ``c[r, :] = (first ? bias[r] : c[r, :]) +
     sum over k of panel[k, r] * x[k, :]`` for rows r < ``rows``. Addresses as integers,
     strides in floats. The ``edge`` variant takes the number of valid columns last and masks
     every image and output access past them (the last, partial tile of a row of columns).
     The ``gather`` variant takes, in place of ``ldx``, the address of an int64 table: row k
     of the image starts ``table[k]`` floats after ``x`` (:mod:`.direct`'s taps).
+    The ``plus_one`` variant also computes the column right after the tile (output column
+    ``8 * vectors``), whose image column it takes last (its address and row stride): the
+    panel's six weights of a step as one vector times that column's value, a 13th
+    accumulator — a block's single last column (7x7 maps: 49 = 3 x 16 + 1) at the cost of one
+    more load and FMA a step, where the one-column kernel after the tiles cost ~15% of the
+    block.
     Activation ``code`` (one of ``_act_ir.IR_CODES``, else none) with ``p0``, ``p1`` runs on the
     accumulators before they are stored (the caller passes it with the last block of k)."""
 
@@ -106,6 +115,8 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False):
         kk, panel_a, x_a, ldx_, c_a, ldc_, bias_a, first_, rows_, code_, p0_, p1_ = args[:12]
         fptr, vptr = _F32.as_pointer(), _V8.as_pointer()
         w_p, x_p, c_p, b_p = (builder.inttoptr(a, fptr) for a in (panel_a, x_a, c_a, bias_a))
+        if plus_one:
+            xe_p, lde_ = builder.inttoptr(args[12], fptr), args[13]
         masks = []
         if edge:  # lane i of vector v is valid when 8v + i < cols
             lanes = ir.VectorType(_I64, 8)
@@ -139,6 +150,12 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False):
                      for r in range(ROWS) for _ in range(vectors)]
         from_c = [load(vec_ptr(row_ptr(r), v), v) for r in range(ROWS) for v in range(vectors)]
         start = [builder.select(first_, a, b) for a, b in zip(from_bias, from_c)]
+        if plus_one:  # lane r: row r of the extra column (lanes 6 and 7 unused, never stored)
+            column_c = ir.Constant(_V8, ir.Undefined)
+            for r in range(ROWS):
+                value = builder.load(builder.gep(row_ptr(r), [_const(8 * vectors)]))
+                column_c = builder.insert_element(column_c, value, ir.Constant(_I32, r))
+            start.append(builder.select(first_, builder.load(builder.bitcast(b_p, vptr), align=4), column_c))
         pre = builder.block
         loop, done = builder.append_basic_block("tile.loop"), builder.append_basic_block("tile.done")
         builder.cbranch(builder.icmp_signed(">", kk, _const(0)), loop, done)
@@ -162,6 +179,9 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False):
         for r in range(ROWS):
             wv = broadcast8(builder, builder.load(builder.gep(w_row, [_const(r)])))
             new.extend(fmuladd8(builder, wv, xv[v], acc[r * vectors + v]) for v in range(vectors))
+        if plus_one:  # the step's six weights (and two of the next step's, in unused lanes)
+            xe = broadcast8(builder, builder.load(builder.gep(xe_p, [builder.mul(idx, lde_)])))
+            new.append(fmuladd8(builder, builder.load(builder.bitcast(w_row, vptr), align=4), xe, acc[-1]))
         nxt = builder.add(idx, _const(1))
         idx.add_incoming(nxt, builder.block)
         for phi, value in zip(acc, new):
@@ -180,7 +200,17 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False):
             with builder.if_then(builder.icmp_signed("<", _const(r), rows_)):
                 for v in range(vectors):
                     store(final[r * vectors + v], vec_ptr(row, v), v)
+                if plus_one:
+                    value = builder.extract_element(final[-1], ir.Constant(_I32, r))
+                    builder.store(value, builder.gep(row, [_const(8 * vectors)]))
         return context.get_dummy_value()
+
+    if plus_one:
+        @intrinsic
+        def tile_plus_one(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, code, p0, p1, xe, lde):
+            return _PLUS_SIG, codegen
+
+        return tile_plus_one
 
     if edge:
         @intrinsic
@@ -197,6 +227,7 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False):
 
 
 _tile16 = _tile_kernel(2, edge=False)
+_tile17 = _tile_kernel(2, edge=False, plus_one=True)
 _edge16 = _tile_kernel(2, edge=True)
 _edge8 = _tile_kernel(1, edge=True)
 _UNROLL = 4  # independent accumulators of the one-column kernel
@@ -312,6 +343,7 @@ def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n
             b1 = n1
         full = b0 + (b1 - b0) // 16 * 16
         rest = b1 - full
+        plus_one = rest == 1 and full > b0  # the last column rides on the last tile
         for k0 in range(0, k, K_BLOCK):
             kc = min(K_BLOCK, k - k0)
             first = k0 == 0
@@ -331,21 +363,25 @@ def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n
                 bp = ba + f * np.uint64(p * ROWS)
                 cp = ca + f * np.uint64(p * ROWS * ldc)
                 t = 0
-                for j in range(b0, full, 16):
+                for j in range(b0, full - 16 if plus_one else full, 16):
                     _tile16(kc, wp, xp + f * np.uint64(t * tile_step), ld, cp + f * np.uint64(j), ldc, bp, first,
                             rows, tile_code, p0, p1)
+                    t += 1
+                if plus_one:  # the last tile takes the last column along
+                    _tile17(kc, wp, xp + f * np.uint64(t * tile_step), ld, cp + f * np.uint64(full - 16), ldc, bp,
+                            first, rows, tile_code, p0, p1, xp + f * np.uint64((t + 1) * tile_step), ld)
                     t += 1
                 xe, ce = xp + f * np.uint64(t * tile_step), cp + f * np.uint64(full)
                 if rest > 8:  # the partial tile: masked, or one column at a time where that is cheaper
                     _edge16(kc, wp, xe, ld, ce, ldc, bp, first, rows, tile_code, p0, p1, rest)
                 elif rest > 3:
                     _edge8(kc, wp, xe, ld, ce, ldc, bp, first, rows, tile_code, p0, p1, rest)
-                else:
+                elif not plus_one:
                     for j in range(rest):
                         _column(kc, wp, xe + f * np.uint64(j), ld, ce + f * np.uint64(j), ldc, bp, first, rows)
                 if last and code != 0:
                     # act_span: every column, or only the one-column kernel's (the tiles did theirs)
-                    lo = b0 if not in_tile else (full if rest <= 3 else b1)
+                    lo = b0 if not in_tile else (full if rest <= 3 and not plus_one else b1)
                     if lo < b1:
                         for r in range(p * ROWS, p * ROWS + rows):
                             act_span(of, r * ldc + c0 + lo, r * ldc + c0 + b1, code, p0, p1)
