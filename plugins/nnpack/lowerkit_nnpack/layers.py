@@ -19,12 +19,16 @@ _FLOAT32 = np.dtype(np.float32)
 
 
 class Linear:
-    """``y = x @ weight.T + bias``; the transposed weight is stored once, contiguous."""
+    """``y = x @ weight.T + bias``; the transposed weight is stored once, contiguous. Calls of
+    2-6 rows on the stored weight (a batch slice's classifier) run on it packed in bands
+    (``lowerkit.backend.cpu.panels.PackedBands``, packed on the first such call), which stream
+    it once where BLAS's ``sgemm`` copies it first."""
 
     def __init__(self, weight: np.ndarray | None, bias: np.ndarray | None = None, *, options: RunOptions = RunOptions()) -> None:
         self.weight_t = None if weight is None else np.ascontiguousarray(np.asarray(weight, np.float32).T)
         self.bias = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
         self.options = options
+        self._bands: panels.PackedBands | None = None
 
     def __call__(self, x: np.ndarray, weight: np.ndarray | None = None, bias: np.ndarray | None = None) -> np.ndarray:
         wt = self.weight_t if weight is None else np.asarray(weight, np.float32).T
@@ -37,6 +41,11 @@ class Linear:
         b = self.bias if bias is None else np.asarray(bias, np.float32)
         x2 = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, wt.shape[0])
         out = np.empty((x2.shape[0], wt.shape[1]), dtype=np.float32)
+        if weight is None and bias is None and panels.bands_fit(x2.shape[0], wt):
+            if self._bands is None:  # two threads may both pack: the same result, one kept
+                self._bands = panels.PackedBands.of(wt, self.bias)
+            self._bands.run(x2, out, NONE)
+            return out.reshape(*x.shape[:-1], wt.shape[1])
         workers = self.options.workers
 
         def rows(block: slice) -> None:

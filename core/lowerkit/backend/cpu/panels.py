@@ -176,17 +176,7 @@ class PackedWeight:
         constants —, packed once for every thread that binds the same ``w`` (the same array
         object) with an equal bias, and kept while ``w`` lives. None when either array is
         writable: a weight or bias given at call time, whose values binding cannot see."""
-        if w.flags.writeable or (bias is not None and bias.flags.writeable):
-            return None
-        b = None if bias is None else np.array(bias, np.float32).reshape(-1)
-        key = id(w)
-        with _SHARED_LOCK:
-            entry = _SHARED.get(key)
-            if entry is not None and entry[0]() is w and _equal(entry[1], b):
-                return entry[2]
-            packed = cls.of(w, b)
-            _SHARED[key] = (weakref.ref(w, lambda _, k=key: _SHARED.pop(k, None)), b, packed)
-        return packed
+        return _shared(cls, w, bias)
 
     def run(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> None:
         """``out = act(w @ x + bias)`` on the calling thread."""
@@ -253,9 +243,79 @@ def strips(floats: int) -> np.ndarray:
     return buffer
 
 
-# PackedWeight.shared's packings: id(w) -> (weakref to w, the bias packed, the packing).
-_SHARED: dict[int, tuple] = {}
+# The shared packings (PackedWeight.shared, PackedBands.shared): (class, id(w)) -> (weakref to
+# w, the bias packed, the packing).
+_SHARED: dict[tuple, tuple] = {}
 _SHARED_LOCK = threading.Lock()
+
+
+def _shared(cls, w: np.ndarray, bias: np.ndarray | None):
+    """``cls.of(w, bias)``, made once for read-only ``w`` and ``bias`` and kept while ``w``
+    lives; None for a writable one (see :meth:`PackedWeight.shared`)."""
+    if w.flags.writeable or (bias is not None and bias.flags.writeable):
+        return None
+    b = None if bias is None else np.array(bias, np.float32).reshape(-1)
+    key = (cls, id(w))
+    with _SHARED_LOCK:
+        entry = _SHARED.get(key)
+        if entry is not None and entry[0]() is w and _equal(entry[1], b):
+            return entry[2]
+        packed = cls.of(w, b)
+        _SHARED[key] = (weakref.ref(w, lambda _, k=key: _SHARED.pop(k, None)), b, packed)
+    return packed
+
+
+BANDS_MIN_WEIGHTS = 65_536  # below, the weight sits in cache and BLAS's copy of it costs little
+
+
+def bands_fit(rows: int, w: np.ndarray) -> bool:
+    """Whether ``x [rows, K] @ w [K, N]`` runs on :class:`PackedBands`: 2 to ``jit.panel.ROWS``
+    (6) rows — a batch slice's fully-connected layer — and a weight of at least
+    ``BANDS_MIN_WEIGHTS``. One row stays on BLAS's ``gemv``, which reads the weight once too."""
+    return 2 <= rows <= 6 and w.size >= BANDS_MIN_WEIGHTS
+
+
+@dataclass(frozen=True, eq=False)
+class PackedBands:
+    """A fully-connected weight ``w`` [K, N] (``y = x @ w + bias``) packed once in bands of 16
+    columns (``jit.panel.pack_bands``) for ``jit.panel.fc_rows``: for a few rows of ``x``
+    BLAS's ``sgemm`` first copies the whole weight (a 5 MB weight from memory: 0.56-0.70 ms
+    for 2-6 rows, one thread), where the bands stream it once, prefetched (0.24-0.26 ms)."""
+
+    bands: np.ndarray
+    bias: np.ndarray  # [N], or empty
+    k: int
+    n: int
+    kernels: object  # the jit.panel module
+
+    @classmethod
+    def of(cls, w: np.ndarray, bias: np.ndarray | None) -> PackedBands:
+        """``w`` [K, N] and ``bias`` [N] or None, packed now."""
+        from . import jit
+
+        kernels = jit.load("panel")
+        b = np.empty(0, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
+        return cls(kernels.pack_bands(np.asarray(w, np.float32)), b, w.shape[0], w.shape[1], kernels)
+
+    @classmethod
+    def shared(cls, w: np.ndarray, bias: np.ndarray | None) -> PackedBands | None:
+        """:meth:`of`, once for every thread binding the same read-only ``w`` (as
+        :meth:`PackedWeight.shared`); None for a writable weight or bias."""
+        return _shared(cls, w, bias)
+
+    def run(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> None:
+        """``out`` [R, N] = act(``x`` [R, K] @ w + bias) on the calling thread (C-contiguous
+        float32, 2 <= R <= 6)."""
+        self.kernels.fc_rows(x, self.bands, self.bias, out, _row_panel(self.k * 6 + 8), *act)
+
+
+def _row_panel(floats: int) -> np.ndarray:
+    """The calling thread's scratch for :meth:`PackedBands.run`'s copy of its rows (grown, then
+    reused: steady-state calls allocate nothing)."""
+    buffer = getattr(_THREAD, "rows", None)
+    if buffer is None or buffer.size < floats:
+        buffer = _THREAD.rows = np.empty(floats, np.float32)
+    return buffer
 
 
 def _equal(a: np.ndarray | None, b: np.ndarray | None) -> bool:

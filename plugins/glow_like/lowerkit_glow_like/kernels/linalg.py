@@ -1,14 +1,19 @@
 """Matrix products: numpy ``matmul`` and the fused fully-connected ``glow.fc``.
 
 ``glow.fc(x[..., K], w[K, N], bias[N]?)`` flattens the leading dims of x (a view) so the
-whole batch is one GEMM, then adds the bias and applies the fused activation in place.
+whole batch is one GEMM, then adds the bias and applies the fused activation in place; 2-6
+rows on a constant weight (a batch slice's classifier) run on the weight packed in bands
+(``lowerkit.backend.cpu.panels.PackedBands``: bias and activation in the same pass), which
+streams it once where ``sgemm`` would copy it first.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
-from lowerkit.backend.cpu import team_layers
+from lowerkit.backend.cpu import panels, team_layers
 
 from ._base import apply_activation, kernel
 
@@ -31,6 +36,13 @@ def _fc(inputs, outputs, attrs, scratch, team=None):
             and w.flags.c_contiguous
             and all(a.dtype == np.float32 for a in (*inputs, out))):
         return _fc_team(x2, w, bias, out2, attrs, team)
+    if (panels.bands_fit(x2.shape[0], w) and x.flags.c_contiguous and out.flags.c_contiguous
+            and all(a.dtype == np.float32 for a in (*inputs, out))):
+        packed = panels.PackedBands.shared(w, bias)
+        if packed is not None:  # a constant weight (a batch slice's classifier, say)
+            from lowerkit.backend.cpu import jit
+
+            return partial(packed.run, x2, out2, jit.activation_code(attrs))
 
     def run():
         np.matmul(x2, w, out=out2)

@@ -1,0 +1,116 @@
+"""A few rows of a fully-connected layer on its weight packed in bands
+(lowerkit.backend.cpu.panels.PackedBands, jit.panel.fc_rows): ``act(x @ w + bias)`` against
+float64 numpy over odd shapes and every row count it takes, no write outside the output,
+eight threads at once, and both plugins running a batch slice's classifier on it against
+reference."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from lowerkit.backend.cpu import jit, panels  # noqa: E402
+from tests.backend.cpu.test_cpu_panels import ACTS  # noqa: E402
+
+
+def _code(name):
+    return jit.activation_code({"act": name, "act_min": 0.0, "act_max": 6.0})
+
+
+def _case(rows, k, n, seed=0, bias=True):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, k)).astype(np.float32)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32) if bias else None
+    return x, w, b
+
+
+def _expected(x, w, b, act):
+    v = x.astype(np.float64) @ w.astype(np.float64)
+    if b is not None:
+        v += b
+    return ACTS[act](v)
+
+
+# N: whole 16-column bands, a last band of 9-15 columns (masked 16) and of 1-8 (masked 8);
+# K: odd, one, long.
+SHAPES = [(300, 16), (257, 37), (1, 40), (1000, 9), (64, 1029), (33, 24)]
+
+
+@pytest.mark.parametrize("rows", [2, 3, 4, 5, 6])
+@pytest.mark.parametrize("k,n", SHAPES)
+@pytest.mark.parametrize("act", ["none", "clip", "silu", "gelu"])
+def test_bands_match_numpy(rows, k, n, act):
+    x, w, b = _case(rows, k, n, bias=act != "silu")
+    out = np.full((rows, n), np.nan, np.float32)
+    panels.PackedBands.of(w, b).run(x, out, _code(act))
+    np.testing.assert_allclose(out, _expected(x, w, b, act), rtol=1e-4, atol=1e-4 * max(1.0, k ** 0.5))
+
+
+def test_writes_only_the_output():
+    x, w, b = _case(3, 50, 37)
+    buffer = np.full(3 * 37 + 64, -7.0, np.float32)
+    out = buffer[: 3 * 37].reshape(3, 37)
+    panels.PackedBands.of(w, b).run(x, out, _code("none"))
+    np.testing.assert_allclose(out, _expected(x, w, b, "none"), rtol=1e-4, atol=1e-4)
+    assert np.all(buffer[3 * 37:] == -7.0)
+
+
+def test_eight_threads_at_once_get_their_own_results():
+    packed = panels.PackedBands.of(*_case(2, 200, 70)[1:])
+    cases = [_case(2 + i % 5, 200, 70, seed=i)[0] for i in range(8)]
+    outs = [np.empty((c.shape[0], 70), np.float32) for c in cases]
+    barrier = threading.Barrier(8)
+
+    def work(i):
+        barrier.wait()
+        for _ in range(20):
+            packed.run(cases[i], outs[i], _code("relu"))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    _, w, b = _case(2, 200, 70)
+    for c, out in zip(cases, outs):
+        np.testing.assert_allclose(out, _expected(c, w, b, "relu"), rtol=1e-4, atol=1e-3)
+
+
+def test_the_rule_takes_two_to_six_rows_of_a_large_weight():
+    big = np.zeros((256, 256), np.float32)
+    assert panels.bands_fit(2, big) and panels.bands_fit(6, big)
+    assert not panels.bands_fit(1, big) and not panels.bands_fit(7, big)
+    assert not panels.bands_fit(4, np.zeros((100, 100), np.float32))
+
+
+def test_shared_packs_a_constant_weight_once_and_never_a_writable_one():
+    _, w, b = _case(2, 30, 20)
+    w.flags.writeable = False
+    b.flags.writeable = False
+    first = panels.PackedBands.shared(w, b)
+    assert first is not None and panels.PackedBands.shared(w, b) is first
+    assert panels.PackedWeight.shared(w, None) is not first  # another packing of the same array
+    assert panels.PackedBands.shared(np.ones((4, 4), np.float32), None) is None
+
+
+@pytest.mark.parametrize("backend", ["glow_like", "nnpack"])
+def test_plugins_run_a_batch_slice_s_classifier_on_the_bands(monkeypatch, backend):
+    import lowerkit as lk
+    from lowerkit import nn
+
+    net = nn.Sequential(nn.Linear(300, 260), nn.ReLU())
+    x = np.random.default_rng(1).standard_normal((8, 300)).astype(np.float32)
+    module = lk.trace(net, x)
+    ran: list[int] = []
+    original = panels.PackedBands.run
+    monkeypatch.setattr(panels.PackedBands, "run", lambda self, x2, *a: (ran.append(x2.shape[0]), original(self, x2, *a))[1])
+    lowered = lk.to_backend(module, [backend, "reference"] if backend == "nnpack" else backend)
+    got = lowered(x)
+    expected = lk.to_backend(module, "reference")(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-4, atol=1e-4)
+    assert ran and all(2 <= r <= 6 for r in ran), ran
