@@ -467,3 +467,21 @@ def test_glow_like_keeps_its_pool_forms_for_1x1_layers_and_takes_the_panel_gemm_
         prepare_conv([x, w, b], [out], {}, None, parallel=parallel)()
         np.testing.assert_allclose(out.reshape(2, 128, -1), expected, rtol=1e-4, atol=1e-3)
         assert bool(ran) == on_panel
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_glow_like_runs_a_batch_of_7x7_maps_image_by_image_on_the_panel_gemm(monkeypatch, stride):
+    """On one thread an im2col layer on maps of at most 128 pixels takes the panel GEMM image
+    by image, not one sgemm over the batch (kernels/conv.py, PANEL_BEFORE_BATCH_PIXELS)."""
+    import lowerkit as lk
+    from lowerkit import nn
+
+    net = nn.Sequential(nn.Conv2d(24, 30, 3, stride=stride, padding=1), nn.ReLU())
+    x = np.random.default_rng(2).standard_normal((3, 24, 7 * stride, 7 * stride)).astype(np.float32)
+    module = lk.trace(net, x)
+    ran: list[int] = []
+    original = panels.PackedWeight.run
+    monkeypatch.setattr(panels.PackedWeight, "run", lambda self, a, *r: (ran.append(a.shape[1]), original(self, a, *r))[1])
+    got = lk.to_backend(module, "glow_like", {"forward": {"threads": 1}})(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(lk.to_backend(module, "reference")(x)), rtol=1e-4, atol=1e-4)
+    assert ran and set(ran) == {49} and len(ran) % 3 == 0  # per image, on its 49 columns (per run)

@@ -91,6 +91,14 @@ CHANNEL_SPLIT_PIXELS = 400  # parallel convs with fewer output pixels split chan
 BATCHED_PIXELS = 1024
 
 
+# On one thread, an im2col layer on maps of at most this many pixels (7x7) goes image by image
+# to the panel GEMM rather than into one sgemm over the batch: ResNet-50 at batch 4 on one
+# thread, the same program bound both ways (in both orders), per layer, panel / batched:
+# 3x3 512 at 7x7 0.87-0.94, its 1x1/2 downsample to 7x7 0.88-0.92; on 14x14 maps 0.96-1.05
+# and the 1x1/2 downsample to 14x14 1.08-1.17; 28x28 mixed (3x3/2 0.86-0.94, 1x1/2 0.90-1.03).
+PANEL_BEFORE_BATCH_PIXELS = 128
+
+
 def _batched(n: int, oh: int, ow: int, groups: int) -> bool:
     return n > 1 and groups == 1 and oh * ow < BATCHED_PIXELS
 
@@ -145,7 +153,9 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, c
         tiles_run = _prepare_panel_tiles(x, w, bias, out, attrs, scratch)
         if tiles_run is not None:
             return tiles_run
-    if _batched(n, oh, ow, groups):
+    panel_first = (parallel is None and groups == 1 and oh * ow <= PANEL_BEFORE_BATCH_PIXELS
+                   and panels.fits(k, oh * ow, team=False) and _packed(x, w, bias, out) is not None)
+    if _batched(n, oh, ow, groups) and not panel_first:
         return _prepare_batched(x, w, bias, out, attrs, (stride, padding, dilation), scratch, col_dtype, parallel)
     # Parallel only where the work pays for the hand-off (~100 us per call).
     if parallel is not None and groups == 1 and 2 * oc * k * oh * ow >= PARALLEL_MIN_FLOPS:
