@@ -13,27 +13,21 @@ import pytest
 
 pytest.importorskip("numba")
 
-from lowerkit.backend.cpu import jit, panels  # noqa: E402
-from tests.backend.cpu.test_cpu_panels import ACTS  # noqa: E402
+from lowerkit.backend.cpu import panels  # noqa: E402
+from tests.backend.cpu import test_cpu_panels as gemm  # noqa: E402
 
-
-def _code(name):
-    return jit.activation_code({"act": name, "act_min": 0.0, "act_max": 6.0})
+_code = gemm._code
 
 
 def _case(rows, k, n, seed=0, bias=True):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((rows, k)).astype(np.float32)
-    w = rng.standard_normal((k, n)).astype(np.float32)
-    b = rng.standard_normal(n).astype(np.float32) if bias else None
-    return x, w, b
+    """``x`` [rows, K], ``w`` [K, N], ``bias`` [N]: the panel GEMM's case ``W^T`` [N, K],
+    ``X^T`` [K, rows] turned around."""
+    wt, xt, b = gemm._case(n, k, rows, seed, bias)
+    return np.ascontiguousarray(xt.T), np.ascontiguousarray(wt.T), b
 
 
 def _expected(x, w, b, act):
-    v = x.astype(np.float64) @ w.astype(np.float64)
-    if b is not None:
-        v += b
-    return ACTS[act](v)
+    return gemm._expected(np.ascontiguousarray(w.T), np.ascontiguousarray(x.T), b, act).T
 
 
 # N: whole 16-column bands, a last band of 9-15 columns (masked 16) and of 1-8 (masked 8);

@@ -3,6 +3,9 @@ panels for the compiled panel GEMM (``jit.panel``), and where that beats BLAS's 
 plus the epilogue pass: 1x1 layers, which read the image in place, and layers whose im2col
 columns are few rows (stems) or few pixels (maps up to 28x28 on one thread, 7x7 on a team).
 
+:class:`PackedBands` packs a fully-connected weight ``[K, N]`` the other way round, in bands
+of 16 columns, for a few rows of input (a batch slice's classifier): ``jit.panel.fc_rows``.
+
 Plain Python: packing is numpy; the kernels load (``jit.load("panel")``, numba) when a
 :class:`PackedWeight` is made, i.e. while a backend binds a layer.
 

@@ -492,7 +492,7 @@ def fc_rows(x, bands, bias, out, xpanel, code, p0, p1):
     rest = n - full
     for b in range(full // 16):
         _tile16s(k, wa, xa + f * np.uint64(b * k * 16), 16, oa + f * np.uint64(b * 16), n, ba, False, r_n,
-                tile_code, p0, p1)
+                 tile_code, p0, p1)
     if rest:
         xe, ce = xa + f * np.uint64(full * k), oa + f * np.uint64(full)
         if rest > 8:
