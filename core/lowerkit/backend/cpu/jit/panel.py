@@ -61,7 +61,7 @@ PACK_INPUTS = 64  # ... and rows (the copy then costs little against the reads i
 STRIP_FLOATS = K_BLOCK * (128 + 16)  # a thread's scratch for the copy: a block of up to 143 columns
 # Each step of a tile prefetches the panel this many floats (128 steps, 3 KB) ahead. A layer's
 # weight is read from L3 or memory by its first tile only (the others find it in L1), at 24
-# bytes a step: too slow a stream for the hardware prefetchers to run far enough ahead. Paired
+# bytes a step, a stream the hardware prefetchers evidently do not run far enough ahead of. Paired
 # handles on a Zen 4 VM, with / without: glow_like at batch 1 ResNet-18 0.93, EfficientNet-B0
 # 0.96, MobileNetV2 0.95-0.98, ResNet-50 0.96-0.97 (384 floats ahead 0.96-0.98, 96 0.97-0.99).
 PREFETCH = 768
