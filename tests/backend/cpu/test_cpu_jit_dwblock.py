@@ -35,7 +35,10 @@ def _direct(x, w, bias, stride, padding):
 CASES = [
     (1, 16, 14, 14, 5, 1, (2, 2, 2, 2)),
     (1, 16, 14, 14, 5, 2, (1, 2, 2, 1)),  # uneven padding (ONNX models carry it)
-    (2, 13, 7, 7, 5, 1, (2, 2, 2, 2)),  # a partial block; 7-wide rows (groups of 4)
+    (2, 13, 7, 7, 5, 1, (2, 2, 2, 2)),  # a partial block; 7-wide rows (one group of 7)
+    (1, 12, 14, 14, 3, 2, (1, 1, 1, 1)),  # stride 2 onto 7x7 (groups of 7)
+    (1, 10, 7, 7, 7, 1, (3, 3, 3, 3)),  # a 7x7 window over 7-wide rows
+    (1, 9, 6, 6, 3, 1, (1, 1, 1, 1)),  # 6-wide rows (groups of 4, overlapped)
     (1, 24, 23, 17, 3, 2, (1, 1, 1, 1)),  # odd sides; 12 x 9 outputs (groups of 8, overlapped)
     (2, 9, 9, 6, 3, 1, (0, 0, 0, 0)),  # no padding
     (1, 8, 2, 3, 3, 1, (1, 1, 1, 1)),  # 6 pixels: lane by lane in and out

@@ -13,9 +13,11 @@ shuffles, 8 stores), in and out.
 ``lowerkit.backend.cpu.jit.select`` decides where it runs (it replaced a phase kernel for 5x5,
 a row kernel for 3x3 and numpy's channels-last copies for 7x7: 1.5-5x faster).
 
-Compute: ``_taps`` produces 8 consecutive output pixels of a row (4 on rows of 4-7, else one)
-in as many accumulators, each input vector loaded once for all the pixels whose window holds
-it (8 pixels of a 5x5 stride-1 kernel: 12 input and 5 weight loads per 40 FMAs); the last
+Compute: ``_taps`` produces 8 consecutive output pixels of a row (7 on rows of 7 — every 7x7
+map, where two overlapping groups of 4 cost nnpack's 5x5 1152x7x7 at batch 1 62-70 µs against
+41 —, 4 on rows of 4-6, else one) in as many accumulators, each input vector loaded once for
+all the pixels whose window holds it (8 pixels of a 5x5 stride-1 kernel: 12 input and 5
+weight loads per 40 FMAs); the last
 group of a row overlaps the one before rather than run short. A partial block (fewer than 8
 planes left in the image or the band) reads its last plane in the missing lanes and drops
 them on the way out; a plane of fewer than 8 pixels goes lane by lane.
@@ -33,7 +35,7 @@ from ._simd import _I32, _I64, _V8, fmuladd8
 from ._types import f8, i8, ro, rw
 
 LANES = 8  # planes per block: one AVX vector of floats
-WIDTHS = (8, 4, 1)  # output pixels of a row computed together (accumulators in registers)
+WIDTHS = (8, 7, 4, 1)  # output pixels of a row computed together (accumulators in registers)
 KERNELS = ((3, 3), (5, 5), (7, 7))  # (kh, kw) with a compiled taps routine, strides 1 and 2 each
 
 _UNPACK_LO = [0, 8, 1, 9, 4, 12, 5, 13]
@@ -247,7 +249,7 @@ def depthwise_blocked(x, w, bias, table, scratch, out, stride, pt, pl, code, p0,
                     buf[table[q] + np.uint64(i)] = xf[plane + q]
         for r in range(oh):
             top = ba + row_bytes * np.uint64(r * s)
-            width = 8 if ow >= 8 else (4 if ow >= 4 else 1)
+            width = 8 if ow >= 8 else (7 if ow == 7 else (4 if ow >= 4 else 1))
             for j in range(0, ow, width):
                 j = min(j, ow - width)  # the last group overlaps the one before
                 _taps(k, s, width, top + u32 * np.uint64(j * s), row_bytes, wa, za, aa + u32 * np.uint64(r * ow + j))
