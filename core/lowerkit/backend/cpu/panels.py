@@ -274,7 +274,8 @@ BANDS_MIN_WEIGHTS = 65_536  # below, the weight sits in cache and BLAS's copy of
 def bands_fit(rows: int, w: np.ndarray) -> bool:
     """Whether ``x [rows, K] @ w [K, N]`` runs on :class:`PackedBands`: 2 to ``jit.panel.ROWS``
     (6) rows — a batch slice's fully-connected layer — and a weight of at least
-    ``BANDS_MIN_WEIGHTS``. One row stays on BLAS's ``gemv``, which reads the weight once too."""
+    ``BANDS_MIN_WEIGHTS``. One row stays on BLAS's ``gemv``, which reads the weight once too.
+    (6, not the kernel module's constant: this rule is asked before any kernel loads.)"""
     return 2 <= rows <= 6 and w.size >= BANDS_MIN_WEIGHTS
 
 
@@ -309,7 +310,8 @@ class PackedBands:
     def run(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> None:
         """``out`` [R, N] = act(``x`` [R, K] @ w + bias) on the calling thread (C-contiguous
         float32, 2 <= R <= 6)."""
-        self.kernels.fc_rows(x, self.bands, self.bias, out, _row_panel(self.k * 6 + 8), *act)
+        scratch = _row_panel(self.k * self.kernels.ROWS + self.kernels.PAD)
+        self.kernels.fc_rows(x, self.bands, self.bias, out, scratch, *act)
 
 
 def _row_panel(floats: int) -> np.ndarray:

@@ -153,9 +153,9 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, c
         tiles_run = _prepare_panel_tiles(x, w, bias, out, attrs, scratch)
         if tiles_run is not None:
             return tiles_run
-    panel_first = (parallel is None and groups == 1 and oh * ow <= PANEL_BEFORE_BATCH_PIXELS
-                   and panels.fits(k, oh * ow, team=False) and _packed(x, w, bias, out) is not None)
-    if _batched(n, oh, ow, groups) and not panel_first:
+    if _batched(n, oh, ow, groups) and not (
+            parallel is None and oh * ow <= PANEL_BEFORE_BATCH_PIXELS and panels.fits(k, oh * ow, team=False)
+            and _packed(x, w, bias, out) is not None):  # small maps on one thread: the panel path below
         return _prepare_batched(x, w, bias, out, attrs, (stride, padding, dilation), scratch, col_dtype, parallel)
     # Parallel only where the work pays for the hand-off (~100 us per call).
     if parallel is not None and groups == 1 and 2 * oc * k * oh * ow >= PARALLEL_MIN_FLOPS:
