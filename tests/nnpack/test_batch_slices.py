@@ -121,7 +121,7 @@ def test_depthwise_plans_run_image_by_image_on_the_team(monkeypatch):
 
 def test_the_first_calls_choose_between_images_and_slices(monkeypatch):
     """By default a depthwise plan's sliceable batch times both forms on its first calls,
-    alternately: image by image on the team, and slices whose workers run the serial forms
+    in pairs of calls: image by image on the team, and slices whose workers run the serial forms
     (no team region); both match the reference, and the faster form is kept."""
     from tests.team_calls import record_team_calls, team_on_small_layers
 
@@ -147,7 +147,7 @@ def test_the_first_calls_choose_between_images_and_slices(monkeypatch):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
     assert {f for f, _ in forms} == {0, 1}
     assert all(team == (form == 0) for form, team in forms)  # slices: serial forms only
-    assert trial.choice == (0 if trial.best[0] <= trial.best[1] else 1)
+    assert trial.choice == (0 if trial.scores[0] <= trial.scores[1] else 1)
     ran.clear()
     np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-4, atol=1e-4)
     assert bool(ran) == (trial.choice == 0)

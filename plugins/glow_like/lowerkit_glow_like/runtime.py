@@ -194,8 +194,8 @@ class Executable:
     def _per_image_trial(self, program: Program) -> bool:
         """True where a batch that runs image by image could run as slices too (at least one
         image per worker, :meth:`_split_batch`) and ``LOWERKIT_GLOW_PER_IMAGE`` is unset: both
-        forms are bound and the first calls decide (``FormTrial``: each form's first call
-        skipped, then the best of two each). Which wins depends on the machine: MobileNetV2,
+        forms are bound and the first calls decide (``FormTrial``: the forms in pairs of calls,
+        the median of three timed calls each). Which wins depends on the machine: MobileNetV2,
         batch 8, image by image vs slices: 32.0 vs 35.8 ms on a Xeon (AVX-512), 78-99 vs
         54-71 ms on an AMD EPYC VM (AVX2; three alternating processes each).
         ``LOWERKIT_GLOW_PER_IMAGE=1`` keeps image by image, ``=0`` slices (read at compile).

@@ -1,5 +1,6 @@
-"""FormTrial: alternates two forms on the first calls, skips each form's first call, then keeps
-the form whose best timed call was faster; a forced choice decides at once."""
+"""FormTrial: runs the two forms in pairs of calls (0, 1 1, 0 0, ...), times only a call that
+follows a call of its own form, then keeps the form whose median timed call was faster; a
+forced choice decides at once."""
 
 from __future__ import annotations
 
@@ -19,27 +20,43 @@ def _run(trial: FormTrial, seconds: dict[int, list[float]]) -> list[int]:
     return forms
 
 
+def _calls(form: int, times: list[float]) -> list[float]:
+    """Form ``form``'s calls in trial order with ``times`` where they are timed and 50.0 where
+    not (its first call; a call right after the other form): form 0 runs calls 0, 3 4, 7 8,
+    11 12 of the trial, form 1 calls 1 2, 5 6, 9 10."""
+    calls = [50.0]
+    for t in times:
+        calls += [50.0, t] if form == 0 else [t, 50.0]
+    return calls
+
+
+def test_the_forms_run_in_pairs_and_only_a_repeat_is_timed():
+    trial = FormTrial()
+    forms = _run(trial, {0: [9.0, 50.0, 3.0, 50.0, 3.1, 50.0, 3.2], 1: [9.0, 5.0, 50.0, 5.1, 50.0, 5.2]})
+    assert forms == [0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0]
+    assert len(forms) == FormTrial.CALLS
+    assert trial.times == ([3.0, 3.1, 3.2], [5.0, 5.1, 5.2])  # every 9.0 and 50.0 left out
+
+
 @pytest.mark.parametrize("faster", [0, 1])
 def test_the_faster_form_wins(faster):
-    slow, fast = [9.0, 5.0, 5.2], [9.0, 3.0, 3.1]  # the first call of each (9.0) is not timed
     trial = FormTrial()
-    forms = _run(trial, {faster: fast, 1 - faster: slow})
-    assert forms == [0, 1] * (FormTrial.WARMUP + FormTrial.TIMED)
+    _run(trial, {faster: _calls(faster, [3.0, 3.1, 3.2]), 1 - faster: _calls(1 - faster, [5.0, 5.2, 5.1])})
     assert trial.choice == faster
     assert all(trial.form() == faster for _ in range(5))
 
 
-def test_warm_up_calls_are_not_counted():
-    """Form 0's first call is very slow (binding, first touch): it must not lose the trial."""
+def test_one_slow_call_is_noise():
     trial = FormTrial()
-    _run(trial, {0: [50.0, 3.0, 3.0], 1: [4.0, 4.0, 4.0]})
-    assert trial.choice == 0 and trial.best == [3.0, 4.0]
+    _run(trial, {0: _calls(0, [2.0, 9.0, 2.1]), 1: _calls(1, [2.5, 2.5, 2.5])})  # the machine slowed one call
+    assert trial.choice == 0 and trial.scores == [2.1, 2.5]
 
 
-def test_best_call_decides_not_the_mean():
+def test_a_form_fast_only_now_and_then_loses():
+    """The median decides, not the best call: a form fast once and slow twice loses."""
     trial = FormTrial()
-    _run(trial, {0: [1.0, 2.0, 9.0], 1: [1.0, 2.5, 2.5]})  # one slow call (the machine) is noise
-    assert trial.choice == 0
+    _run(trial, {0: _calls(0, [3.0, 6.5, 6.4]), 1: _calls(1, [3.3, 3.4, 3.3])})
+    assert trial.choice == 1
 
 
 @pytest.mark.parametrize("forced", [0, 1])
