@@ -1,7 +1,9 @@
 """Batches as slices: a batch-sliceable program runs whole on each worker, each on its own
 rows of the batch (lowerkit_glow_like.lir.batch, runtime.Executable). Which programs qualify,
 and that slices compute what the whole program and the reference backend compute — on
-uneven slices, over repeated calls (workers run ahead of each other), from 8 threads."""
+uneven slices, over repeated calls (workers run ahead of each other), from 8 threads. A
+slice runs its first instructions (those on large maps, lir.batch.head_length) image by
+image: where the head ends, and that it computes the same."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from lowerkit.ir import Graph
 from lowerkit.opset import get_schema
 from lowerkit_glow_like._compiler import compile_method
 from lowerkit_glow_like._options import Options
-from lowerkit_glow_like.lir.batch import batch_sliceable
+from lowerkit_glow_like.lir.batch import batch_sliceable, head_length
 
 
 @pytest.fixture(autouse=True)
@@ -142,3 +144,62 @@ def test_sliced_steady_state_calls_allocate_only_their_outputs():
     # fixed-size iteration buffers: nothing activation-sized (the arena is per slice).
     assert peak < out.nbytes + 128 * 1024, f"a call allocated {peak} bytes (output {out.nbytes})"
     assert peak < handle.program.plan.peak_bytes / 4
+
+
+def _large_then_small(n: int) -> tuple[Graph, dict]:
+    """conv + relu at 32x32 (1024 pixels), a stride-2 conv to 16x16, a conv at 16x16."""
+    g = Graph()
+    x = g.add_input("x", f32(n, 3, 32, 32))
+    y = _add(g, "relu", [_add(g, "conv2d", [x, _param(g, "w0", (4, 3, 3, 3))], {"padding": (1, 1, 1, 1)})])
+    y = _add(g, "conv2d", [y, _param(g, "w1", (6, 4, 3, 3))], {"padding": (1, 1, 1, 1), "stride": (2, 2)})
+    g.set_outputs([_add(g, "conv2d", [y, _param(g, "w2", (5, 6, 3, 3))], {"padding": (1, 1, 1, 1)})])
+    return g, {"w0": rand(4, 3, 3, 3, seed=1), "w1": rand(6, 4, 3, 3, seed=2), "w2": rand(5, 6, 3, 3, seed=3)}
+
+
+def test_the_head_ends_after_the_last_instruction_on_a_large_map():
+    program = _program(*_large_then_small(4))
+    assert [ins.op for ins in program.instructions] == ["glow.conv2d", "conv2d", "conv2d"]  # relu fused
+    assert head_length(program) == 2  # the stride-2 conv reads the 32x32 map
+    assert head_length(program, min_pixels=256) == 3  # every map counts as large
+    assert head_length(program, min_pixels=2048) == 0  # none does
+    assert head_length(_program(*_conv_relu(3))) == 0  # 8x8 maps only
+
+
+def test_a_slice_runs_its_head_image_by_image_and_computes_the_same(monkeypatch):
+    module = module_of(*_large_then_small(5))
+    x = rand(5, 3, 32, 32, seed=4)
+    handle = _handle(module, threads=2)
+    assert handle.batch_slices == [slice(0, 3), slice(3, 5)] and handle.head == 2
+    (got,) = handle.run([x])
+    state = handle._state()
+    assert all(len(part.head.calls) == 2 and len(part.calls) == 1 for part in state.slices)
+    monkeypatch.setenv("LOWERKIT_GLOW_SLICE_HEAD", "0")
+    layers = _handle(module, threads=2)
+    assert layers.head == 0
+    layers.run([x])
+    assert all(part.head is None for part in layers._state().slices)
+    np.testing.assert_array_equal(got, layers.run([x])[0])
+    assert_close([got], [module.run("forward", x)], rtol=1e-5)
+
+
+def test_a_slice_of_one_image_has_no_head():
+    handle = _handle(module_of(*_large_then_small(3)), threads=3)
+    handle.run([rand(3, 3, 32, 32)])
+    assert handle.head == 2 and all(part.head is None for part in handle._state().slices)
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v2", "efficientnet_b0", "resnet18"])
+def test_zoo_heads_match_the_whole_program(name, monkeypatch):
+    """At 64x64 the small zoo models have heads of several instructions, with residual adds
+    and squeeze-excitation gates inside and maps crossing into the slice's arena."""
+    x = np.random.default_rng(5).standard_normal((5, 3, 64, 64)).astype(np.float32)
+    module = lk.trace(models.get(name, small=True), x)
+    sliced = _handle(module, threads=2)
+    assert sliced.head >= 2
+    monkeypatch.setenv("LOWERKIT_GLOW_SPLIT_BATCH", "0")
+    (expected,) = _handle(module, threads=2).run([x])
+    for _ in range(3):
+        (got,) = sliced.run([x])
+        assert_close([got], [expected], rtol=1e-5)
+    peak = peak_call_bytes(sliced, x)
+    assert peak < got.nbytes + 128 * 1024, f"a call allocated {peak} bytes (output {got.nbytes})"

@@ -151,3 +151,77 @@ def test_the_first_calls_choose_between_images_and_slices(monkeypatch):
     ran.clear()
     np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-4, atol=1e-4)
     assert bool(ran) == (trial.choice == 0)
+
+
+class _LargeThenSmall(nn.Module):
+    """The residual block at 32x32 (1024 pixels), pooled to 16x16, then a conv there."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block, self.c = _Block(), nn.Conv2d(6, 5, 3, padding=1)
+
+    def forward(self, x):
+        return self.c(self.block(x))
+
+
+def test_a_slice_runs_its_head_image_by_image_and_computes_the_same(rng, monkeypatch):
+    """The steps through the last on a 1024-pixel map (here the pool, which reads one) run
+    image by image in a slice of two or more images; a slice of one image has no head."""
+    with nn.init_seed(0):
+        net = _LargeThenSmall()
+    x = rng.standard_normal((5, 6, 32, 32)).astype(np.float32)
+    module = lowerkit.trace(net, x)
+    lowered = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    (plan,) = _plans(lowered)
+    assert plan.sliced and [step.node.op for step in plan.steps[plan.head:]] == ["conv2d"]
+    assert len(plan._crossing) == 1  # the pooled map
+    monkeypatch.setenv("LOWERKIT_NNPACK_SLICE_HEAD", "0")
+    layers = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    assert _plans(layers)[0].head == 0
+    for _ in range(3):  # the spares plan their arena after the first call
+        np.testing.assert_array_equal(np.asarray(lowered(x)), np.asarray(layers(x)))
+    np.testing.assert_allclose(np.asarray(lowered(x)), np.asarray(module(x)), rtol=1e-4, atol=1e-4)
+    monkeypatch.delenv("LOWERKIT_NNPACK_SLICE_HEAD")
+    one_each = lowerkit.to_backend(lowerkit.trace(net, x[:2]), "nnpack", {"forward": {"threads": 2}})
+    assert _plans(one_each)[0].head == plan.head  # bound, but slices of one image skip it
+    np.testing.assert_array_equal(np.asarray(one_each(x[:2])), np.asarray(lowered(x))[:2])
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v2", "efficientnet_b0", "resnet18"])
+def test_zoo_heads_match_slices_run_layer_by_layer(name, monkeypatch):
+    """At 64x64 the small zoo models have heads of several steps (residual adds, gates inside),
+    in the one nnpack region of ``[nnpack, glow_like]`` (batch norm folded first)."""
+    x = np.random.default_rng(5).standard_normal((5, 3, 64, 64)).astype(np.float32)
+    module = lowerkit.trace(models.get(name, small=True), x)
+    monkeypatch.setenv("LOWERKIT_NNPACK_PER_IMAGE", "0")  # slices, not image by image on the team
+    spec = {"forward": {"nnpack": {"threads": 2}}}
+    lowered = lowerkit.to_backend(module, ["nnpack", "glow_like"], spec)
+    (plan,) = _plans(lowered)
+    assert plan.sliced and plan.head >= 2
+    monkeypatch.setenv("LOWERKIT_NNPACK_SLICE_HEAD", "0")
+    layers = lowerkit.to_backend(module, ["nnpack", "glow_like"], spec)
+    expected = np.asarray(layers(x))
+    for _ in range(3):
+        np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_slices_with_a_head_allocate_only_their_outputs_in_steady_state(monkeypatch):
+    """The head's per-image values and the joined maps come from the spares' arena."""
+    import tracemalloc
+
+    monkeypatch.setenv("LOWERKIT_NNPACK_PER_IMAGE", "0")
+    x = np.random.default_rng(5).standard_normal((6, 3, 64, 64)).astype(np.float32)
+    module = lowerkit.trace(models.get("mobilenet_v2", small=True), x)
+    lowered = lowerkit.to_backend(module, ["nnpack", "glow_like"], {"forward": {"nnpack": {"threads": 2}}})
+    assert _plans(lowered)[0].head >= 2
+    for _ in range(4):  # the spares plan their arena after the first call
+        out = np.asarray(lowered(x))
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        lowered(x)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert peak < out.nbytes + 128 * 1024, f"a call allocated {peak} bytes (output {out.nbytes})"

@@ -27,7 +27,7 @@ from lowerkit.ir import DTYPES
 
 from .kernels import KERNELS
 from .lir import ALIGNMENT, Program
-from .lir.batch import batch_size, batch_sliceable
+from .lir.batch import batch_size, batch_sliceable, head_length
 
 
 def _aligned_bytes(nbytes: int) -> np.ndarray:
@@ -49,6 +49,19 @@ class _Slice:
     inputs: list[np.ndarray]
     outputs: list[np.ndarray]
     calls: list
+    head: _Head | None = None  # where the slice's first instructions run image by image
+
+
+@dataclass
+class _Head:
+    """A batch slice's first instructions (``lir.batch.head_length``), bound to one image's
+    rows of an arena of their own: each image of the slice goes through them in turn, then
+    the buffers the rest reads (``crossing``: head view, slice view) are copied into its row
+    of the slice's arena."""
+
+    inputs: list[np.ndarray]
+    calls: list
+    crossing: list[tuple[np.ndarray, np.ndarray]]
 
 
 @dataclass
@@ -125,6 +138,8 @@ class Executable:
             else:
                 self.blas_threads = 1
                 self.parallel = Parallel(self.ways) if self.ways > 1 else None
+        # Batch slices run their first instructions image by image (see _slice_head).
+        self.head = self._slice_head(program) if self.batch_slices is not None else 0
         self._local = threading.local()
         # Programs of element-wise and data-movement kernels only never reach BLAS: they skip
         # the BLAS thread limit (two library calls a run, most of a tiny program's cost).
@@ -218,6 +233,18 @@ class Executable:
         return os.environ.get("LOWERKIT_GLOW_SPLIT_BATCH") != "0" and batch_sliceable(program)
 
     @staticmethod
+    def _slice_head(program: Program) -> int:
+        """How many leading instructions a batch slice of two or more images runs image by
+        image (``lir.batch.head_length``: those through the last on a map of at least 1024
+        pixels; ``lowerkit.backend.cpu.head_length`` says why, with numbers), the rest layer
+        by layer over the slice. ``LOWERKIT_GLOW_SLICE_HEAD=0`` (read at compile) runs slices
+        layer by layer throughout.
+        """
+        if os.environ.get("LOWERKIT_GLOW_SLICE_HEAD") == "0":
+            return 0
+        return head_length(program)
+
+    @staticmethod
     def _derived_key(buf, fn, ins) -> tuple | None:
         if buf.kind != "constant":
             return None
@@ -265,7 +292,9 @@ class Executable:
         Own arenas, not row views of one: the memory plan reuses bytes between buffers whose
         lives do not overlap, and workers running ahead of each other would otherwise write
         one buffer's rows over another's. A slice touches only its rows of its arena (pages
-        never touched are never backed by memory).
+        never touched are never backed by memory). A slice of at least two images runs its
+        first ``head_length`` instructions image by image (:class:`_Head`), on a further
+        arena of which it touches one image's rows.
         """
         program = self.program
         slices = []
@@ -273,9 +302,25 @@ class Executable:
             views = self._views(_aligned_bytes(max(program.plan.peak_bytes, ALIGNMENT)))
             sliced = [v[rows] if buf.in_arena else v for buf, v in zip(program.buffers, views)]
             scratch = _aligned_bytes(max(program.plan.scratch_bytes, ALIGNMENT))
+            head = self.head if rows.stop - rows.start > 1 else 0
             slices.append(_Slice(rows, [sliced[b] for b in program.inputs], [sliced[b] for b in program.outputs],
-                                 self._prepare(sliced, scratch, None)))
+                                 self._prepare(sliced, scratch, None, first=head),
+                                 self._bind_head(sliced, scratch, head) if head else None))
         return _ThreadState([], [], [], slices)
+
+    def _bind_head(self, sliced: list[np.ndarray], scratch: np.ndarray, head: int) -> _Head:
+        """The first ``head`` instructions on one image's rows of a new arena (the slice's
+        scratch: they run before the rest), and the buffers they hand to the slice's arena
+        ``sliced``: every arena buffer they or the inputs define that a later instruction or
+        the outputs read."""
+        program = self.program
+        one = [v[:1] if buf.in_arena else v
+               for buf, v in zip(program.buffers, self._views(_aligned_bytes(max(program.plan.peak_bytes, ALIGNMENT))))]
+        instructions = program.instructions
+        defined = {*program.inputs, *(b for ins in instructions[:head] for b in ins.outputs)}
+        read = {*program.outputs, *(b for ins in instructions[head:] for b in ins.inputs)}
+        crossing = [(one[b], sliced[b]) for b in sorted(defined & read) if program.buffers[b].in_arena]
+        return _Head([one[b] for b in program.inputs], self._prepare(one, scratch, None, last=head), crossing)
 
     def _bind_one_image(self) -> _ThreadState:
         """Kernel calls on the first image's rows of the arena, with the team: the batch runs
@@ -290,11 +335,12 @@ class Executable:
         return _ThreadState([], [], [], image=image)
 
     def _prepare(self, views: list[np.ndarray], scratch: np.ndarray, parallel: Parallel | None,
-                 team: Team | None = None) -> list:
-        """Every instruction's kernel bound to ``views`` (one per buffer) and ``scratch``."""
+                 team: Team | None = None, first: int = 0, last: int | None = None) -> list:
+        """The kernels of instructions [first, last) (all by default) bound to ``views`` (one
+        per buffer) and ``scratch``."""
         program = self.program
         calls = []
-        for ins in program.instructions:
+        for ins in program.instructions[first:last]:
             spec = KERNELS[ins.op]
             inputs = [views[b] for b in ins.inputs]
             for pos, fn in spec.derive:
@@ -376,8 +422,11 @@ class Executable:
 
         def run_slice(j: int) -> None:
             part = slices[j]
-            for dst, src in zip(part.inputs, arrays):
-                np.copyto(dst, src[part.rows], casting="same_kind")
+            if part.head is None:
+                for dst, src in zip(part.inputs, arrays):
+                    np.copyto(dst, src[part.rows], casting="same_kind")
+            else:
+                self._run_head(part, arrays)
             for call in part.calls:
                 call()
             for result, out in zip(results, part.outputs):
@@ -385,6 +434,19 @@ class Executable:
 
         with blas_limit(1):
             self.parallel(run_slice)
+
+    @staticmethod
+    def _run_head(part: _Slice, arrays: list[np.ndarray]) -> None:
+        """Each image of the slice through its head, then into the slice's rows."""
+        head = part.head
+        for i in range(part.rows.start, part.rows.stop):
+            for dst, src in zip(head.inputs, arrays):
+                np.copyto(dst, src[i:i + 1], casting="same_kind")
+            for call in head.calls:
+                call()
+            row = i - part.rows.start
+            for one, rows in head.crossing:
+                rows[row:row + 1] = one
 
     def _run_images(self, image: _Slice, arrays: list[np.ndarray], results: list[np.ndarray]) -> None:
         """One image at a time through the team-bound calls, on the calling thread."""

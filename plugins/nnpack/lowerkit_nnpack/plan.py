@@ -24,6 +24,7 @@ from lowerkit.backend.cpu import (
     FormTrial,
     blas_limit,
     blas_threads_beside,
+    head_length,
     make_team,
     run_parallel,
     split,
@@ -125,6 +126,8 @@ class Plan:
         self.workspace = SHARED
         self._local = threading.local()  # per thread: the spare arrays (see Spares)
         self._build(graph, parameters)
+        # A slice of two or more images runs its first steps image by image (_run_with_head).
+        self.head, self._crossing = self._slice_head() if sliceable else (0, ())
 
     # -- building -------------------------------------------------------------------
     def _build(self, graph: Graph, parameters: dict[str, np.ndarray]) -> None:
@@ -211,6 +214,21 @@ class Plan:
                     frees=tuple(slot[v] for v in step.dying if v in slot and v not in self.constants))
             for step in self.steps
         ]
+
+    def _slice_head(self) -> tuple[int, tuple[int, ...]]:
+        """How many leading steps a slice runs image by image (``lowerkit.backend.cpu.
+        head_length``: through the last on a map of at least 1024 pixels), and the slots of
+        the values the head hands to the rest (its or the call's runtime values that a later
+        step or the outputs read; not the call's inputs, which the rest reads whole).
+        ``LOWERKIT_NNPACK_SLICE_HEAD=0`` (read at compile) runs slices layer by layer throughout."""
+        if os.environ.get("LOWERKIT_NNPACK_SLICE_HEAD") == "0":
+            return 0, ()
+        head = head_length([v.type.shape for v in (*step.inputs, *step.outputs)] for step in self.steps)
+        if not head:
+            return 0, ()
+        defined = {i for step in self.steps[:head] for i in step.writes}
+        read = {*self._output_slots, *(i for step in self.steps[head:] for i in step.reads)}
+        return head, tuple(sorted(i for i in defined & read if i >= self._first_runtime))
 
     def _const(self, node: Node, index: int) -> np.ndarray | None:
         if index >= len(node.inputs):
@@ -396,11 +414,12 @@ class Plan:
 
         def run_slice(j: int) -> None:
             part = [x[slices[j]] for x in arrays]
+            run = self._run_with_head if self.head and len(part[0]) > 1 else self._run
             if self.team is None:
-                parts[j] = self._run(part)
+                parts[j] = run(part)
             else:  # a team plan run as slices (on trial): each worker runs the serial forms
                 with team_off():
-                    parts[j] = self._run(part)
+                    parts[j] = run(part)
 
         with blas_limit(1):
             run_parallel(len(slices), run_slice, range(len(slices)))
@@ -435,8 +454,17 @@ class Plan:
         values = self._template.copy()
         for i, x in zip(self._input_slots, inputs):
             values[i] = x
+        self._run_steps(self.steps, values, spares)
+        return self._outputs_of(values)
+
+    def _outputs_of(self, values: list) -> list[np.ndarray]:
+        """The call's outputs from its value list (a constant output copied)."""
+        return [values[i] if i >= self._first_runtime else values[i].copy() for i in self._output_slots]
+
+    def _run_steps(self, steps: Sequence[Step], values: list, spares: Spares) -> None:
+        """``steps`` on the call's value list ``values`` (see :meth:`_run`)."""
         first_runtime = self._first_runtime
-        for step in self.steps:
+        for step in steps:
             args = [values[i] for i in step.reads]
             try:
                 results = step.kernel(args, spares) if step.fills else step.kernel(args)
@@ -459,7 +487,47 @@ class Plan:
                 array, values[i] = values[i], None
                 if tracking and array is not None:
                     spares.died(array, islice(values, first_runtime, None))
-        return [values[i] if i >= first_runtime else values[i].copy() for i in self._output_slots]
+
+    def _run_with_head(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """A slice of two or more images: each image through the first :attr:`head` steps in
+        turn, the values the rest reads joined over the slice's images (into the spares),
+        then the rest of the steps on the whole slice (:func:`head_length` says why)."""
+        spares = self._spares()
+        head, first_runtime = self.steps[:self.head], self._first_runtime
+        n = len(inputs[0])
+        # Each image's head steps bind their own arrays (``spares.bound``, keyed by step).
+        images_bound = getattr(self._local, "head_bound", None)
+        if images_bound is None or len(images_bound) < n:
+            images_bound = self._local.head_bound = [{} for _ in range(n)]
+        slice_bound = spares.bound
+        joined: dict[int, np.ndarray] = {}
+        try:
+            for i in range(n):
+                spares.bound = images_bound[i]
+                values = self._template.copy()
+                for slot, x in zip(self._input_slots, inputs):
+                    values[slot] = x[i:i + 1]
+                self._run_steps(head, values, spares)
+                for slot in self._crossing:
+                    one = values[slot]
+                    if i == 0:
+                        joined[slot] = spares.take((n, *one.shape[1:]))
+                        if spares.tracking:
+                            spares.produced([joined[slot]])
+                    joined[slot][i:i + 1] = one
+                for slot in self._crossing:  # this image's copies are spare now
+                    one, values[slot] = values[slot], None
+                    if spares.tracking:
+                        spares.died(one, islice(values, first_runtime, None))
+        finally:
+            spares.bound = slice_bound
+        values = self._template.copy()
+        for slot, x in zip(self._input_slots, inputs):
+            values[slot] = x
+        for slot, array in joined.items():
+            values[slot] = array
+        self._run_steps(self.steps[self.head:], values, spares)
+        return self._outputs_of(values)
 
 
 # Layers with a ``run_into(x, out, residual)``: a plan's call of the layer's own weights into

@@ -11,6 +11,8 @@
   process holds a core; :mod:`.team_layers` — how each kind of layer runs on a team.
 - :class:`FormTrial` — two forms of the same work, timed alternately on the first calls;
   the faster one runs from then on.
+- :func:`head_length` — how many leading steps a batch slice runs image by image (those on
+  large maps).
 - :func:`blas_limit`, :func:`blas_threads_beside` — one process-wide, reference-counted
   BLAS thread limit (threadpoolctl, imported on first use).
 - :func:`winograd_matrices`, :func:`interpolation_points` — Winograd/Toom-Cook F(m, r)
@@ -30,6 +32,7 @@ from .blas import BlasLimiter, blas_limit, blas_threads_beside
 from .cores import cpu_count
 from .im2col import im2col_view, merge_last, pad_into, tile_view
 from .pool import Parallel, pool, run_parallel
+from .slice_head import HEAD_MIN_PIXELS, head_length
 from .split import split
 from .team import StallGuard, Team, make_team, team_off
 from .trial import FormTrial
@@ -39,6 +42,7 @@ __all__ = [
     "ALIGNMENT",
     "BlasLimiter",
     "FormTrial",
+    "HEAD_MIN_PIXELS",
     "Parallel",
     "StallGuard",
     "Team",
@@ -46,6 +50,7 @@ __all__ = [
     "blas_limit",
     "blas_threads_beside",
     "cpu_count",
+    "head_length",
     "im2col_view",
     "make_team",
     "interpolation_points",

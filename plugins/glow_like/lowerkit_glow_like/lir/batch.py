@@ -14,6 +14,9 @@ program whole: the test is a whitelist.
 
 from __future__ import annotations
 
+from lowerkit.backend.cpu import HEAD_MIN_PIXELS
+from lowerkit.backend.cpu import head_length as cpu_head_length
+
 from .program import Program
 
 # Ops that compute each sample independently when their constant operands are not
@@ -76,3 +79,12 @@ def batch_sliceable(program: Program) -> bool:
             if not perm or perm[0] != 0:
                 return False
     return True
+
+
+def head_length(program: Program, min_pixels: int = HEAD_MIN_PIXELS) -> int:
+    """How many leading instructions a batch slice runs image by image: through the last one
+    that reads or writes an arena map [N, C, H, W] of at least ``min_pixels`` pixels
+    (``lowerkit.backend.cpu.head_length``, which says why)."""
+    buffers = program.buffers
+    return cpu_head_length(([buffers[b].shape for b in (*ins.inputs, *ins.outputs) if buffers[b].in_arena]
+                            for ins in program.instructions), min_pixels)
