@@ -18,7 +18,7 @@ from functools import partial
 import numpy as np
 
 from lowerkit.backend.cpu import make_team, run_parallel, split, team_layers
-from lowerkit.backend.cpu.jit.depthwise import DepthwiseGeometry, depthwise_cl_band
+from lowerkit.backend.cpu.jit.depthwise import NO_BLOCKS, DepthwiseGeometry, blocked_weights, depthwise_cl_band
 from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
 
 from .activations import NONE, RELU, add_activate
@@ -78,9 +78,12 @@ class DepthwiseConv2d:
         self.bias = np.empty(0, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
         self.ws = workspace if workspace is not None else Workspace()
         self.table, self.scratch_floats = None, 0  # depthwise_blocked's pixel table, its floats per worker
+        self.blocks = None  # depthwise_blocked's weights and bias in its blocks' layout (the layer's own)
         if self.algorithm == "depthwise_blocked":
             self.table, (_, self.scratch_floats) = team_layers.depthwise_scratch(
                 self.algorithm, geom.in_hw, geom.out_hw, geom.kernel[0], geom.stride[0], geom.padding, 1)
+            if self.weight is not None:
+                self.blocks = blocked_weights(self.weight, self.bias)
         # With several workers, a call of at least team_layers.MIN_DEPTHWISE_MACS runs as one
         # team region (bands of planes; lowerkit.backend.cpu.make_team) where team kernels run
         # here: a pool hand-off costs ~0.1 ms on a 2-core VM, a region ~3.5 us, so small layers
@@ -148,7 +151,9 @@ class DepthwiseConv2d:
             call = partial(k.depthwise3x3_s2, x, w, b, phases[0], out, code, p0, p1, 0, n * c)
         elif self.algorithm == "depthwise_blocked":
             buffers = self.ws.get("dw_blocked", (1, self.scratch_floats))
-            call = partial(k.depthwise_blocked, x, w, b, self.table, buffers[0], out, sh, pt, pl, code, p0, p1, 0, n * c)
+            blocks = NO_BLOCKS if self.blocks is None else self.blocks
+            call = partial(k.depthwise_blocked, x, w, b, blocks, self.table, buffers[0], out, sh, pt, pl, code,
+                           p0, p1, 0, n * c)
         else:
             return None
         return with_residual(call, out, residual, self.activation)
@@ -215,13 +220,14 @@ class DepthwiseConv2d:
         elif self.algorithm == "depthwise_blocked":
             table = self.table
             buffers = self.ws.get("dw_blocked", (workers, self.scratch_floats))  # a row per worker
+            blocks = self.blocks if w is self.weight and b is self.bias and self.blocks is not None else NO_BLOCKS
             if workers == 1:  # the small layers: no band machinery (~2 us of Python a call)
-                k.depthwise_blocked(x, w, b, table, buffers[0], out, sh, pt, pl, code, p0, p1, 0, n * c)
+                k.depthwise_blocked(x, w, b, blocks, table, buffers[0], out, sh, pt, pl, code, p0, p1, 0, n * c)
             else:
                 cuts = team_layers.plane_cuts(n * c, c, workers)
 
                 def blocked_band(j: int) -> None:
-                    k.depthwise_blocked(x, w, b, table, buffers[j], out, sh, pt, pl, code, p0, p1, cuts[j],
+                    k.depthwise_blocked(x, w, b, blocks, table, buffers[j], out, sh, pt, pl, code, p0, p1, cuts[j],
                                         cuts[j + 1])
 
                 run_parallel(workers, blocked_band, range(workers))

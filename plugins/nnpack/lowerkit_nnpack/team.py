@@ -227,7 +227,7 @@ class TeamDepthwise:
         conv = self.conv
         act = NONE if residual is not None else conv.activation
         region = partial(team_layers.run_depthwise, self.team, conv.algorithm, x, conv.weight, conv.bias, out,
-                         self.table, self._scratch(), self.stride, self.padding, act)
+                         self.table, self._scratch(), self.stride, self.padding, act, conv.blocks)
         serial = conv.bind(x, out, residual) or partial(conv.run_into, x, out, residual)
         return on_team(self.team, with_residual(region, out, residual, conv.activation), serial)
 
@@ -243,8 +243,9 @@ class TeamDepthwise:
         act = NONE if residual is not None else conv.activation
         w = conv.weight if weight is None else weight
         b = conv.bias if bias is None else bias
+        blocks = conv.blocks if weight is None and bias is None else None  # the layer's own weights only
         team_layers.run_depthwise(self.team, conv.algorithm, x, w, b, out, self.table, self._scratch(),
-                                  self.stride, self.padding, act)
+                                  self.stride, self.padding, act, blocks)
         if residual is not None:
             add_activate(out, residual, conv.activation)
         return out

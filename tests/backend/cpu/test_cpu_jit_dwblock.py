@@ -54,8 +54,12 @@ _ACT_FN = {"none": lambda v: v, "relu": lambda v: np.maximum(v, 0), "silu": lamb
            "clip": lambda v: np.clip(v, -0.5, 0.5)}
 
 
+@pytest.mark.parametrize("made", [False, True], ids=["gathered-weights", "blocked-weights"])
 @pytest.mark.parametrize("case", range(len(CASES)))
-def test_blocked_depthwise_matches_direct_convolution(case):
+def test_blocked_depthwise_matches_direct_convolution(case, made):
+    """Every band, with the weights gathered per block or laid out once (``blocked_weights``:
+    used by blocks that start on a multiple of 8 channels; the band from plane 3 gathers)."""
+    from lowerkit.backend.cpu.jit.depthwise import NO_BLOCKS, blocked_weights
     from lowerkit.backend.cpu.jit.dwblock import blocked_scratch, blocked_table
 
     n, c, h, wd, k, stride, padding = CASES[case]
@@ -70,11 +74,12 @@ def test_blocked_depthwise_matches_direct_convolution(case):
     geometry = ((h, wd), out_hw, k, stride, padding[:2])
     table, floats = blocked_table(*geometry), blocked_scratch(*geometry)
     conv = jit.load("conv")
+    blocks = blocked_weights(w, bias) if made else NO_BLOCKS
     planes = n * c
     bands = [(0, planes), (min(3, planes - 1), max(planes - 2, min(3, planes - 1) + 1))]
     for first, last in bands:
         got = np.full((n, c, *out_hw), np.nan, np.float32)
-        conv.depthwise_blocked(x, w, bias, table, np.full(floats, np.nan, np.float32), got, stride, padding[0],
+        conv.depthwise_blocked(x, w, bias, blocks, table, np.full(floats, np.nan, np.float32), got, stride, padding[0],
                                padding[1], code, p0, p1, first, last)
         flat, ref = got.reshape(planes, -1), expected.reshape(planes, -1)
         np.testing.assert_allclose(flat[first:last], ref[first:last], rtol=0, atol=2e-5 * max(1.0, np.abs(ref).max()))
@@ -82,8 +87,10 @@ def test_blocked_depthwise_matches_direct_convolution(case):
 
 
 def test_blocked_depthwise_from_eight_threads():
-    """One scratch per thread, one shared table and input: calls on 8 threads at once agree."""
+    """One scratch per thread, one shared table, weights and input: calls on 8 threads at once agree."""
     from concurrent.futures import ThreadPoolExecutor
+
+    from lowerkit.backend.cpu.jit.depthwise import blocked_weights
 
     from lowerkit.backend.cpu.jit.dwblock import blocked_scratch, blocked_table
 
@@ -93,11 +100,12 @@ def test_blocked_depthwise_from_eight_threads():
     bias = np.empty(0, np.float32)
     geometry = ((14, 14), (7, 7), 5, 2, (2, 2))
     table, floats = blocked_table(*geometry), blocked_scratch(*geometry)
+    blocks = blocked_weights(w, bias)
     conv = jit.load("conv")
 
     def run(_):
         out = np.empty((1, 40, 7, 7), np.float32)
-        conv.depthwise_blocked(x, w, bias, table, np.empty(floats, np.float32), out, 2, 2, 2, 0, 0.0, 0.0, 0, 40)
+        conv.depthwise_blocked(x, w, bias, blocks, table, np.empty(floats, np.float32), out, 2, 2, 2, 0, 0.0, 0.0, 0, 40)
         return out
 
     with ThreadPoolExecutor(8) as pool:

@@ -91,9 +91,12 @@ def test_depthwise_blocked_team_equals_serial(kernels, ways, channels, kernel, s
     geometry = ((14, 10), out_hw, kernel, stride, (pad, pad))
     table, floats = blocked_table(*geometry), blocked_scratch(*geometry)
     expected, got = np.empty((2, channels, *out_hw), np.float32), np.empty((2, channels, *out_hw), np.float32)
-    conv.depthwise_blocked(x, w, b, table, np.empty(floats, np.float32), expected, stride, pad, pad, *_act(3), 0,
-                           2 * channels)
-    team.depthwise_blocked(x, w, b, table, np.empty((ways, floats), np.float32), got, stride, pad, pad, *_act(3), ways)
+    from lowerkit.backend.cpu.jit.depthwise import NO_BLOCKS, blocked_weights
+
+    conv.depthwise_blocked(x, w, b, NO_BLOCKS, table, np.empty(floats, np.float32), expected, stride, pad, pad,
+                           *_act(3), 0, 2 * channels)
+    team.depthwise_blocked(x, w, b, blocked_weights(w, b), table, np.empty((ways, floats), np.float32), got, stride,
+                           pad, pad, *_act(3), ways)
     np.testing.assert_array_equal(got, expected)
 
 

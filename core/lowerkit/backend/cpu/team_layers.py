@@ -204,9 +204,10 @@ def plane_cuts(planes: int, channels: int, ways: int) -> list[int]:
 
 def run_depthwise(team: Team, algorithm: str, x: np.ndarray, w: np.ndarray, bias: np.ndarray, out: np.ndarray,
                   table: np.ndarray | None, scratch: np.ndarray | None, stride: int, padding,
-                  act: tuple[int, float, float]) -> None:
+                  act: tuple[int, float, float], blocks: np.ndarray | None = None) -> None:
     """A depthwise convolution of ``DEPTHWISE_ALGORITHMS`` in bands of planes on ``team``
-    (``table`` and ``scratch`` from :func:`depthwise_scratch`)."""
+    (``table`` and ``scratch`` from :func:`depthwise_scratch`; ``blocks``, for
+    ``depthwise_blocked``, ``jit.dwblock.blocked_weights`` of ``w`` and ``bias``, if made)."""
     kernels, ways = team.kernels(), team.ways
     pt, pl = tuple(padding)[:2]
     if algorithm == "depthwise3x3_same":
@@ -214,7 +215,10 @@ def run_depthwise(team: Team, algorithm: str, x: np.ndarray, w: np.ndarray, bias
     elif algorithm == "depthwise3x3_s2":
         kernels.depthwise3x3_s2(x, w, bias, scratch, out, *act, ways)
     elif algorithm == "depthwise_blocked":
-        kernels.depthwise_blocked(x, w, bias, table, scratch, out, stride, pt, pl, *act, ways)
+        from .jit.depthwise import NO_BLOCKS
+
+        kernels.depthwise_blocked(x, w, bias, NO_BLOCKS if blocks is None else blocks, table, scratch, out, stride,
+                                  pt, pl, *act, ways)
     else:
         raise ValueError(f"no team form for depthwise algorithm {algorithm!r}; expected one of {DEPTHWISE_ALGORITHMS}")
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from lowerkit.backend.cpu.jit.depthwise import (
     DepthwiseGeometry,
+    blocked_weights,
     copy_in_channels_last,
     copy_out_channels_last,
     depthwise_cl_band,
@@ -121,9 +122,10 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
         elif algorithm == "depthwise_blocked":
             table, shape = team_layers.depthwise_scratch(algorithm, x.shape[2:], out.shape[2:], kh, sh, (pt, pl), ways)
             buffers = np.empty(shape, np.float32)
+            blocks = blocked_weights(w, bias)
 
             def band(j: int) -> None:
-                kernels.depthwise_blocked(x, w, bias, table, buffers[j], out, sh, pt, pl, code, p0, p1,
+                kernels.depthwise_blocked(x, w, bias, blocks, table, buffers[j], out, sh, pt, pl, code, p0, p1,
                                           cut[j], cut[j + 1])
         else:
             def band(j: int) -> None:
@@ -164,10 +166,11 @@ def _team_form(inputs, outputs, attrs, scratch, algorithm: str, team, serial):
     elif algorithm in team_layers.DEPTHWISE_ALGORITHMS:
         table, shape = team_layers.depthwise_scratch(algorithm, x.shape[2:], out.shape[2:], kh, sh, (pt, pl), ways)
         buffers = None if shape is None else np.empty(shape, np.float32)
+        blocks = blocked_weights(w, bias) if algorithm == "depthwise_blocked" else None
 
         def region():
             team_layers.run_depthwise(team, algorithm, x, w, bias, out, table, buffers, sh, (pt, pl),
-                                      (code, p0, p1))
+                                      (code, p0, p1), blocks)
     else:
         def region():
             kernels.conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1, ways)

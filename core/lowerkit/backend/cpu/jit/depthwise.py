@@ -1,5 +1,6 @@
 """The channels-last depthwise pass around the compiled taps (plain Python: the kernels come in
-as an argument, loaded by the caller with ``jit.load("conv")``).
+as an argument, loaded by the caller with ``jit.load("conv")``), and the blocked kernel's
+weight layout (:func:`blocked_weights`).
 
 NCHW moves in and out with numpy's strided copies (faster than a scalar gather loop in the
 kernel); the taps, bias and activation run compiled on the channel-innermost copy. A caller
@@ -58,3 +59,21 @@ def copy_out_channels_last(acc: np.ndarray, out: np.ndarray, c0: int, c1: int) -
     """Channels [c0, c1) of ``acc`` [N, OH*OW, C] into ``out`` [N, C, OH, OW]."""
     n, _, oh, ow = out.shape
     np.copyto(out[:, c0:c1], acc[:, :, c0:c1].reshape(n, oh, ow, c1 - c0).transpose(0, 3, 1, 2))
+
+
+def blocked_weights(w: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """``w`` [C, 1, k, k] and ``bias`` ([C], or empty for none) as ``dwblock.depthwise_blocked``
+    reads them, in blocks of 8 planes: float32 [ceil(C / 8), k * k + 1, 8], block b's row t
+    tap t of channels 8b .. 8b + 7, its last row their bias (lanes past C repeat the last
+    channel). Made once per layer, at bind time."""
+    c, taps = w.shape[0], w.shape[2] * w.shape[3]
+    blocks = -(-c // 8)
+    channels = np.minimum(np.arange(blocks * 8), c - 1)
+    rows = np.empty((blocks * 8, taps + 1), np.float32)
+    rows[:, :taps] = w.reshape(c, taps)[channels]
+    rows[:, taps] = bias.reshape(-1)[channels] if bias.size else 0.0
+    return np.ascontiguousarray(rows.reshape(blocks, 8, taps + 1).transpose(0, 2, 1))
+
+
+NO_BLOCKS = np.empty((0, 0, 8), np.float32)  # dwblock.depthwise_blocked's blocks where none were made
+NO_BLOCKS.flags.writeable = False

@@ -83,8 +83,8 @@ def depthwise3x3_s2(x, w, bias, phases, out, code, p0, p1, ways):
 _TABLE = types.Array(types.uint64, 1, "C", readonly=True)
 
 
-@njit(types.void(ro(4), ro(4), ro(1), _TABLE, rw(2), rw(4), i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
-def depthwise_blocked(x, w, bias, table, scratch, out, stride, pt, pl, code, p0, p1, ways):
+@njit(types.void(ro(4), ro(4), ro(1), ro(3), _TABLE, rw(2), rw(4), i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
+def depthwise_blocked(x, w, bias, blocks, table, scratch, out, stride, pt, pl, code, p0, p1, ways):
     """:func:`.dwblock.depthwise_blocked` on ``ways`` bands of planes, cut at whole blocks of 8
     when the channels are a multiple of 8 (else a block across a cut runs as two partial
     ones; the pool's bands are cut the same way, ``team_layers.plane_cuts``); ``scratch``
@@ -95,7 +95,7 @@ def depthwise_blocked(x, w, bias, table, scratch, out, stride, pt, pl, code, p0,
         first, last = _band(planes // 8 if aligned else planes, j, ways)
         if aligned:
             first, last = first * 8, last * 8
-        conv.depthwise_blocked(x, w, bias, table, scratch[j], out, stride, pt, pl, code, p0, p1, first, last)
+        conv.depthwise_blocked(x, w, bias, blocks, table, scratch[j], out, stride, pt, pl, code, p0, p1, first, last)
 
 
 @njit(types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
