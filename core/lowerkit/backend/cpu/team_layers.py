@@ -28,6 +28,7 @@ from . import panels
 from .calls import sequence
 from .direct import DirectConv
 from .direct import fits as direct_fits
+from .jit.depthwise import NO_BLOCKS
 from .team import Team
 
 MIN_FLOPS = 1_000_000  # dense convolutions, per image
@@ -215,8 +216,6 @@ def run_depthwise(team: Team, algorithm: str, x: np.ndarray, w: np.ndarray, bias
     elif algorithm == "depthwise3x3_s2":
         kernels.depthwise3x3_s2(x, w, bias, scratch, out, *act, ways)
     elif algorithm == "depthwise_blocked":
-        from .jit.depthwise import NO_BLOCKS
-
         kernels.depthwise_blocked(x, w, bias, NO_BLOCKS if blocks is None else blocks, table, scratch, out, stride,
                                   pt, pl, *act, ways)
     else:
