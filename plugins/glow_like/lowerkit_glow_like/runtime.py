@@ -5,7 +5,8 @@ executes gets, on its first call, its own arena and scratch and its own bound ke
 calls, so concurrent calls never share writable memory. A call copies the inputs into
 their planned buffers, runs every instruction, and copies the outputs out. A batch run as
 slices (one per worker, see ``Executable._split_batch``) binds an arena, scratch and call
-list per slice instead; each worker copies its rows in, runs, and copies them out. A batch
+list per slice instead; each worker copies its rows in, runs, and copies them out — the
+first instructions (on large maps) image by image, on an arena of their own (``_Head``). A batch
 run image by image (``Executable._image_by_image``) binds the calls to the first image's
 rows and runs every image through them in turn, on the team. Where a batch can run either
 way, both are bound and the first calls time them (``lowerkit.backend.cpu.FormTrial``).
