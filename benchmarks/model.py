@@ -28,6 +28,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -250,7 +251,9 @@ def int8_accuracy(calibration: int, held_out: int, batch: int = 1) -> None:
 def bound_glow_like(module: lk.Module, x: np.ndarray, threads: int | None):
     """glow_like's compiled program (opt 2) bound the way a call binds it — this thread's
     arena, scratch and kernels: ``(program, executable, calls)``, the bound kernels in schedule
-    order (a batch run as slices, one per worker: the first slice's). Close the executable."""
+    order (a batch run as slices, one per worker: the first slice's; an instruction of its
+    head, which the slice runs image by image, as one call per image of the slice, on the
+    first image's rows). Close the executable."""
     from lowerkit_glow_like._compiler import compile_method
     from lowerkit_glow_like._options import Options
     from lowerkit_glow_like.runtime import Executable
@@ -259,8 +262,17 @@ def bound_glow_like(module: lk.Module, x: np.ndarray, threads: int | None):
     executable = Executable(program)
     executable.run([x])  # binds this thread's arena, scratch and kernels
     state = executable._state()
-    calls = state.calls if state.slices is None else state.slices[0].calls
-    return program, executable, calls
+    if state.slices is None:
+        return program, executable, state.calls
+    part = state.slices[0]
+    images = part.rows.stop - part.rows.start
+    head = [] if part.head is None else [partial(_repeat, call, images) for call in part.head.calls]
+    return program, executable, head + part.calls
+
+
+def _repeat(call: Callable[[], object], times: int) -> None:
+    for _ in range(times):
+        call()
 
 
 def instruction_times(name: str, batch: int, repeat: int) -> None:
