@@ -203,3 +203,23 @@ def test_zoo_heads_match_the_whole_program(name, monkeypatch):
         assert_close([got], [expected], rtol=1e-5)
     peak = peak_call_bytes(sliced, x)
     assert peak < got.nbytes + 128 * 1024, f"a call allocated {peak} bytes (output {got.nbytes})"
+
+
+def test_a_head_with_a_winograd_layer_matches_layer_by_layer(monkeypatch):
+    """A 3x3 layer of 64 channels on a 32x32 map (glow_like's Winograd form) inside the head,
+    bound for one image while its scratch was planned for the batch."""
+    g = Graph()
+    x = g.add_input("x", f32(5, 64, 32, 32))
+    y = _add(g, "relu", [_add(g, "conv2d", [x, _param(g, "w0", (64, 64, 3, 3))], {"padding": (1, 1, 1, 1)})])
+    y = _add(g, "conv2d", [y, _param(g, "w1", (8, 64, 3, 3))], {"padding": (1, 1, 1, 1), "stride": (2, 2)})
+    g.set_outputs([_add(g, "conv2d", [y, _param(g, "w2", (8, 8, 3, 3))], {"padding": (1, 1, 1, 1)})])
+    params = {"w0": rand(64, 64, 3, 3, seed=1) * 0.1, "w1": rand(8, 64, 3, 3, seed=2), "w2": rand(8, 8, 3, 3, seed=3)}
+    module = module_of(g, params)
+    handle = _handle(module, threads=2)
+    assert handle.program.instructions[0].attrs.get("algo") == "winograd" and handle.head == 2
+    inputs = rand(5, 64, 32, 32, seed=4)
+    monkeypatch.setenv("LOWERKIT_GLOW_SLICE_HEAD", "0")
+    layers = _handle(module, threads=2)
+    for _ in range(2):
+        assert_close([handle.run([inputs])[0]], [layers.run([inputs])[0]], rtol=1e-5)
+    assert_close([handle.run([inputs])[0]], [module.run("forward", inputs)], rtol=1e-4)
