@@ -225,3 +225,32 @@ def test_slices_with_a_head_allocate_only_their_outputs_in_steady_state(monkeypa
     finally:
         tracemalloc.stop()
     assert peak < out.nbytes + 128 * 1024, f"a call allocated {peak} bytes (output {out.nbytes})"
+
+
+class _WinogradHead(nn.Module):
+    """A 64-channel 3x3 layer at 32x32 (``wt6x6``) and a stride-2 one in the head, a conv after."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(64, 64, 3, padding=1)
+        self.b = nn.Conv2d(64, 8, 3, stride=2, padding=1)
+        self.c = nn.Conv2d(8, 8, 3, padding=1)
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        return self.c(self.b(self.act(self.a(x))))
+
+
+def test_a_head_with_a_winograd_layer_matches_layer_by_layer(rng, monkeypatch):
+    with nn.init_seed(0):
+        net = _WinogradHead()
+    x = rng.standard_normal((5, 64, 32, 32)).astype(np.float32)
+    module = lowerkit.trace(net, x)
+    lowered = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    (plan,) = _plans(lowered)
+    assert plan.sliced and plan.head == 2 and "wt6x6" in plan.algorithms.values()
+    monkeypatch.setenv("LOWERKIT_NNPACK_SLICE_HEAD", "0")
+    layers = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    for _ in range(3):
+        np.testing.assert_allclose(np.asarray(lowered(x)), np.asarray(layers(x)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(lowered(x)), np.asarray(module(x)), rtol=1e-4, atol=1e-4)
