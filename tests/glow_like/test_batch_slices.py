@@ -223,3 +223,16 @@ def test_a_head_with_a_winograd_layer_matches_layer_by_layer(monkeypatch):
     for _ in range(2):
         assert_close([handle.run([inputs])[0]], [layers.run([inputs])[0]], rtol=1e-5)
     assert_close([handle.run([inputs])[0]], [module.run("forward", inputs)], rtol=1e-4)
+
+
+def test_only_convolutions_and_pools_count_their_pixels():
+    """A channels-last [N, H, W, C] value (ConvNeXt's blocks) is no map: its W x C (here 8 x 256)
+    must not make the head reach it."""
+    g = Graph()
+    x = g.add_input("x", f32(4, 256, 8, 8))
+    y = _add(g, "conv2d", [x, _param(g, "w", (256, 256, 1, 1))])
+    g.set_outputs([_add(g, "relu", [_add(g, "transpose", [y], {"perm": (0, 2, 3, 1)})])])
+    program = _program(g, {"w": rand(256, 256, 1, 1)})
+    assert any(program.buffers[ins.outputs[0]].shape == (4, 8, 8, 256) for ins in program.instructions)
+    assert head_length(program) == 0
+    assert head_length(program, min_pixels=64) == 1  # the convolution's 8x8 maps

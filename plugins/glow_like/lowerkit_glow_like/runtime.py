@@ -236,8 +236,8 @@ class Executable:
     @staticmethod
     def _slice_head(program: Program) -> int:
         """How many leading instructions a batch slice of two or more images runs image by
-        image (``lir.batch.head_length``: those through the last on a map of at least 1024
-        pixels; ``lowerkit.backend.cpu.head_length`` says why, with numbers), the rest layer
+        image (``lir.batch.head_length``: those through the last convolution or pooling on a
+        map of at least 1024 pixels; ``lowerkit.backend.cpu.head_length`` says why, with numbers), the rest layer
         by layer over the slice. ``LOWERKIT_GLOW_SLICE_HEAD=0`` (read at compile) runs slices
         layer by layer throughout.
         """

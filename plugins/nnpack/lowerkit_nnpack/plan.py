@@ -217,13 +217,15 @@ class Plan:
 
     def _slice_head(self) -> tuple[int, tuple[int, ...]]:
         """How many leading steps a slice runs image by image (``lowerkit.backend.cpu.
-        head_length``: through the last on a map of at least 1024 pixels), and the slots of
+        head_length``: through the last convolution or pooling on a map of at least 1024
+        pixels), and the slots of
         the values the head hands to the rest (its or the call's runtime values that a later
         step or the outputs read; not the call's inputs, which the rest reads whole).
         ``LOWERKIT_NNPACK_SLICE_HEAD=0`` (read at compile) runs slices layer by layer throughout."""
         if os.environ.get("LOWERKIT_NNPACK_SLICE_HEAD") == "0":
             return 0, ()
-        head = head_length([v.type.shape for v in (*step.inputs, *step.outputs)] for step in self.steps)
+        head = head_length([v.type.shape for v in (*step.inputs, *step.outputs)] if step.node.op in _SPATIAL_OPS
+                           else () for step in self.steps)
         if not head:
             return 0, ()
         defined = {i for step in self.steps[:head] for i in step.writes}
@@ -694,6 +696,9 @@ def _epilogue_of(
     act = only_reader(add.output if add is not None else conv.output, ACTIVATION_OPS)
     return add, residual, act
 
+
+# The steps whose 4-d values are maps [N, C, H, W] (a slice's head counts their pixels).
+_SPATIAL_OPS = frozenset({"conv2d", "conv2d_input_grad", "max_pool2d", "global_avg_pool2d"})
 
 # Ops that compute each image of a batch from that image alone (weights checked below).
 _PER_SAMPLE_OPS = ("conv2d", "conv2d_input_grad", "linear", "max_pool2d", "softmax", "global_avg_pool2d", "mul",

@@ -25,8 +25,10 @@ HEAD_MIN_PIXELS = 1024  # maps of at least this many pixels (32x32) are large
 def head_length(steps: Iterable[Iterable[Sequence[int]]], min_pixels: int = HEAD_MIN_PIXELS) -> int:
     """How many leading steps a batch slice runs image by image: through the last step that
     reads or writes a map ``[N, C, H, W]`` of at least ``min_pixels`` pixels (0 if none does).
-    ``steps`` gives, per step in run order, the shapes of the values it reads and writes (a
-    dimension that is not an int, a symbolic size, counts as small)."""
+    ``steps`` gives, per step in run order, the shapes of the maps it reads and writes — a
+    backend passes those of its convolutions and poolings, and none for other steps, whose
+    4-d values may be laid out otherwise (ConvNeXt's channels-last [N, H, W, C] blocks). A
+    dimension that is not an int (a symbolic size) counts as small."""
     last = 0
     for i, shapes in enumerate(steps):
         if any(_large(shape, min_pixels) for shape in shapes):

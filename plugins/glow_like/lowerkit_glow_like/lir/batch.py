@@ -81,10 +81,16 @@ def batch_sliceable(program: Program) -> bool:
     return True
 
 
+# The ops whose 4-d operands are maps [N, C, H, W] (others, such as a channels-last
+# ``glow.fc`` over [N, H, W, C], have no pixels to count).
+_SPATIAL_OPS = frozenset({"conv2d", "glow.conv2d", "glow.gated_conv2d", "conv_transpose2d", "max_pool2d",
+                          "avg_pool2d", "global_avg_pool2d", "interpolate"})
+
+
 def head_length(program: Program, min_pixels: int = HEAD_MIN_PIXELS) -> int:
-    """How many leading instructions a batch slice runs image by image: through the last one
-    that reads or writes an arena map [N, C, H, W] of at least ``min_pixels`` pixels
-    (``lowerkit.backend.cpu.head_length``, which says why)."""
+    """How many leading instructions a batch slice runs image by image: through the last
+    convolution, pooling or resize that reads or writes an arena map [N, C, H, W] of at least
+    ``min_pixels`` pixels (``lowerkit.backend.cpu.head_length``, which says why)."""
     buffers = program.buffers
     return cpu_head_length(([buffers[b].shape for b in (*ins.inputs, *ins.outputs) if buffers[b].in_arena]
-                            for ins in program.instructions), min_pixels)
+                            if ins.op in _SPATIAL_OPS else () for ins in program.instructions), min_pixels)
