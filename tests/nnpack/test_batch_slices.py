@@ -164,24 +164,31 @@ class _LargeThenSmall(nn.Module):
         return self.c(self.block(x))
 
 
+def _with_and_without_head(net, x, monkeypatch):
+    """``net`` traced on ``x`` and lowered to nnpack on two workers, with slices' heads and
+    without (``LOWERKIT_NNPACK_SLICE_HEAD=0``): (module, lowered, its plan, lowered without)."""
+    module = lowerkit.trace(net, x)
+    lowered = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    (plan,) = _plans(lowered)
+    monkeypatch.setenv("LOWERKIT_NNPACK_SLICE_HEAD", "0")
+    layers = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    monkeypatch.delenv("LOWERKIT_NNPACK_SLICE_HEAD")
+    assert _plans(layers)[0].head == 0
+    return module, lowered, plan, layers
+
+
 def test_a_slice_runs_its_head_image_by_image_and_computes_the_same(rng, monkeypatch):
     """The steps through the last on a 1024-pixel map (here the pool, which reads one) run
     image by image in a slice of two or more images; a slice of one image has no head."""
     with nn.init_seed(0):
         net = _LargeThenSmall()
     x = rng.standard_normal((5, 6, 32, 32)).astype(np.float32)
-    module = lowerkit.trace(net, x)
-    lowered = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 2}})
-    (plan,) = _plans(lowered)
+    module, lowered, plan, layers = _with_and_without_head(net, x, monkeypatch)
     assert plan.sliced and [step.node.op for step in plan.steps[plan.head:]] == ["conv2d"]
     assert len(plan._crossing) == 1  # the pooled map
-    monkeypatch.setenv("LOWERKIT_NNPACK_SLICE_HEAD", "0")
-    layers = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 2}})
-    assert _plans(layers)[0].head == 0
     for _ in range(3):  # the spares plan their arena after the first call
         np.testing.assert_array_equal(np.asarray(lowered(x)), np.asarray(layers(x)))
     np.testing.assert_allclose(np.asarray(lowered(x)), np.asarray(module(x)), rtol=1e-4, atol=1e-4)
-    monkeypatch.delenv("LOWERKIT_NNPACK_SLICE_HEAD")
     one_each = lowerkit.to_backend(lowerkit.trace(net, x[:2]), "nnpack", {"forward": {"threads": 2}})
     assert _plans(one_each)[0].head == plan.head  # bound, but slices of one image skip it
     np.testing.assert_array_equal(np.asarray(one_each(x[:2])), np.asarray(lowered(x))[:2])
@@ -245,12 +252,8 @@ def test_a_head_with_a_winograd_layer_matches_layer_by_layer(rng, monkeypatch):
     with nn.init_seed(0):
         net = _WinogradHead()
     x = rng.standard_normal((5, 64, 32, 32)).astype(np.float32)
-    module = lowerkit.trace(net, x)
-    lowered = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 2}})
-    (plan,) = _plans(lowered)
+    module, lowered, plan, layers = _with_and_without_head(net, x, monkeypatch)
     assert plan.sliced and plan.head == 2 and "wt6x6" in plan.algorithms.values()
-    monkeypatch.setenv("LOWERKIT_NNPACK_SLICE_HEAD", "0")
-    layers = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 2}})
     for _ in range(3):
         np.testing.assert_allclose(np.asarray(lowered(x)), np.asarray(layers(x)), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.asarray(lowered(x)), np.asarray(module(x)), rtol=1e-4, atol=1e-4)
