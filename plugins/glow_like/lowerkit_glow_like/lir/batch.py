@@ -1,4 +1,5 @@
-"""Batch slicing: whether a program may run as independent slices of its batch.
+"""Batch slicing: whether a program may run as independent slices of its batch, and how many
+of its leading instructions a slice runs image by image (:func:`head_length`).
 
 A program is *batch-sliceable* when images of the batch never meet: every arena buffer
 (inputs, activations and their reshape views) has the batch as its leading dimension, and
