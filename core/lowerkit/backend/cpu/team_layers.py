@@ -208,7 +208,7 @@ def run_depthwise(team: Team, algorithm: str, x: np.ndarray, w: np.ndarray, bias
                   act: tuple[int, float, float], blocks: np.ndarray | None = None) -> None:
     """A depthwise convolution of ``DEPTHWISE_ALGORITHMS`` in bands of planes on ``team``
     (``table`` and ``scratch`` from :func:`depthwise_scratch`; ``blocks``, for
-    ``depthwise_blocked``, ``jit.dwblock.blocked_weights`` of ``w`` and ``bias``, if made)."""
+    ``depthwise_blocked``, ``jit.depthwise.blocked_weights`` of ``w`` and ``bias``, if made)."""
     kernels, ways = team.kernels(), team.ways
     pt, pl = tuple(padding)[:2]
     if algorithm == "depthwise3x3_same":

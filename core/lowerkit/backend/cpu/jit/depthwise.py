@@ -65,7 +65,7 @@ def blocked_weights(w: np.ndarray, bias: np.ndarray) -> np.ndarray:
     """``w`` [C, 1, k, k] and ``bias`` ([C], or empty for none) as ``dwblock.depthwise_blocked``
     reads them, in blocks of 8 planes: float32 [ceil(C / 8), k * k + 1, 8], block b's row t
     tap t of channels 8b .. 8b + 7, its last row their bias (lanes past C repeat the last
-    channel). Made once per layer, at bind time."""
+    channel). Made when a layer is bound, not on every call."""
     c, taps = w.shape[0], w.shape[2] * w.shape[3]
     blocks = -(-c // 8)
     channels = np.minimum(np.arange(blocks * 8), c - 1)

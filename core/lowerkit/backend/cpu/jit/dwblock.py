@@ -207,9 +207,9 @@ def depthwise_blocked(x, w, bias, blocks, table, scratch, out, stride, pt, pl, c
     """Depthwise ``k`` x ``k`` convolution (``w`` [C, 1, k, k], k in 3, 5, 7), stride 1 or 2,
     padding (pt, pl) at the top and left, with bias (empty: none) and activation ``code``,
     planes [first, last) of ``out`` (plane p = image p // C, channel p % C). ``blocks``:
-    ``depthwise.blocked_weights`` of ``w`` and ``bias``, or empty (``depthwise.NO_BLOCKS``) (each block then gathers its
-    weights from ``w``). ``table`` and ``scratch`` (at least :func:`blocked_scratch` floats)
-    from the functions above."""
+    ``depthwise.blocked_weights`` of ``w`` and ``bias``, or empty (``depthwise.NO_BLOCKS``:
+    each block then gathers its weights from ``w``). ``table`` and ``scratch`` (at least
+    :func:`blocked_scratch` floats) from the functions above."""
     c_n, h, wd = x.shape[1], x.shape[2], x.shape[3]
     oh, ow = out.shape[2], out.shape[3]
     k, s = w.shape[2], stride
