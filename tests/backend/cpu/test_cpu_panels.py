@@ -52,12 +52,15 @@ def _expected(w, x, b, act):
 
 
 # M: partial panels (1, 5, 7, 13), whole ones (6, 12); N: whole 16-column tiles and every kind
-# of partial one (one column after whole tiles, taken by the last tile: 17, 49; 1-3 single
-# columns, 4-8 and 9-15 masked: 1, 7, 8, 9, 16, 25, 135, 74); K: 1, odd, a multiple of 16, past
-# the 256-deep block. The last four have enough panels (jit.panel.PACK_PANELS) and rows for the
-# image to be copied into strips first.
+# of partial one (one column after whole tiles, taken by the last tile: 17, 49, 113; 1-3 single
+# columns, 4-8 and 9-15 masked: 1, 7, 8, 9, 16, 25, 135, 74, 50); where the kernel has the wide
+# 6 x 32 tile (jit.panel.TILE) also 32-column tiles followed by a 16-column one (50) or by the
+# last tile with its extra column (49, 113). K: 1, odd, a multiple of 16, past the 256-deep
+# block. The last four have enough panels (jit.panel.PACK_PANELS) and rows for the narrow
+# tile's image to be copied into strips first.
 SHAPES = [(1, 1, 1), (5, 3, 7), (6, 16, 16), (7, 17, 25), (12, 33, 8), (13, 300, 49), (16, 32, 135),
-          (5, 40, 17), (24, 520, 9), (2, 257, 41), (197, 300, 37), (200, 64, 74), (193, 70, 3), (200, 300, 49)]
+          (5, 40, 17), (24, 520, 9), (2, 257, 41), (13, 300, 50), (7, 70, 113), (197, 300, 37), (200, 64, 74),
+          (193, 70, 3), (200, 300, 49)]
 
 
 @pytest.mark.parametrize("act", ["relu", "clip", "silu", "hardswish", "hardsigmoid", "sigmoid"])  # _act_ir.IR_CODES
@@ -118,8 +121,9 @@ def test_team_region_equals_the_serial_kernel(m, k, n, ways):
 
 @pytest.mark.parametrize("n", [3, 37, 74, 130])
 def test_copying_the_image_into_strips_changes_no_bit(n):
-    # One call over every panel copies the image (>= PACK_PANELS panels); two calls over
-    # fewer panels each read it in place. Same products in the same order: equal bit for bit.
+    # One call over every panel copies the image (>= PACK_PANELS panels, the narrow tile; the
+    # wide one reads in place everywhere); two calls over fewer panels each read it in place.
+    # Same products in the same order: equal bit for bit.
     m, k = 200, 300
     w, x, b = _case(m, k, n)
     packed = panels.PackedWeight.of(w, b)
@@ -221,16 +225,79 @@ def test_only_full_width_avx512_takes_the_wide_rules(features, name, wide):
     assert panels.full_width_avx512(features, name) is wide
 
 
+def test_with_the_wide_tile_the_panel_gemm_takes_every_layer(monkeypatch):
+    monkeypatch.setattr(panels, "_WIDE_TILE", [True])
+    assert panels.fits(147, 12544, team=False) and panels.fits(480, 3136, team=False)
+    assert panels.fits(576, 196, team=True) and panels.fits(4608, 3136, team=True)
+    monkeypatch.setattr(panels, "_WIDE", [True])  # full-width AVX-512: its own rules first
+    assert not panels.fits(147, 12544, team=False) and not panels.fits(960, 49, team=True)
+
+
+def test_the_wide_tile_rule_follows_the_kernel_unless_the_environment_names_the_rules(monkeypatch):
+    monkeypatch.setattr(panels, "_WIDE", [False])
+    monkeypatch.setattr(panels, "_WIDE_TILE", [])
+    monkeypatch.delenv(panels.RULES_ENV, raising=False)
+    assert panels.wide_tile() is (jit.load("panel").TILE == 32) and len(panels._WIDE_TILE) == 1  # asked once
+    for rules in ("avx2", "avx512"):
+        monkeypatch.setattr(panels, "_WIDE_TILE", [])
+        monkeypatch.setenv(panels.RULES_ENV, rules)
+        assert panels.wide_tile() is False
+
+
+_NARROW_TILE_SCRIPT = """
+import numpy as np
+from lowerkit.backend.cpu import jit, panels
+kernels = jit.load("panel")
+assert kernels.TILE == 16 and kernels.PACKS, (kernels.TILE, kernels.PACKS)
+rng = np.random.default_rng(0)
+for m, k, n in ((200, 300, 49), (200, 64, 74), (197, 300, 37), (13, 300, 50), (7, 17, 25), (193, 70, 3)):
+    w = rng.standard_normal((m, k)).astype(np.float32)
+    x = rng.standard_normal((k, n)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    packed = panels.PackedWeight.of(w, b)
+    out = np.full((m, n), np.nan, np.float32)
+    packed.run(x, out, (1, 0.0, 0.0))
+    expected = np.maximum(w.astype(np.float64) @ x.astype(np.float64) + b[:, None], 0)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    team = np.full((m, n), np.nan, np.float32)
+    packed.run_team(x, team, (1, 0.0, 0.0), 2)
+    np.testing.assert_array_equal(team, out)
+print("narrow tile ok")
+"""
+
+
+def test_the_narrow_tile_and_its_strips_where_numba_compiles_for_another_cpu():
+    """Compiled for an AVX2 CPU (``NUMBA_CPU_NAME=haswell``), the kernel keeps the 6 x 16 tile
+    and copies the image into strips on calls over many panels: the path of every AVX2
+    machine, checked here in a process of its own wherever this CPU can run AVX2 code (the
+    first run compiles the panel kernels for that CPU: about a minute, then cached)."""
+    import os
+    import subprocess
+    import sys
+
+    from llvmlite import binding
+
+    features = binding.get_host_cpu_features()
+    if not (features.get("avx2") and features.get("fma")):
+        pytest.skip("this CPU cannot run code compiled for haswell (AVX2 and FMA)")
+    env = {**os.environ, "NUMBA_CPU_NAME": "haswell"}
+    result = subprocess.run([sys.executable, "-c", _NARROW_TILE_SCRIPT], capture_output=True, text=True,
+                            timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "narrow tile ok" in result.stdout
+
+
 @pytest.mark.parametrize("backend", ["glow_like", ["nnpack", "glow_like"]], ids=["glow_like", "mixed"])
-def test_the_models_match_reference_under_either_rule(monkeypatch, backend):
+def test_the_models_match_reference_under_every_rule(monkeypatch, backend):
     import lowerkit as lk
     from lowerkit import models
 
     x = models.example_input("mobilenet_v2", batch=1, small=True)
     module = lk.trace(models.get("mobilenet_v2", small=True), x)
     expected = np.asarray(lk.to_backend(module, "reference")(x))
-    for wide in (True, False):
+    for wide, wide_tile in ((True, False), (False, False), (False, True)):
         monkeypatch.setattr(panels, "_WIDE", [wide])
+        monkeypatch.setattr(panels, "_WIDE_TILE", [wide_tile])
         got = np.asarray(lk.to_backend(module, backend)(x))
         np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
 

@@ -94,14 +94,38 @@ def full_width_avx512(features: Mapping[str, bool], cpu_name: str) -> bool:
 _WIDE: list[bool] = []
 
 
+def wide_tile() -> bool:
+    """Whether the panel GEMM runs its 6 x 32 tile (``jit.panel.TILE``: the host CPU has
+    AVX-512VL's 32 vector registers) on a CPU without :func:`wide_vectors`; then it takes
+    every layer (see :func:`fits`). False where ``$LOWERKIT_PANEL_RULES`` names a rule set.
+    Loads the kernels (numba) on its first call, as binding a layer does."""
+    if not _WIDE_TILE:
+        wide = False
+        if os.environ.get(RULES_ENV, "") not in ("avx2", "avx512") and not wide_vectors():
+            from . import jit
+
+            wide = jit.load("panel").TILE == 32
+        _WIDE_TILE.append(wide)
+    return _WIDE_TILE[0]
+
+
+_WIDE_TILE: list[bool] = []
+
+
 def fits(k: int, pixels: int, team: bool) -> bool:
     """Whether the panel GEMM runs a convolution whose GEMM has ``k`` rows of columns (input
     channels of a 1x1 layer) over ``pixels`` outputs per image, on a team region or on one
     thread (the measurements above): on one thread up to 128 rows, or any on maps of at most
     784 pixels; on a team below 512 rows, or any on maps of at most 128 pixels. On a CPU with
-    :func:`wide_vectors`, only on one thread up to :data:`WIDE_SERIAL_MAX_INPUTS` rows."""
+    :func:`wide_vectors`, only on one thread up to :data:`WIDE_SERIAL_MAX_INPUTS` rows. With
+    the :func:`wide_tile`, every layer, on one thread or a team: ``benchmarks/panel.py`` on the
+    zoo's shapes and the ones the rules above leave to sgemm (64x256x3136, 128x1152x784,
+    1024x512x196, ...), Zen 4 VM, panel / sgemm + epilogue 1.04-1.78 on one thread and
+    1.02-1.58 on two."""
     if wide_vectors():
         return not team and k <= WIDE_SERIAL_MAX_INPUTS
+    if wide_tile():
+        return True
     if team:
         return k < TEAM_MAX_INPUTS or pixels <= TEAM_ANY_PIXELS
     return k <= SERIAL_MAX_INPUTS or pixels <= SERIAL_ANY_PIXELS
@@ -227,7 +251,7 @@ class PackedWeight:
 
     def _strips(self, ways: int) -> np.ndarray:
         """Scratch for the kernel's copy of the image (where it copies: many panels and rows)."""
-        if self.count < self.kernels.PACK_PANELS or self.k < self.kernels.PACK_INPUTS:
+        if not self.kernels.PACKS or self.count < self.kernels.PACK_PANELS or self.k < self.kernels.PACK_INPUTS:
             return _NO_STRIPS
         return strips(ways * self.kernels.STRIP_FLOATS)
 

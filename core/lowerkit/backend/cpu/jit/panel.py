@@ -9,14 +9,16 @@ image is a large part of the work, then the epilogue reads the whole output back
 weight is packed at bind time (``lowerkit.backend.cpu.panels.PackedWeight``) in panels of 6
 rows, ``panel[k, r] = w[6p + r, k]``. The image is multiplied a block of ``nc`` columns
 (``panels.block_columns``) at a time by every panel where it lies; it is read in place, or —
-for a call over at least ``PACK_PANELS`` panels and ``PACK_INPUTS`` rows, where the copy is
-cheap against the reads it saves — each 256-row block of it is first copied into 16-column
-strips, so a tile reads one contiguous 64-byte line per step (one thread, new / in place:
-512x4608x49 1.10, 1024x256x196 1.08, 960x160x49 1.02; two threads 2048x512x49 1.14,
-960x160x49 1.20; with fewer panels the copy lost up to 20%). The micro-kernels are LLVM IR
-(through numba intrinsics, so every register is explicit): a tile of 6 rows x 16 columns in
-twelve 8-float accumulators, ``fmuladd`` per step (one FMA instruction where the CPU has
-FMA), started from the bias, with a prefetch of the panel ``PREFETCH`` floats ahead; the
+with the 6 x 16 tile, for a call over at least ``PACK_PANELS`` panels and ``PACK_INPUTS``
+rows, where the copy is cheap against the reads it saves — each 256-row block of it is first
+copied into 16-column strips, so a tile reads one contiguous 64-byte line per step (one
+thread, new / in place: 512x4608x49 1.10, 1024x256x196 1.08, 960x160x49 1.02; two threads
+2048x512x49 1.14, 960x160x49 1.20; with fewer panels the copy lost up to 20%). The
+micro-kernels are LLVM IR (through numba intrinsics, so every register is explicit): a tile
+of 6 rows x 16 columns in twelve 8-float accumulators — or, where the CPU has AVX-512VL's 32
+vector registers (``TILE``), of 6 x 32 in 24 —, ``fmuladd`` per step (one FMA instruction
+where the CPU has FMA), started from the bias, with a prefetch of the panel ``PREFETCH``
+floats ahead; the
 activation runs on the accumulators before they are stored (``_act_ir``; the GELUs, which
 have no IR form, on the tile's rows while they are in L1).
 The last, partial tile of a block is the same tile with its image and output accesses masked
@@ -58,6 +60,29 @@ PAD = 8  # floats the packed weight and bias keep after their end (room for 8-fl
 K_BLOCK = 256  # inner-dimension block: a tile's panel slice stays in L1
 PACK_PANELS = 32  # copy the image into strips when a call covers this many panels ...
 PACK_INPUTS = 64  # ... and rows (the copy then costs little against the reads it saves)
+
+
+def _wide_register_file() -> bool:
+    """Whether numba compiles for this CPU and it has AVX-512VL: 32 vector registers for 8-float
+    vectors too (AVX2 has 16), room for the 6 x 32 tile's 24 accumulators."""
+    from numba.core import config
+
+    if config.CPU_NAME not in (None, "host"):  # compiling for another (or a generic) CPU
+        return False
+    from llvmlite import binding
+
+    return bool(binding.get_host_cpu_features().get("avx512vl", False))
+
+
+# Columns of the main tile: 6 x 32 (24 accumulators) where the CPU has the registers, else 6 x
+# 16 (12). Per step the wide tile loads four image vectors and six weights for 24 FMAs instead of
+# two and six for 12. One thread, hot data, GFLOP/s 6 x 16 / 6 x 32 (Zen 4 VM): 64x256x3072
+# 72 / 101, 512x256x768 80-97 / 101-111, 128x1152x768 92 / 105, 256x1024x192 100-104 / 107-110.
+TILE = 32 if _wide_register_file() else 16
+# The 6 x 16 tile reads the image faster from 16-column strips (see the module docstring) on calls
+# over many panels; the wide tile reads it in place at full speed (the same shapes, strips / in
+# place: 256x1024x196 87 / 107, 512x256x784 100 / 111, 512x2048x49 97 / 107), so it never copies.
+PACKS = TILE == 16
 STRIP_FLOATS = K_BLOCK * (128 + 16)  # a thread's scratch for the copy: a block of up to 143 columns
 # Each step of a tile prefetches the panel this many floats (128 steps, 3 KB) ahead. A layer's
 # weight is read from L3 or memory by its first tile only (the others find it in L1), at 24
@@ -232,6 +257,7 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
 
 
 _tile16 = _tile_kernel(2, edge=False)
+_tile32 = _tile_kernel(4, edge=False)
 _tile17 = _tile_kernel(2, edge=False, plus_one=True)
 # fc_rows' tile: the weight is its image, one contiguous stream read once, prefetched this many
 # 16-float rows (4 KB) ahead. One thread, 1280x1000 weights cycled from memory, 2-6 rows:
@@ -333,6 +359,15 @@ def _pack_block(x, strips, k0, kc, b0, b1):
                     strips[o + c] = 0.0
 
 
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _column_at(xp, j, kc, pack):
+    """Address of column ``j`` of the block (from its first column) at ``xp``: in its strip
+    (packed: strips of 16 columns, ``kc`` rows each), or ``j`` floats on (in place)."""
+    if pack:
+        return xp + np.uint64(4 * ((j // 16) * kc * 16 + j % 16))
+    return xp + np.uint64(4 * j)
+
+
 _GEMM_SIG = types.void(ro(1), ro(1), ro(2), rw(2), rw(1), i8, i8, i8, i8, f8, f8, i8, i8, i8, i8)
 
 
@@ -341,7 +376,7 @@ def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n
     """:func:`gemm` into the columns of ``out`` from ``c0`` on: column j of ``x`` goes to column
     ``c0 + j`` of ``out`` (a tile of an image's columns into its place in the output)."""
     ldx, ldc = x.shape[1], out.shape[1]
-    pack = pb - pa >= PACK_PANELS and k >= PACK_INPUTS and strips.size >= K_BLOCK * (nc + 16)
+    pack = PACKS and pb - pa >= PACK_PANELS and k >= PACK_INPUTS and strips.size >= K_BLOCK * (nc + 16)
     wa, ca, ba = panels.ctypes.data, out.ctypes.data + np.uint64(4 * c0), bias.ctypes.data
     xa = strips.ctypes.data if pack else x.ctypes.data
     of = out.reshape(-1)  # flat: no row view (two atomic reference counts) per activated row
@@ -354,15 +389,16 @@ def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n
         full = b0 + (b1 - b0) // 16 * 16
         rest = b1 - full
         plus_one = rest == 1 and full > b0  # the last column rides on the last tile
+        stop = full - 16 if plus_one else full  # the plain tiles' columns: [b0, stop)
         for k0 in range(0, k, K_BLOCK):
             kc = min(K_BLOCK, k - k0)
             first = k0 == 0
             last = k0 + kc == k
             if pack:
                 _pack_block(x, strips, k0, kc, b0, b1)
-                ld, tile_step, xp = 16, kc * 16, xa
+                ld, xp = 16, xa
             else:
-                ld, tile_step, xp = ldx, 16, xa + f * np.uint64(k0 * ldx + b0)
+                ld, xp = ldx, xa + f * np.uint64(k0 * ldx + b0)
             # The tiles activate their accumulators (codes with an IR form); act_span runs the
             # others, and the one-column kernel's columns.
             in_tile = last and code in IR_CODES
@@ -372,16 +408,20 @@ def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n
                 wp = wa + f * np.uint64(p * k * ROWS + k0 * ROWS)
                 bp = ba + f * np.uint64(p * ROWS)
                 cp = ca + f * np.uint64(p * ROWS * ldc)
-                t = 0
-                for j in range(b0, full - 16 if plus_one else full, 16):
-                    _tile16(kc, wp, xp + f * np.uint64(t * tile_step), ld, cp + f * np.uint64(j), ldc, bp, first,
+                j = b0
+                if TILE == 32:
+                    while j + 32 <= stop:
+                        _tile32(kc, wp, _column_at(xp, j - b0, kc, pack), ld, cp + f * np.uint64(j), ldc, bp, first,
+                                rows, tile_code, p0, p1)
+                        j += 32
+                while j < stop:
+                    _tile16(kc, wp, _column_at(xp, j - b0, kc, pack), ld, cp + f * np.uint64(j), ldc, bp, first,
                             rows, tile_code, p0, p1)
-                    t += 1
+                    j += 16
                 if plus_one:  # the last tile takes the last column along
-                    _tile17(kc, wp, xp + f * np.uint64(t * tile_step), ld, cp + f * np.uint64(full - 16), ldc, bp,
-                            first, rows, tile_code, p0, p1, xp + f * np.uint64((t + 1) * tile_step), ld)
-                    t += 1
-                xe, ce = xp + f * np.uint64(t * tile_step), cp + f * np.uint64(full)
+                    _tile17(kc, wp, _column_at(xp, stop - b0, kc, pack), ld, cp + f * np.uint64(stop), ldc, bp,
+                            first, rows, tile_code, p0, p1, _column_at(xp, full - b0, kc, pack), ld)
+                xe, ce = _column_at(xp, full - b0, kc, pack), cp + f * np.uint64(full)
                 if rest > 8:  # the partial tile: masked, or one column at a time where that is cheaper
                     _edge16(kc, wp, xe, ld, ce, ldc, bp, first, rows, tile_code, p0, p1, rest)
                 elif rest > 3:
