@@ -147,3 +147,20 @@ def test_compiled_im2col_is_the_column_matrix(c, h, w, kh, kw, sh, sw, dh, dw, p
     conv.im2col(x, got, kh, kw, sh, sw, pt, pl, dh, dw, 0, cut)
     conv.im2col(x, got, kh, kw, sh, sw, pt, pl, dh, dw, cut, oh)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("w, kw, pl", [(56, 1, 0), (56, 3, 1), (57, 3, 1), (41, 5, 2), (112, 7, 3), (30, 3, 0)])
+def test_compiled_stride_two_im2col_on_wide_rows(w, kw, pl):
+    """Rows wide enough for the vector path of the stride-2 columns (``_simd.take_evens``),
+    odd and even widths, padding on the left or none, the last row reading to the image's end."""
+    pytest.importorskip("numba")
+    from lowerkit.backend.cpu.jit import conv
+
+    c, h, kh, pt = 3, 9, kw, pl
+    oh, ow = (h + 2 * pt - kh) // 2 + 1, (w + 2 * pl - kw) // 2 + 1
+    x = np.random.default_rng(w).standard_normal((c, h, w)).astype(np.float32)
+    padded = np.pad(x, ((0, 0), (pt, pt), (pl, pl)))
+    want = np.ascontiguousarray(im2col_view(padded, (kh, kw), (oh, ow), (2, 2), (1, 1))).reshape(c * kh * kw, oh, ow)
+    got = np.full(want.shape, np.nan, np.float32)
+    conv.im2col(x, got, kh, kw, 2, 2, pt, pl, 1, 1, 0, oh)
+    np.testing.assert_array_equal(got, want)

@@ -1,6 +1,7 @@
 """The vector helpers of the compiled kernels (``lowerkit.backend.cpu.jit._simd``):
 ``split_pairs`` deinterleaves every count of pairs — whole vectors of 8, a scalar remainder,
-none — at any offsets, and writes nothing outside its ranges."""
+none — at any offsets, and writes nothing outside its ranges; ``take_evens`` likewise keeps the
+even ones, also where the last of them ends the array."""
 
 from __future__ import annotations
 
@@ -47,3 +48,27 @@ def test_one_array_holds_both_halves():
     np.testing.assert_array_equal(scratch[:19], np.arange(10, 48, 2))
     np.testing.assert_array_equal(scratch[20:39], np.arange(11, 48, 2))
     assert scratch[19] == 0 and scratch[39] == 0
+
+
+def _evens(xf: np.ndarray, start: int, dst: np.ndarray, d0: int, count: int) -> None:
+    from numba import njit
+
+    from lowerkit.backend.cpu.jit._simd import take_evens
+
+    @njit(cache=False)
+    def run(xf, start, dst, d0, count):
+        u = np.uint64
+        take_evens(xf, u(xf.ctypes.data), u(start), dst, u(dst.ctypes.data), u(d0), u(count))
+
+    run(xf, start, dst, d0, count)
+
+
+@pytest.mark.parametrize("count", [0, 1, 7, 8, 9, 16, 17, 28, 40])
+def test_take_evens_keeps_the_even_elements_and_stays_in_range(count):
+    start, d0 = 3, 5
+    # The source ends at the last even element: the vectors must not read past it.
+    xf = np.random.default_rng(count).standard_normal(start + max(0, 2 * count - 1)).astype(np.float32)
+    dst = np.full(count + 11, -7.0, np.float32)
+    _evens(xf, start, dst, d0, count)
+    np.testing.assert_array_equal(dst[d0:d0 + count], xf[start:start + 2 * count:2])
+    assert (dst[:d0] == -7).all() and (dst[d0 + count:] == -7).all()
