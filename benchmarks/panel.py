@@ -35,6 +35,7 @@ SHAPES = [
     (144, 24, 3136), (24, 144, 3136), (96, 16, 12544), (64, 147, 12544),
 ]
 RELU6 = (2, 0.0, 6.0)  # jit.activation_code of a clip to [0, 6]
+NO_RESIDUAL = np.empty((0, 0), np.float32)  # the kernels' residual argument: none
 
 
 def best(fn: Callable[[], object], calls: int) -> float:
@@ -63,14 +64,14 @@ def engines(m: int, k: int, n: int, threads: int, team) -> tuple[dict[str, Calla
         return {
             "panel": lambda: packed.run(x, outs[0], RELU6),
             "in place": lambda: kernels.gemm(packed.panels, packed.bias, x, outs[1], none, k, m, packed.columns,
-                                             *RELU6, 0, packed.count, 0, n),
+                                             *RELU6, 0, packed.count, 0, n, NO_RESIDUAL),
             "sgemm": sgemm,
         }, outs
     tk = team.kernels()
     return {
         "panel": lambda: packed.run_team(x, outs[0], RELU6, threads),
         "in place": lambda: kernels.team_gemm(packed.panels, packed.bias, x, outs[1], none, k, m, packed.columns,
-                                              *RELU6, threads, n >= m),
+                                              *RELU6, threads, n >= m, NO_RESIDUAL),
         "sgemm": lambda: tk.gemm_bias_activation(w, x, bias, outs[2], *RELU6, threads, m <= 64 and k >= 2 * m,
                                                  team.sgemm),
     }, outs

@@ -30,6 +30,7 @@ ACTS = {
 
 
 STRIP = jit.load("panel").STRIP_FLOATS
+NO_RESIDUAL = np.empty((0, 0), np.float32)
 
 
 def _code(name):
@@ -99,6 +100,48 @@ def test_panel_gemm_matches_numpy(m, k, n, act):
     np.testing.assert_allclose(out, _expected(w, x, b, act), rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
+@pytest.mark.parametrize("m,k,n", SHAPES)
+@pytest.mark.parametrize("act", ["none", "relu", "gelu"])  # none, in the tiles, after them (act_span)
+def test_a_residual_is_added_once_before_the_activation(m, k, n, act):
+    """The fused residual add: every kind of tile and the one-column kernel add it, on the last
+    block of K only (K past 256 has several), before the activation."""
+    w, x, b = _case(m, k, n)
+    residual = np.random.default_rng(9).standard_normal((m, n)).astype(np.float32)
+    packed = panels.PackedWeight.of(w, b)
+    out = np.full((m, n), np.nan, np.float32)
+    packed.run(x, out, _code(act), residual)
+    expected = ACTS[act](w.astype(np.float64) @ x.astype(np.float64) + b[:, None] + residual)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+def test_residuals_of_images_of_a_team_and_of_row_tiles():
+    rng = np.random.default_rng(10)
+    w, _, b = _case(13, 40, 1, seed=5)
+    packed = panels.PackedWeight.of(w, b)
+    x = rng.standard_normal((3, 40, 57)).astype(np.float32)
+    residual = rng.standard_normal((3, 13, 57)).astype(np.float32)
+    whole, single = np.empty((3, 13, 57), np.float32), np.empty((3, 13, 57), np.float32)
+    packed.run_images(x, whole, _code("relu"), residual)
+    for i in range(3):
+        packed.run(x[i], single[i], _code("relu"), residual[i])
+    np.testing.assert_array_equal(whole, single)
+    np.testing.assert_allclose(single[0], np.maximum(w @ x[0] + b[:, None] + residual[0], 0), rtol=1e-4, atol=1e-4)
+    if team_ready():
+        team = np.full((13, 57), np.nan, np.float32)
+        packed.run_team(x[1], team, _code("relu"), 2, residual[1])
+        np.testing.assert_array_equal(team, single[1])
+    image = rng.standard_normal((4, 11, 13)).astype(np.float32)  # a 3x3/2 convolution in row tiles
+    weight = rng.standard_normal((7, 4, 3, 3)).astype(np.float32)
+    packed = panels.PackedWeight.of(weight, None)
+    added = rng.standard_normal((7, 6, 7)).astype(np.float32)
+    tiled = np.full((7, 6, 7), np.nan, np.float32)
+    packed.run_tiles(image, tiled, _code("relu"), (3, 3, 2, 2, 1, 1, 1, 1), 2, np.empty(36 * 2 * 7, np.float32),
+                     added)
+    plain = np.full((7, 6, 7), np.nan, np.float32)
+    packed.run_tiles(image, plain, _code("none"), (3, 3, 2, 2, 1, 1, 1, 1), 2, np.empty(36 * 2 * 7, np.float32))
+    np.testing.assert_allclose(tiled, np.maximum(plain + added, 0), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("m,k,n", [(5, 3, 7), (13, 300, 49), (16, 32, 135), (40, 24, 20), (7, 64, 300),
                                    (400, 100, 70)])  # the last copies the image into strips (>= 32 panels)
 @pytest.mark.parametrize("ways", [1, 2, 3])
@@ -115,7 +158,7 @@ def test_team_region_equals_the_serial_kernel(m, k, n, ways):
     other = np.full((m, n), np.nan, np.float32)
     packed.kernels.team_gemm(packed.panels, packed.bias, x, other, panels.strips(3 * STRIP), k, m, packed.columns,
                              *_code("silu"), ways,
-                             not n >= m)  # the other band direction
+                             not n >= m, NO_RESIDUAL)  # the other band direction
     np.testing.assert_array_equal(other, serial)
 
 
@@ -135,7 +178,7 @@ def test_copying_the_image_into_strips_changes_no_bit(n):
     assert half < packed.kernels.PACK_PANELS
     for pa, pb in ((0, half), (half, packed.count)):
         packed.kernels.gemm(packed.panels, packed.bias, x, halves, panels.strips(STRIP), k, m, packed.columns,
-                            *_code("clip"), pa, pb, 0, n)
+                            *_code("clip"), pa, pb, 0, n, NO_RESIDUAL)
     np.testing.assert_array_equal(whole, halves)
 
 
@@ -146,12 +189,12 @@ def test_writes_only_the_output_and_only_the_panels_and_columns_asked_for(m, k, 
     out = buffer[: m * n].reshape(m, n)
     packed = panels.PackedWeight.of(w, b)
     packed.kernels.gemm(packed.panels, packed.bias, x, out, panels.strips(STRIP), k, m, packed.columns, 0, 0.0, 0.0,
-                        0, packed.count, 0, n)
+                        0, packed.count, 0, n, NO_RESIDUAL)
     np.testing.assert_allclose(out, _expected(w, x, b, "none"), rtol=1e-4, atol=1e-4)
     assert np.all(buffer[m * n :] == -7.0)
     part = np.full((m, n), -1.0, np.float32)  # panels [1, 2) x columns [8, 24) only
     packed.kernels.gemm(packed.panels, packed.bias, x, part, panels.strips(STRIP), k, m, packed.columns, 0, 0.0, 0.0,
-                        1, 2, 8, 24)
+                        1, 2, 8, 24, NO_RESIDUAL)
     expected = np.full((m, n), -1.0)
     expected[6:12, 8:24] = _expected(w, x, b, "none")[6:12, 8:24]
     np.testing.assert_allclose(part, expected, rtol=1e-4, atol=1e-4)

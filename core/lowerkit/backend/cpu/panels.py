@@ -205,49 +205,55 @@ class PackedWeight:
         writable: a weight or bias given at call time, whose values binding cannot see."""
         return _shared(cls, w, bias)
 
-    def run(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> None:
-        """``out = act(w @ x + bias)`` on the calling thread."""
+    def run(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
+            residual: np.ndarray | None = None) -> None:
+        """``out = act(w @ x + bias + residual)`` on the calling thread (``residual`` shaped like
+        ``out``, C order, or None: a fused residual add)."""
         self.kernels.gemm(self.panels, self.bias, x, out, self._strips(1), self.k, self.m, self.columns, *act, 0,
-                          self.count, 0, x.shape[1])
+                          self.count, 0, x.shape[1], _added(residual, 2))
 
-    def run_images(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> None:
+    def run_images(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
+                   residual: np.ndarray | None = None) -> None:
         """:meth:`run` for every image of ``x`` [N, K, P] into ``out`` [N, M, P], in one call
         into compiled code."""
         self.kernels.gemm_images(self.panels, self.bias, x, out, self._strips(1), self.k, self.m, self.columns,
-                                 *act)
+                                 *act, _added(residual, 3))
 
-    def run_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], ways: int) -> None:
+    def run_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], ways: int,
+                 residual: np.ndarray | None = None) -> None:
         """The same as one team region: bands of columns where the image has at least as many
         columns as the weight has rows (each thread then reads half the image and all the
         weight), else bands of panels."""
         self.kernels.team_gemm(self.panels, self.bias, x, out, self._strips(ways), self.k, self.m, self.columns,
-                               *act, ways, x.shape[1] >= self.m)
+                               *act, ways, x.shape[1] >= self.m, _added(residual, 2))
 
-    def bind(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> Callable[[], None]:
+    def bind(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
+             residual: np.ndarray | None = None) -> Callable[[], None]:
         """:meth:`run` on these arrays as a zero-argument call (for a caller that runs the same
         arrays again and again: the kernel's arguments are gathered once)."""
         return partial(self.kernels.gemm, self.panels, self.bias, x, out, self._strips(1), self.k, self.m,
-                       self.columns, *act, 0, self.count, 0, x.shape[1])
+                       self.columns, *act, 0, self.count, 0, x.shape[1], _added(residual, 2))
 
-    def bind_images(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> Callable[[], None]:
+    def bind_images(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
+                    residual: np.ndarray | None = None) -> Callable[[], None]:
         """:meth:`run_images` on these arrays as a zero-argument call (see :meth:`bind`)."""
         return partial(self.kernels.gemm_images, self.panels, self.bias, x, out, self._strips(1), self.k, self.m,
-                       self.columns, *act)
+                       self.columns, *act, _added(residual, 3))
 
     def bind_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
-                  ways: int) -> Callable[[], None]:
+                  ways: int, residual: np.ndarray | None = None) -> Callable[[], None]:
         """:meth:`run_team` on these arrays as a zero-argument call (see :meth:`bind`)."""
         return partial(self.kernels.team_gemm, self.panels, self.bias, x, out, self._strips(ways), self.k, self.m,
-                       self.columns, *act, ways, x.shape[1] >= self.m)
+                       self.columns, *act, ways, x.shape[1] >= self.m, _added(residual, 2))
 
     def run_tiles(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], geometry: tuple[int, ...],
-                  rows: int, cols: np.ndarray) -> None:
-        """``out`` [M, OH, OW] = act(conv(``x`` [C, H, W]) + bias) on the calling thread, ``rows``
-        output rows at a time (:func:`tile_rows`): each tile's columns by the compiled im2col
-        into ``cols`` (at least K * rows * OW floats), multiplied while in cache. ``geometry``
-        is (kh, kw, sh, sw, pad top, pad left, dh, dw)."""
+                  rows: int, cols: np.ndarray, residual: np.ndarray | None = None) -> None:
+        """``out`` [M, OH, OW] = act(conv(``x`` [C, H, W]) + bias + residual) on the calling thread,
+        ``rows`` output rows at a time (:func:`tile_rows`): each tile's columns by the compiled
+        im2col into ``cols`` (at least K * rows * OW floats), multiplied while in cache.
+        ``geometry`` is (kh, kw, sh, sw, pad top, pad left, dh, dw)."""
         self.kernels.conv_tiles(self.panels, self.bias, x, out, cols, self._strips(1), self.k, self.m, self.columns,
-                                *act, *geometry, rows, 0, out.shape[1])
+                                *act, *geometry, rows, 0, out.shape[1], _added(residual, 3))
 
     def _strips(self, ways: int) -> np.ndarray:
         """Scratch for the kernel's copy of the image (where it copies: many panels and rows)."""
@@ -257,6 +263,12 @@ class PackedWeight:
 
 
 _NO_STRIPS = np.empty(0, np.float32)
+_NO_RESIDUAL = {rank: np.empty((0,) * rank, np.float32) for rank in (2, 3)}
+
+
+def _added(residual: np.ndarray | None, rank: int) -> np.ndarray:
+    """The kernels' residual argument: the array, or an empty one of ``rank`` for none."""
+    return _NO_RESIDUAL[rank] if residual is None else residual
 _THREAD = threading.local()
 
 

@@ -29,7 +29,7 @@ from ._act_ir import IR_CODES
 from ._simd import split_pairs
 from ._types import f8, i8, ro, rw
 from .layer import team_ready
-from .panel import ROWS, _tile_kernel
+from .panel import _NONE, ROWS, _tile_kernel
 
 team_ready()  # team_phases and team_rows are parallel regions: choose the threading layer first
 
@@ -119,12 +119,12 @@ def _rows(panels, bias, phases, out, taps, k, m, code, p0, p1, sh, r0, r1):
             cp = cr + f * np.uint64(p * ROWS * ldc)
             for j in range(0, full, 16):
                 u = np.uint64(j)
-                _tile16(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1)
+                _tile16(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, _NONE)
             u = np.uint64(full)
             if rest > 8:
-                _edge16(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, rest)
+                _edge16(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, _NONE, rest)
             elif rest > 0:
-                _edge8(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, rest)
+                _edge8(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, _NONE, rest)
             if code != 0 and not in_tile:
                 for r in range(p * ROWS, p * ROWS + rows):
                     act_span(of, r * ldc + oh * ow, r * ldc + (oh + 1) * ow, code, p0, p1)

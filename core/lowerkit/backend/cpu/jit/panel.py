@@ -92,6 +92,7 @@ STRIP_FLOATS = K_BLOCK * (128 + 16)  # a thread's scratch for the copy: a block 
 PREFETCH = 768
 
 _ZEROS = [0] * 8
+_NONE = np.uint64(0)  # a tile's residual address: none
 
 
 def _const(v):
@@ -99,11 +100,15 @@ def _const(v):
 
 
 _U64 = types.uint64
-# k, panel, x, ldx, c, ldc, bias, first, rows, activation code, p0, p1 (, the edge tile's columns)
-_TILE_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8)
-_EDGE_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, i8)
+# k, panel, x, ldx, c, ldc, bias, first, rows, activation code, p0, p1, residual (the address of
+# the tile's first element in an array shaped like ``c``, added before the activation; 0: none)
+# (, the edge tile's columns)
+_TILE_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64)
+_EDGE_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64, i8)
 # ... and, for the tile with one more column, that column's image address and row stride
-_PLUS_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64, i8)
+_PLUS_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64, _U64, i8)
+# k, panel, x, ldx, c, ldc, bias, first, rows, residual
+_COLUMN_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, _U64)
 
 
 def _masked(builder, name, ret, args):
@@ -122,6 +127,31 @@ def _prefetch(builder, ptr):
     builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
 
 
+def _plus_residual(builder, res_a, final, load_vector, load_extra, vectors: int):
+    """``final`` (the tile's accumulators, rows x vectors, then the extra column's lanes if
+    ``load_extra``) plus the residual tile where its address ``res_a`` is not 0: a branch
+    around the loads, so a tile without one reads nothing more."""
+    before = builder.block
+    add, joined = builder.append_basic_block("tile.residual"), builder.append_basic_block("tile.joined")
+    builder.cbranch(builder.icmp_unsigned("!=", res_a, _const(0)), add, joined)
+    builder.position_at_end(add)
+    added = [builder.fadd(final[r * vectors + v], load_vector(r, v)) for r in range(ROWS) for v in range(vectors)]
+    if load_extra is not None:  # lane r: row r of the extra column (lanes 6 and 7 unused)
+        column = ir.Constant(_V8, [0.0] * 8)
+        for r in range(ROWS):
+            column = builder.insert_element(column, load_extra(r), ir.Constant(_I32, r))
+        added.append(builder.fadd(final[-1], column))
+    builder.branch(joined)
+    builder.position_at_end(joined)
+    merged = []
+    for a, b in zip(final, added):
+        phi = builder.phi(_V8)
+        phi.add_incoming(a, before)
+        phi.add_incoming(b, add)
+        merged.append(phi)
+    return merged
+
+
 def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool = False, stream: int = 0):
     """The 6 x (8 * ``vectors``) micro-kernel: ``c[r, :] = (first ? bias[r] : c[r, :]) +
     sum over k of panel[k, r] * x[k, :]`` for rows r < ``rows``. Addresses as integers,
@@ -137,18 +167,20 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
     more load and FMA a step, where the one-column kernel after the tiles cost ~15% of the
     block.
     Activation ``code`` (one of ``_act_ir.IR_CODES``, else none) with ``p0``, ``p1`` runs on the
-    accumulators before they are stored (the caller passes it with the last block of k)."""
+    accumulators before they are stored, after the ``residual`` tile (a fused residual add)
+    where its address is not 0 (the caller passes both with the last block of k)."""
 
     def codegen(context, builder, signature, args):
-        kk, panel_a, x_a, ldx_, c_a, ldc_, bias_a, first_, rows_, code_, p0_, p1_ = args[:12]
+        kk, panel_a, x_a, ldx_, c_a, ldc_, bias_a, first_, rows_, code_, p0_, p1_, res_a = args[:13]
         fptr, vptr = _F32.as_pointer(), _V8.as_pointer()
         w_p, x_p, c_p, b_p = (builder.inttoptr(a, fptr) for a in (panel_a, x_a, c_a, bias_a))
+        res_p = builder.inttoptr(res_a, fptr)
         if plus_one:
-            xe_p, lde_ = builder.inttoptr(args[12], fptr), args[13]
+            xe_p, lde_ = builder.inttoptr(args[13], fptr), args[14]
         masks = []
         if edge:  # lane i of vector v is valid when 8v + i < cols
             lanes = ir.VectorType(_I64, 8)
-            wide = builder.insert_element(ir.Constant(lanes, ir.Undefined), args[12], ir.Constant(_I32, 0))
+            wide = builder.insert_element(ir.Constant(lanes, ir.Undefined), args[13], ir.Constant(_I32, 0))
             wide = builder.shuffle_vector(wide, ir.Constant(lanes, ir.Undefined),
                                           ir.Constant(ir.VectorType(_I32, 8), _ZEROS))
             masks = [builder.icmp_signed("<", ir.Constant(lanes, [8 * v + i for i in range(8)]), wide)
@@ -167,9 +199,9 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
             else:
                 builder.store(value, ptr, align=4)
 
-        def row_ptr(r):  # rows past ``rows`` read row 0 (valid memory; never stored)
+        def row_ptr(r, base=c_p):  # rows past ``rows`` read row 0 (valid memory; never stored)
             valid = builder.icmp_signed("<", _const(r), rows_)
-            return builder.gep(c_p, [builder.mul(builder.select(valid, _const(r), _const(0)), ldc_)])
+            return builder.gep(base, [builder.mul(builder.select(valid, _const(r), _const(0)), ldc_)])
 
         def vec_ptr(base, v):
             return builder.bitcast(builder.gep(base, [_const(8 * v)]), vptr)
@@ -224,6 +256,9 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
             phi.add_incoming(s, pre)
             phi.add_incoming(value, loop)
             final.append(phi)
+        final = _plus_residual(builder, res_a, final, lambda r, v: load(vec_ptr(row_ptr(r, res_p), v), v),
+                               (lambda r: builder.load(builder.gep(row_ptr(r, res_p), [_const(8 * vectors)])))
+                               if plus_one else None, vectors)
         final = activate(builder, code_, p0_, p1_, final)
         for r in range(ROWS):
             row = builder.gep(c_p, [builder.mul(_const(r), ldc_)])
@@ -237,20 +272,20 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
 
     if plus_one:
         @intrinsic
-        def tile_plus_one(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, code, p0, p1, xe, lde):
+        def tile_plus_one(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, code, p0, p1, residual, xe, lde):
             return _PLUS_SIG, codegen
 
         return tile_plus_one
 
     if edge:
         @intrinsic
-        def tile_edge(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, code, p0, p1, cols):
+        def tile_edge(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, code, p0, p1, residual, cols):
             return _EDGE_SIG, codegen
 
         return tile_edge
 
     @intrinsic
-    def tile(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, code, p0, p1):
+    def tile(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, code, p0, p1, residual):
         return _TILE_SIG, codegen
 
     return tile
@@ -270,12 +305,15 @@ _UNROLL = 4  # independent accumulators of the one-column kernel
 
 
 @intrinsic
-def _column(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows):
+def _column(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, residual):
     """The 6 x 1 micro-kernel: the panel row (6 weights, 8 loaded) times one broadcast image
-    value per step, in four accumulators; then rows r < ``rows`` stored one by one."""
+    value per step, in four accumulators; then rows r < ``rows`` stored one by one, each
+    plus its ``residual`` element where that address is not 0."""
 
     def codegen(context, builder, signature, args):
-        kk, panel_a, x_a, ldx_, c_a, ldc_, bias_a, first_, rows_ = args
+        kk, panel_a, x_a, ldx_, c_a, ldc_, bias_a, first_, rows_, res_a = args
+        has_res = builder.icmp_unsigned("!=", res_a, _const(0))
+        res_p = builder.inttoptr(builder.select(has_res, res_a, c_a), _F32.as_pointer())  # c: valid, added as 0
         fptr, vptr = _F32.as_pointer(), _V8.as_pointer()
         w_p, x_p, c_p, b_p = (builder.inttoptr(a, fptr) for a in (panel_a, x_a, c_a, bias_a))
         zero = ir.Constant(_V8, [0.0] * 8)
@@ -331,10 +369,13 @@ def _column(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows):
             with builder.if_then(builder.icmp_signed("<", _const(r), rows_)):
                 p = builder.gep(c_p, [builder.mul(_const(r), ldc_)])
                 base = builder.select(first_, builder.extract_element(start, ir.Constant(_I32, r)), builder.load(p))
-                builder.store(builder.fadd(base, builder.extract_element(result, ir.Constant(_I32, r))), p)
+                value = builder.fadd(base, builder.extract_element(result, ir.Constant(_I32, r)))
+                extra = builder.load(builder.gep(res_p, [builder.mul(_const(r), ldc_)]))
+                value = builder.fadd(value, builder.select(has_res, extra, ir.Constant(_F32, 0.0)))
+                builder.store(value, p)
         return context.get_dummy_value()
 
-    return _TILE_SIG, codegen
+    return _COLUMN_SIG, codegen
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
@@ -368,16 +409,24 @@ def _column_at(xp, j, kc, pack):
     return xp + np.uint64(4 * j)
 
 
-_GEMM_SIG = types.void(ro(1), ro(1), ro(2), rw(2), rw(1), i8, i8, i8, i8, f8, f8, i8, i8, i8, i8)
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _at(address, floats):
+    """``address`` moved on by ``floats`` floats, or 0 (no residual) where it is 0."""
+    return address + np.uint64(4 * floats) if address != 0 else np.uint64(0)
+
+
+_GEMM_SIG = types.void(ro(1), ro(1), ro(2), rw(2), rw(1), i8, i8, i8, i8, f8, f8, i8, i8, i8, i8, ro(2))
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1, c0):
+def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1, c0, residual):
     """:func:`gemm` into the columns of ``out`` from ``c0`` on: column j of ``x`` goes to column
-    ``c0 + j`` of ``out`` (a tile of an image's columns into its place in the output)."""
+    ``c0 + j`` of ``out`` (a tile of an image's columns into its place in the output), plus the
+    same element of ``residual`` (shaped like ``out``; empty for none) before the activation."""
     ldx, ldc = x.shape[1], out.shape[1]
     pack = PACKS and pb - pa >= PACK_PANELS and k >= PACK_INPUTS and strips.size >= K_BLOCK * (nc + 16)
     wa, ca, ba = panels.ctypes.data, out.ctypes.data + np.uint64(4 * c0), bias.ctypes.data
+    ra = residual.ctypes.data + np.uint64(4 * c0) if residual.size > 0 else np.uint64(0)
     xa = strips.ctypes.data if pack else x.ctypes.data
     of = out.reshape(-1)  # flat: no row view (two atomic reference counts) per activated row
     f = np.uint64(4)
@@ -408,27 +457,29 @@ def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n
                 wp = wa + f * np.uint64(p * k * ROWS + k0 * ROWS)
                 bp = ba + f * np.uint64(p * ROWS)
                 cp = ca + f * np.uint64(p * ROWS * ldc)
+                rp = _at(ra, p * ROWS * ldc) if last else np.uint64(0)  # the residual, with the last block
                 j = b0
                 if TILE == 32:
                     while j + 32 <= stop:
                         _tile32(kc, wp, _column_at(xp, j - b0, kc, pack), ld, cp + f * np.uint64(j), ldc, bp, first,
-                                rows, tile_code, p0, p1)
+                                rows, tile_code, p0, p1, _at(rp, j))
                         j += 32
                 while j < stop:
                     _tile16(kc, wp, _column_at(xp, j - b0, kc, pack), ld, cp + f * np.uint64(j), ldc, bp, first,
-                            rows, tile_code, p0, p1)
+                            rows, tile_code, p0, p1, _at(rp, j))
                     j += 16
                 if plus_one:  # the last tile takes the last column along
                     _tile17(kc, wp, _column_at(xp, stop - b0, kc, pack), ld, cp + f * np.uint64(stop), ldc, bp,
-                            first, rows, tile_code, p0, p1, _column_at(xp, full - b0, kc, pack), ld)
+                            first, rows, tile_code, p0, p1, _at(rp, stop), _column_at(xp, full - b0, kc, pack), ld)
                 xe, ce = _column_at(xp, full - b0, kc, pack), cp + f * np.uint64(full)
                 if rest > 8:  # the partial tile: masked, or one column at a time where that is cheaper
-                    _edge16(kc, wp, xe, ld, ce, ldc, bp, first, rows, tile_code, p0, p1, rest)
+                    _edge16(kc, wp, xe, ld, ce, ldc, bp, first, rows, tile_code, p0, p1, _at(rp, full), rest)
                 elif rest > 3:
-                    _edge8(kc, wp, xe, ld, ce, ldc, bp, first, rows, tile_code, p0, p1, rest)
+                    _edge8(kc, wp, xe, ld, ce, ldc, bp, first, rows, tile_code, p0, p1, _at(rp, full), rest)
                 elif not plus_one:
                     for j in range(rest):
-                        _column(kc, wp, xe + f * np.uint64(j), ld, ce + f * np.uint64(j), ldc, bp, first, rows)
+                        _column(kc, wp, xe + f * np.uint64(j), ld, ce + f * np.uint64(j), ldc, bp, first, rows,
+                                _at(rp, full + j))
                 if last and code != 0:
                     # act_span: every column, or only the one-column kernel's (the tiles did theirs)
                     lo = b0 if not in_tile else (full if rest <= 3 and not plus_one else b1)
@@ -439,55 +490,60 @@ def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n
 
 
 @njit(_GEMM_SIG, nogil=True, cache=True, error_model="numpy")
-def gemm(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1):
-    """``out[rows of panels pa..pb, n0:n1] = act(w @ x[:, n0:n1] + bias)`` (``panels``,
-    ``bias`` as ``PackedWeight`` holds them; ``x`` [K, N], ``out`` [M, N], C order; ``m`` =
-    M; blocks of ``nc`` columns). With at least ``PACK_PANELS`` panels and ``PACK_INPUTS``
-    rows, and ``strips`` of at least ``STRIP_FLOATS`` floats (scratch; any size else), each
-    block of the image is first copied into 16-column strips there (as BLAS packs), which
-    every panel then reads contiguously."""
-    _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1, 0)
+def gemm(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1, residual):
+    """``out[rows of panels pa..pb, n0:n1] = act(w @ x[:, n0:n1] + bias + residual[...])``
+    (``panels``, ``bias`` as ``PackedWeight`` holds them; ``x`` [K, N], ``out`` [M, N] and
+    ``residual`` [M, N] or empty for none, C order; ``m`` = M; blocks of ``nc`` columns).
+    With the narrow tile (``PACKS``), at least ``PACK_PANELS`` panels and ``PACK_INPUTS`` rows,
+    and ``strips`` of at least ``STRIP_FLOATS`` floats (scratch; any size else), each block of
+    the image is first copied into 16-column strips there (as BLAS packs), which every panel
+    then reads contiguously."""
+    _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1, 0, residual)
 
 
 _TILES_SIG = types.void(ro(1), ro(1), ro(3), rw(3), rw(1), rw(1), i8, i8, i8, i8, f8, f8,
-                        i8, i8, i8, i8, i8, i8, i8, i8, i8, i8, i8)
+                        i8, i8, i8, i8, i8, i8, i8, i8, i8, i8, i8, ro(3))
 
 
 @njit(_TILES_SIG, nogil=True, cache=True, error_model="numpy")
 def conv_tiles(panels, bias, x, out, cols, strips, k, m, nc, code, p0, p1, kh, kw, sh, sw, pt, pl, dh, dw,
-               tile_rows, r0, r1):
+               tile_rows, r0, r1, residual):
     """Output rows [r0, r1) of one image's convolution, ``out`` [M, OH, OW] = act(w @ columns
     + bias) for ``x`` [C, H, W] (``k`` = C*KH*KW), ``tile_rows`` output rows at a time: the
     tile's columns by :func:`.conv.im2col` into ``cols`` (at least ``k * tile_rows * OW``
     floats), then the panel GEMM over them while they are in cache — no column matrix for the
     whole image (NNPACK's implicit GEMM, on the packed weight). One thread: every entry point
     that calls the GEMM links and optimizes its own copy of it, and a team form of this one
-    cost 13 s more of first-ever compile for ~0.2 ms on ResNet's stem at batch 1."""
+    cost 13 s more of first-ever compile for ~0.2 ms on ResNet's stem at batch 1. ``residual``
+    ([M, OH, OW], or empty) is added before the activation."""
     oh, ow = out.shape[1], out.shape[2]
     flat = out.reshape(m, oh * ow)
+    added = residual.reshape(m, oh * ow) if residual.size > 0 else residual.reshape(0, 0)
     count = -(-m // ROWS)
     for a in range(r0, r1, tile_rows):
         rows = min(tile_rows, r1 - a)
         tile = cols[:k * rows * ow].reshape(k, rows, ow)
         im2col(x, tile, kh, kw, sh, sw, pt - a * sh, pl, dh, dw, 0, rows)
         _gemm_at(panels, bias, tile.reshape(k, rows * ow), flat, strips, k, m, nc, code, p0, p1, 0, count, 0,
-                 rows * ow, a * ow)
+                 rows * ow, a * ow, added)
 
 
-@njit(types.void(ro(1), ro(1), ro(3), rw(3), rw(1), i8, i8, i8, i8, f8, f8), nogil=True, cache=True,
+@njit(types.void(ro(1), ro(1), ro(3), rw(3), rw(1), i8, i8, i8, i8, f8, f8, ro(3)), nogil=True, cache=True,
       error_model="numpy")
-def gemm_images(panels, bias, x, out, strips, k, m, nc, code, p0, p1):
-    """:func:`gemm` for every image of ``x`` [N, K, P] into ``out`` [N, M, P], all panels and
-    columns: one crossing into compiled code per layer, not one per image. (Two threads
-    running batch slices in one process wait on each other for the GIL at every crossing.)"""
+def gemm_images(panels, bias, x, out, strips, k, m, nc, code, p0, p1, residual):
+    """:func:`gemm` for every image of ``x`` [N, K, P] into ``out`` [N, M, P] (plus
+    ``residual`` [N, M, P], or empty), all panels and columns: one crossing into compiled code
+    per layer, not one per image. (Two threads running batch slices in one process wait on
+    each other for the GIL at every crossing.)"""
     count = -(-m // ROWS)
     for i in range(x.shape[0]):
-        gemm(panels, bias, x[i], out[i], strips, k, m, nc, code, p0, p1, 0, count, 0, x.shape[2])
+        added = residual[i] if residual.size > 0 else residual.reshape(0, 0)
+        gemm(panels, bias, x[i], out[i], strips, k, m, nc, code, p0, p1, 0, count, 0, x.shape[2], added)
 
 
-@njit(types.void(ro(1), ro(1), ro(2), rw(2), rw(1), i8, i8, i8, i8, f8, f8, i8, types.boolean),
+@njit(types.void(ro(1), ro(1), ro(2), rw(2), rw(1), i8, i8, i8, i8, f8, f8, i8, types.boolean, ro(2)),
       nogil=True, cache=True, parallel=True, error_model="numpy")
-def team_gemm(panels, bias, x, out, strips, k, m, nc, code, p0, p1, ways, by_columns):
+def team_gemm(panels, bias, x, out, strips, k, m, nc, code, p0, p1, ways, by_columns, residual):
     """:func:`gemm` over the whole output in one team region: ``ways`` bands of columns
     (multiples of 16) with ``by_columns``, else of panels; thread j copies into its own
     ``STRIP_FLOATS`` of ``strips`` where those are there (``ways * STRIP_FLOATS``)."""
@@ -500,11 +556,11 @@ def team_gemm(panels, bias, x, out, strips, k, m, nc, code, p0, p1, ways, by_col
         if by_columns:
             s0, s1 = tiles * j // ways, tiles * (j + 1) // ways
             if s1 > s0:
-                gemm(panels, bias, x, out, mine, k, m, nc, code, p0, p1, 0, count, 16 * s0, min(n, 16 * s1))
+                gemm(panels, bias, x, out, mine, k, m, nc, code, p0, p1, 0, count, 16 * s0, min(n, 16 * s1), residual)
         else:
             q0, q1 = count * j // ways, count * (j + 1) // ways
             if q1 > q0:
-                gemm(panels, bias, x, out, mine, k, m, nc, code, p0, p1, q0, q1, 0, n)
+                gemm(panels, bias, x, out, mine, k, m, nc, code, p0, p1, q0, q1, 0, n, residual)
 
 
 @njit(types.void(ro(2), ro(1), ro(1), rw(2), rw(1), i8, f8, f8), nogil=True, cache=True, error_model="numpy")
@@ -532,13 +588,13 @@ def fc_rows(x, bands, bias, out, xpanel, code, p0, p1):
     rest = n - full
     for b in range(full // 16):
         _tile16s(k, wa, xa + f * np.uint64(b * k * 16), 16, oa + f * np.uint64(b * 16), n, ba, False, r_n,
-                 tile_code, p0, p1)
+                 tile_code, p0, p1, _NONE)
     if rest:
         xe, ce = xa + f * np.uint64(full * k), oa + f * np.uint64(full)
         if rest > 8:
-            _edge16(k, wa, xe, 16, ce, n, ba, False, r_n, tile_code, p0, p1, rest)
+            _edge16(k, wa, xe, 16, ce, n, ba, False, r_n, tile_code, p0, p1, _NONE, rest)
         else:
-            _edge8(k, wa, xe, 16, ce, n, ba, False, r_n, tile_code, p0, p1, rest)
+            _edge8(k, wa, xe, 16, ce, n, ba, False, r_n, tile_code, p0, p1, _NONE, rest)
     if code != 0 and not in_tile:
         of = out.reshape(-1)
         act_span(of, 0, r_n * n, code, p0, p1)
