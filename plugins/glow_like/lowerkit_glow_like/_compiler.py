@@ -8,6 +8,7 @@ from ._graph import working_graph
 from ._options import Options, parse_options
 from .lir import Program, build_program, plan_memory
 from .passes import optimize
+from .passes.residual import fuse_residual_adds
 
 
 def optimized_graph(module: Module, method: str, opt_level: int) -> tuple[Graph, list[str]]:
@@ -28,6 +29,8 @@ def compile_method(module: Module, method: str, options: Options) -> Program:
         profile.check_matches(graph, method)
         quantize_graph(graph, profile)
         fired.append("quantize_graph")
+    elif options.opt_level >= 2 and fuse_residual_adds(graph):
+        fired.append("fuse_residual_adds")
     program = build_program(graph, method, options.stored())
     program.passes = fired
     plan_memory(program)

@@ -36,7 +36,9 @@ def test_resnet18_plan_is_valid_and_within_10_percent_of_lower_bound():
                 assert buf.offset % ALIGNMENT == 0
                 assert buf.offset + buf.nbytes <= plan.peak_bytes
         assert plan.lower_bound_bytes <= plan.peak_bytes <= 1.1 * plan.lower_bound_bytes
-        assert plan.peak_bytes < plan.sum_bytes / 3  # reuse pays off on a deep network
+        # Reuse pays off on a deep network (at level 2 the residual adds, fused into convolutions,
+        # leave fewer buffers to share: 0.35 of their sum there, 0.28 before).
+        assert plan.peak_bytes < plan.sum_bytes / 2.5
 
 
 def test_lower_bound_is_the_largest_live_set():

@@ -128,17 +128,26 @@ class DenseTeamForm:
         return cls(pointwise, panel, tiled, oc <= COLUMN_SPLIT_ROWS and k >= 2 * oc, tile_rows, cols_shape,
                    geometry, (oh, ow), direct)
 
+    @property
+    def fuses_residual(self) -> bool:
+        """Whether :meth:`run` takes a ``residual`` (a fused residual add): the panel GEMM's
+        forms, whose tiles add it before the activation (not the stems' direct or tiled forms)."""
+        return self.panel and self.direct is None and not self.tiled
+
     def pack(self, w2: np.ndarray, bias: np.ndarray) -> panels.PackedWeight | None:
         """The weight (and bias) as :meth:`run` takes them for a :attr:`panel` layer, else None."""
         return panels.PackedWeight.of(w2, bias) if self.panel else None
 
     def run(self, team: Team, x: np.ndarray, w2: np.ndarray, bias: np.ndarray, out: np.ndarray,
             act: tuple[int, float, float], cols: np.ndarray | None, fill_columns=None,
-            packed: panels.PackedWeight | None = None) -> None:
-        """``out`` [OC, OH, OW] = act(conv(``x`` [C, H, W]) + bias) on ``team``; ``cols`` of
-        :attr:`cols_shape`; ``fill_columns(x, cols [K, OH, OW])`` replaces the team im2col
-        of the untiled form when given; ``packed`` (from :meth:`pack`) replaces ``w2`` and
-        ``bias`` in a :attr:`panel` layer's GEMM."""
+            packed: panels.PackedWeight | None = None, residual: np.ndarray | None = None) -> None:
+        """``out`` [OC, OH, OW] = act(conv(``x`` [C, H, W]) + bias [+ residual]) on ``team``;
+        ``cols`` of :attr:`cols_shape`; ``fill_columns(x, cols [K, OH, OW])`` replaces the team
+        im2col of the untiled form when given; ``packed`` (from :meth:`pack`) replaces ``w2``
+        and ``bias`` in a :attr:`panel` layer's GEMM; ``residual`` (shaped like ``out``, C
+        order) only where :attr:`fuses_residual`, with ``packed``."""
+        if residual is not None and not (self.fuses_residual and packed is not None):
+            raise ValueError("this convolution's team form has no fused residual add (DenseTeamForm.fuses_residual)")
         kernels, ways, sgemm = team.kernels(), team.ways, team.sgemm
         oc = w2.shape[0]
         (oh, ow), pixels = self.out_hw, self.out_hw[0] * self.out_hw[1]
@@ -160,7 +169,8 @@ class DenseTeamForm:
                 fill_columns(x, image_cols)
             src = image_cols.reshape(-1, pixels)
         if packed is not None:
-            packed.run_team(src, out.reshape(oc, pixels), act, ways)
+            added = None if residual is None else residual.reshape(oc, pixels)
+            packed.run_team(src, out.reshape(oc, pixels), act, ways, added)
             return
         kernels.gemm_bias_activation(w2, src, bias, out.reshape(oc, pixels), *act, ways, self.by_columns, sgemm)
 

@@ -119,16 +119,68 @@ def conv_scratch_bytes(in_types, out_types, attrs, itemsize: int = 4) -> int:
 
 
 def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, col_dtype=np.float32):
-    """Bind a float convolution (optionally biased, with a fused activation) to its arrays."""
+    """Bind a float convolution (optionally biased, with a fused activation) to its arrays.
+    With ``residual=True`` it is ``glow.conv2d(x, w, bias, residual)``, a fused residual add
+    (``passes/residual.py``): ``out = act(conv(x) + bias + residual)``. The panel GEMM's forms
+    add the residual to each tile before its activation; the others run the convolution, then
+    the sum and the activation in one compiled pass (``jit.conv.add_activation``, as the add
+    instruction did)."""
+    if not attrs.get("residual"):
+        return _prepare_conv(inputs, outputs, attrs, scratch, parallel, team, col_dtype)
+    *conv_inputs, residual = inputs
+    fused = None
+    if residual.dtype == np.float32 and residual.flags.c_contiguous:
+        fused = _prepare_conv(conv_inputs, outputs, attrs, scratch, parallel, team, col_dtype, residual)
+    if fused is not None:
+        return fused
+    plain = _prepare_conv(conv_inputs, outputs, _without_activation(attrs), scratch, parallel, team, col_dtype)
+    add = _residual_pass(outputs[0], residual, attrs)
+
+    def run():
+        plain()
+        add()
+
+    return run
+
+
+def _without_activation(attrs: dict) -> dict:
+    return {k: v for k, v in attrs.items() if not k.startswith("act") and k != "residual"}
+
+
+def _residual_pass(out, residual, attrs):
+    """``out = act(out + residual)`` in place: one compiled pass where the arrays allow it."""
+    from lowerkit.backend.cpu import jit
+
+    if jit.flat_float32(out, residual):
+        add_activation, act = jit.load("conv").add_activation, jit.activation_code(attrs)
+        flat, other = out.reshape(-1), residual.reshape(-1)
+        return lambda: add_activation(flat, other, flat, *act)
+
+    def run():
+        np.add(out, residual, out=out)
+        apply_activation(out, attrs)
+
+    return run
+
+
+def _prepare_conv(inputs, outputs, attrs, scratch, parallel, team, col_dtype, residual=None):
+    """:func:`prepare_conv` of a convolution ``(x, w[, bias])``; with a ``residual``, the form
+    that adds it in its GEMM's epilogue, or None where the chosen form has none."""
     if attrs.get("algo") == "winograd":
+        if residual is not None:
+            return None
         usable = team is not None and all(a.dtype == np.float32 for a in (*inputs, *outputs))
         return winograd.prepare_winograd(inputs, outputs, attrs, scratch, parallel, team=team if usable else None)
     algorithm = _grouped(inputs[0].shape, inputs[1].shape, outputs[0].shape, attrs)
     if algorithm is not None:
+        if residual is not None:
+            return None
         return grouped.prepare_grouped(inputs, outputs, attrs, scratch, parallel, algorithm, team=team)
     if team is not None and _team_fits(inputs, outputs, attrs, col_dtype):
-        serial = prepare_conv(inputs, outputs, attrs, scratch, col_dtype=col_dtype)
-        return _prepare_team(inputs, outputs, attrs, scratch, team, serial)
+        serial = _prepare_conv(inputs, outputs, attrs, scratch, None, None, col_dtype, residual)
+        if serial is None:
+            return None
+        return _prepare_team(inputs, outputs, attrs, scratch, team, serial, residual)
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     (out,) = outputs
@@ -143,22 +195,26 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, c
     # On this thread (batch slices, a one-thread handle): image by image, before the batched
     # GEMM too. With the pool, the batched and split forms below keep its workers busy.
     if pointwise and groups == 1 and parallel is None:
-        panel_run = _prepare_panel(x, w, bias, out, attrs, None)
+        panel_run = _prepare_panel(x, w, bias, out, attrs, None, residual)
         if panel_run is not None:
             return panel_run
     if groups == 1 and parallel is None and not pointwise:
-        direct_run = _prepare_direct(x, w, bias, out, attrs, scratch)
+        direct_run = _prepare_direct(x, w, bias, out, attrs, scratch) if residual is None else None
         if direct_run is not None:
             return direct_run
-        tiles_run = _prepare_panel_tiles(x, w, bias, out, attrs, scratch)
+        tiles_run = _prepare_panel_tiles(x, w, bias, out, attrs, scratch, residual)
         if tiles_run is not None:
             return tiles_run
     if _batched(n, oh, ow, groups) and not (
             parallel is None and oh * ow <= PANEL_BEFORE_BATCH_PIXELS and panels.fits(k, oh * ow, team=False)
             and _packed(x, w, bias, out) is not None):  # small maps on one thread: the panel path below
+        if residual is not None:
+            return None
         return _prepare_batched(x, w, bias, out, attrs, (stride, padding, dilation), scratch, col_dtype, parallel)
     # Parallel only where the work pays for the hand-off (~100 us per call).
     if parallel is not None and groups == 1 and 2 * oc * k * oh * ow >= PARALLEL_MIN_FLOPS:
+        if residual is not None:
+            return None
         return _prepare_split(x, w, bias, out, attrs, (stride, padding, dilation), scratch, col_dtype, parallel)
     col = None if pointwise else scratch_array(scratch, col_dtype, (cg, kh, kw, oh, ow))
     col2 = None if col is None else col.reshape(k, oh * ow)
@@ -170,9 +226,11 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, c
             im2col(image, col)
             return col2
 
-        panel_run = _prepare_panel(x, w, bias, out, attrs, None if pointwise else columns)
+        panel_run = _prepare_panel(x, w, bias, out, attrs, None if pointwise else columns, residual)
         if panel_run is not None:
             return panel_run
+    if residual is not None:
+        return None
     epilogue = _epilogue(attrs, bias, out.dtype)
 
     def run():
@@ -191,7 +249,7 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, c
     return run
 
 
-def _prepare_panel(x, w, bias, out, attrs, columns):
+def _prepare_panel(x, w, bias, out, attrs, columns, residual=None):
     """A convolution image by image on the compiled panel GEMM, with its bias and activation
     (``lowerkit.backend.cpu.panels``), where that beats sgemm and the epilogue on one thread
     (``panels.fits``: at most 128 rows of columns, or any on maps of at most 784 pixels) and
@@ -211,13 +269,14 @@ def _prepare_panel(x, w, bias, out, attrs, columns):
         return None
     act = jit.activation_code(attrs)
     outs = out.reshape(n, oc, pixels)
+    added = None if residual is None else residual.reshape(n, oc, pixels)
     if columns is None:
         images = x.reshape(n, c, pixels)
-        return lambda: packed.run_images(images, outs, act)
+        return lambda: packed.run_images(images, outs, act, added)
 
     def run_columns():
         for i in range(n):
-            packed.run(columns(x[i]), outs[i], act)
+            packed.run(columns(x[i]), outs[i], act, None if added is None else added[i])
 
     return run_columns
 
@@ -250,7 +309,7 @@ def _prepare_direct(x, w, bias, out, attrs, scratch):
     return partial(form.run, packed, x, out, act, phases)
 
 
-def _prepare_panel_tiles(x, w, bias, out, attrs, scratch):
+def _prepare_panel_tiles(x, w, bias, out, attrs, scratch, residual=None):
     """A stem (few rows of columns over a large map, ``panels.tile_rows``) image by image in
     row tiles on the compiled panel GEMM: each tile's columns, then its GEMM with bias and
     activation while they are in cache, not the whole image's column matrix (7.4 MB for
@@ -272,7 +331,7 @@ def _prepare_panel_tiles(x, w, bias, out, attrs, scratch):
 
     def run_tiles():
         for i in range(n):
-            packed.run_tiles(x[i], out[i], act, geometry, rows, cols)
+            packed.run_tiles(x[i], out[i], act, geometry, rows, cols, None if residual is None else residual[i])
 
     return run_tiles
 
@@ -285,12 +344,13 @@ def _team_fits(inputs, outputs, attrs, col_dtype) -> bool:
             and 2 * out[0].size * w[0].size >= team_layers.MIN_FLOPS)
 
 
-def _prepare_team(inputs, outputs, attrs, scratch, team, serial):
+def _prepare_team(inputs, outputs, attrs, scratch, team, serial, residual=None):
     """Team form (one image on ``team.ways`` cores; the choices are
     ``lowerkit.backend.cpu.team_layers.DenseTeamForm``'s): large outputs as implicit GEMM in
     tiles; otherwise im2col in bands of output rows, then the GEMM in bands of output
     channels (or of pixels), each band's bias and activation on the thread that multiplied it.
-    Narrow stride-1 planes keep numpy's window copy for their columns (see :class:`Im2col`)."""
+    Narrow stride-1 planes keep numpy's window copy for their columns (see :class:`Im2col`).
+    With a ``residual``, None unless the form adds it (``DenseTeamForm.fuses_residual``)."""
     from lowerkit.backend.cpu import jit
 
     x, w = inputs[0], inputs[1]
@@ -306,6 +366,8 @@ def _prepare_team(inputs, outputs, attrs, scratch, team, serial):
     # Packed once per constant weight (not per thread binding); a weight given at call time
     # keeps sgemm.
     packed = panels.PackedWeight.shared(w, inputs[2] if len(inputs) > 2 else None) if form.panel else None
+    if residual is not None and (packed is None or not form.fuses_residual):
+        return None
     cols = fill = None
     if form.direct is not None:
         cols = scratch_array(scratch, np.float32, form.cols_shape)
@@ -322,7 +384,7 @@ def _prepare_team(inputs, outputs, attrs, scratch, team, serial):
         if not team.usable():
             return serial()
         for i in range(n):
-            form.run(team, x[i], w2, bias, out[i], act, cols, fill, packed)
+            form.run(team, x[i], w2, bias, out[i], act, cols, fill, packed, None if residual is None else residual[i])
 
     return run
 

@@ -62,7 +62,11 @@ def batch_sliceable(program: Program) -> bool:
         out_rank = len(buffers[ins.outputs[0]].shape)
         constants = [buffers[i] for i in ins.inputs if not buffers[i].in_arena]
         if ins.op in _CONSTANT_OPERANDS:
-            if any(buffers[i].in_arena for i in ins.inputs[1:]):
+            # A fused residual add's operand (glow.conv2d's fourth) is per sample, like the map.
+            weights = ins.inputs[1:3] if ins.attrs.get("residual") else ins.inputs[1:]
+            if any(buffers[i].in_arena for i in weights):
+                return False
+            if ins.attrs.get("residual") and not buffers[ins.inputs[3]].in_arena:
                 return False
         elif ins.op == "glow.gated_conv2d":  # weight and bias constant; the gate per sample
             if any(buffers[i].in_arena for i in ins.inputs[1:3]) or not buffers[ins.inputs[3]].in_arena:

@@ -37,7 +37,7 @@ _INT_EXTRAS = {"x_zp", "out_zp", "a_zp", "b_zp", "zp", "qmin", "qmax"}
 # Attributes beyond the core op's each instruction kind may carry.
 _EXTRAS: dict[str, tuple[str, ...]] = {
     "conv2d": _ACT + ("algo",),
-    "glow.conv2d": _ACT + ("algo",),
+    "glow.conv2d": _ACT + ("algo", "residual"),
     "glow.gated_conv2d": _ACT,
     "glow.fc": _ACT,
     "glow.add": _ACT,
@@ -78,6 +78,8 @@ def check_instruction(
         raise ShapeError(f"{op}: takes 2 or 3 inputs, got {len(inputs)}")
     if op == "glow.gated_conv2d":
         _check_gated(inputs, checked)
+    if op == "glow.conv2d" and (extras.get("residual") or len(inputs) > 3):
+        _check_residual(inputs, extras, outputs)
     if extras.get("algo") == "winograd":
         from ..kernels.winograd import applicable
 
@@ -97,6 +99,17 @@ def _check_gated(inputs: Sequence[TensorType], attrs: Mapping[str, object]) -> N
         raise ShapeError("glow.gated_conv2d: must be a 1x1, stride-1, unpadded, undilated, ungrouped convolution")
     if x.dtype != "f32" or gate.dtype != "f32" or tuple(gate.shape) != (x.shape[0], x.shape[1], 1, 1):
         raise ShapeError(f"glow.gated_conv2d: gate must be f32 [{x.shape[0]}, {x.shape[1]}, 1, 1], got {gate}")
+
+
+def _check_residual(inputs: Sequence[TensorType], attrs: Mapping[str, object],
+                    outputs: Sequence[TensorType]) -> None:
+    """``glow.conv2d(x, w, bias, residual)`` with ``residual=True``: the fused residual add's
+    operand is shaped and typed like the output."""
+    if attrs.get("residual") is not True or len(inputs) != 4:
+        raise ShapeError(f"glow.conv2d: a fused residual add takes 4 inputs (x, w, bias, residual) and "
+                         f"residual=True, got {len(inputs)} inputs and residual={attrs.get('residual')!r}")
+    if inputs[3] != outputs[0]:
+        raise ShapeError(f"glow.conv2d: residual must be the output's type {outputs[0]}, got {inputs[3]}")
 
 
 def _check_channel_vectors(op: str, inputs: Sequence[TensorType], outputs: Sequence[TensorType]) -> None:
@@ -124,6 +137,9 @@ def _check_extras(op: str, attrs: Mapping[str, object]) -> dict:
         elif name == "algo":
             if value not in ("winograd", "im2col"):
                 raise ShapeError(f"{op}: algo must be 'winograd' or 'im2col', got {value!r}")
+        elif name == "residual":
+            if value is not True:
+                raise ShapeError(f"{op}: residual must be true, got {value!r}")
         elif name in _FLOAT_EXTRAS:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
                 raise ShapeError(f"{op}: {name} must be a number, got {value!r}")
@@ -137,6 +153,6 @@ def _check_extras(op: str, attrs: Mapping[str, object]) -> dict:
     if result.get("act") == "clip" and not {"act_min", "act_max"} <= set(result):
         raise ShapeError(f"{op}: act 'clip' needs act_min and act_max")
     for name in _EXTRAS.get(op, ()):
-        if name not in result and name not in _ACT + ("algo",):
+        if name not in result and name not in _ACT + ("algo", "residual"):
             raise ShapeError(f"{op}: needs attribute {name!r}")
     return result

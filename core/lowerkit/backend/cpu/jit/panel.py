@@ -216,6 +216,13 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
                 value = builder.load(builder.gep(row_ptr(r), [_const(8 * vectors)]))
                 column_c = builder.insert_element(column_c, value, ir.Constant(_I32, r))
             start.append(builder.select(first_, builder.load(builder.bitcast(b_p, vptr), align=4), column_c))
+        # The residual tile is added after the loop: its rows (6 streams, often from L3 or
+        # memory) are fetched now, while the loop runs (without, a 1x1 layer's fused add lost
+        # to the separate pass on 56x56 maps: ResNet-50's conv3, 6.9 against 4.3 + 0.6 ms).
+        ahead = builder.select(builder.icmp_unsigned("!=", res_a, _const(0)), res_p, c_p)
+        for r in range(ROWS):
+            for offset in sorted({*range(0, 8 * vectors + plus_one, 16), 8 * vectors - 1 + plus_one}):
+                _prefetch(builder, builder.gep(row_ptr(r, ahead), [_const(offset)]))
         pre = builder.block
         loop, done = builder.append_basic_block("tile.loop"), builder.append_basic_block("tile.done")
         builder.cbranch(builder.icmp_signed(">", kk, _const(0)), loop, done)
