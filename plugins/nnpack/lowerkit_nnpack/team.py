@@ -13,7 +13,8 @@ docs/glow_like.md, "Threads").
 - depthwise convolutions: bands of planes;
 - fully-connected layers: bands of output columns.
 
-A fused residual is added after the region, with the activation, in one compiled pass. Each
+A fused residual is added in the region where the form can (Winograd's output transform, the
+panel GEMM's tiles), else after it, with the activation, in one compiled pass. Each
 form falls back to the layer's own call while the plan's ``StallGuard`` has turned team
 regions off, or in a forked child.
 """
@@ -77,9 +78,9 @@ class TeamConv:
         shapes = team_layers.winograd_shapes(x.shape[1], self.u.shape[1], x.shape[0] * th * tw, tw, self.team.ways)
         return {name: self.ws.get("team_" + name, shape) for name, shape in shapes.items()}
 
-    def _winograd(self, x: np.ndarray, out: np.ndarray, act) -> None:
+    def _winograd(self, x: np.ndarray, out: np.ndarray, act, residual: np.ndarray | None = None) -> None:
         team_layers.run_winograd(self.team, x, self.u, self.bias, out, self.padding, self.tiles, act,
-                                 self._winograd_buffers(x), 0, x.shape[0])
+                                 self._winograd_buffers(x), 0, x.shape[0], residual)
 
     @staticmethod
     def fits(conv) -> bool:
@@ -121,15 +122,23 @@ class TeamConv:
         the team is off; None for an ``x`` :meth:`run_into` would not take straight."""
         if not (x.dtype is _FLOAT32 and x.flags.c_contiguous):
             return None
-        act = NONE if residual is not None else self.activation
+        fused = self._fuses(residual)
+        act = NONE if residual is not None and not fused else self.activation
         if self.winograd:
             regions = partial(team_layers.run_winograd, self.team, x, self.u, self.bias, out, self.padding, self.tiles,
-                              act, self._winograd_buffers(x), 0, x.shape[0])
+                              act, self._winograd_buffers(x), 0, x.shape[0], residual if fused else None)
         else:
             cols = None if self.form.cols_shape is None else self.ws.get("team_cols", self.form.cols_shape)
-            regions = self.form.bind(self.team, x, self.w2, self.bias, out, act, cols, self.packed)
+            regions = (self.form.bind(self.team, x, self.w2, self.bias, out, act, cols, self.packed) if not fused else
+                       partial(self._dense_regions, x, out, act, residual, None))
         serial = self.conv.bind(x, out, residual) or partial(self.conv.run_into, x, out, residual)
-        return on_team(self.team, with_residual(regions, out, residual, self.activation), serial)
+        return on_team(self.team, with_residual(regions, out, None if fused else residual, self.activation), serial)
+
+    def _fuses(self, residual: np.ndarray | None, gate: np.ndarray | None = None) -> bool:
+        """Whether the regions add ``residual`` themselves (Winograd's output transform, the
+        panel GEMM's tiles) rather than in a pass after them."""
+        return (residual is not None and residual.dtype is _FLOAT32 and residual.flags.c_contiguous and gate is None
+                and (self.winograd or (self.form.fuses_residual and self.packed is not None)))
 
     def run_gated_into(self, x: np.ndarray, gate: np.ndarray, out: np.ndarray,
                        residual: np.ndarray | None = None) -> np.ndarray:
@@ -143,23 +152,30 @@ class TeamConv:
 
     def _regions(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None,
                  gate: np.ndarray | None = None) -> np.ndarray:
-        """The team regions of each image (float32, C-contiguous ``x``), then the residual."""
-        act = NONE if residual is not None else self.activation
+        """The team regions of each image (float32, C-contiguous ``x``), adding the residual
+        there where they can (:meth:`_fuses`), else in a pass after them."""
+        fused = self._fuses(residual, gate)
+        act = NONE if residual is not None and not fused else self.activation
         if self.winograd:
-            self._winograd(x, out, act)
+            self._winograd(x, out, act, residual if fused else None)
         else:
-            form, c = self.form, x.shape[1]
-            cols = None if form.cols_shape is None else self.ws.get("team_cols", form.cols_shape)
-            scaled = None if gate is None else self.ws.get("team_gated_weight", self.w2.shape)
-            for i in range(x.shape[0]):
-                w, packed = self.w2, self.packed
-                if scaled is not None:  # only 1x1 layers take a gate
-                    np.multiply(self.w2, gate[i].reshape(1, c), out=scaled)
-                    w, packed = scaled, None
-                form.run(self.team, x[i], w, self.bias, out[i], act, cols, packed=packed)
-        if residual is not None:  # the regions ended without the activation: sum, then activate
+            self._dense_regions(x, out, act, residual if fused else None, gate)
+        if residual is not None and not fused:  # the regions ended without the activation: sum, then activate
             add_activate(out, residual, self.activation)
         return out
+
+    def _dense_regions(self, x: np.ndarray, out: np.ndarray, act, residual: np.ndarray | None,
+                       gate: np.ndarray | None) -> None:
+        form, c = self.form, x.shape[1]
+        cols = None if form.cols_shape is None else self.ws.get("team_cols", form.cols_shape)
+        scaled = None if gate is None else self.ws.get("team_gated_weight", self.w2.shape)
+        for i in range(x.shape[0]):
+            w, packed = self.w2, self.packed
+            if scaled is not None:  # only 1x1 layers take a gate
+                np.multiply(self.w2, gate[i].reshape(1, c), out=scaled)
+                w, packed = scaled, None
+            form.run(self.team, x[i], w, self.bias, out[i], act, cols, packed=packed,
+                     residual=None if residual is None else residual[i])
 
     def _gated_serial(self, x: np.ndarray, gate: np.ndarray, residual: np.ndarray | None,
                       out: np.ndarray | None) -> np.ndarray:

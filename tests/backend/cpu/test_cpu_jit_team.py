@@ -233,10 +233,10 @@ def test_winograd_team_equals_serial_transforms_and_products(kernels, ways):
     expected, got = np.empty((n, oc, h, w_), np.float32), np.empty((n, oc, h, w_), np.float32)
     m = np.matmul(u, v_serial)
     wino.winograd_output(m, bias, expected, 0, oc, 0, n, th, tw, *act, np.empty((6, 4, tw), np.float32),
-                         np.empty((4, 4, tw), np.float32))
+                         np.empty((4, 4, tw), np.float32), np.empty((0, 0, 0, 0), np.float32))
     band = -(-oc // ways)
     with blas_limit(1):
         team.winograd_products_output(u, v_team, bias, got, np.empty((ways, 36, band, t), np.float32),
                                       np.empty((ways, 6, 4, tw), np.float32), np.empty((ways, 4, 4, tw), np.float32),
-                                      0, n, th, tw, *act, ways, sgemm().function)
+                                      0, n, th, tw, *act, ways, sgemm().function, np.empty((0, 0, 0, 0), np.float32))
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

@@ -1,7 +1,7 @@
 """``fuse_residual_adds``: conv + add [+ activation] -> one ``glow.conv2d`` with ``residual=True``;
 which convolution it takes, what it leaves alone, and the fused programs against reference on
-every form the convolution kernel can take (panel GEMM tiles, the team, batch slices, and the
-forms that run the sum as a pass of its own)."""
+every form the convolution kernel can take (panel GEMM tiles, Winograd's output transform, the
+team, batch slices, and the forms that run the sum as a pass of its own)."""
 
 from __future__ import annotations
 
@@ -177,14 +177,17 @@ def test_a_corrupt_fused_residual_is_a_format_error(edit):
         glow.lowerkit_compile(processed=msg.SerializeToString(), compile_spec={})
 
 
-@pytest.mark.parametrize("case, separate", [(dict(kernel=1), False), (dict(kernel=3, c=64, hw=40), True)],
-                         ids=["1x1_panel_gemm", "3x3_winograd"])
-def test_the_panel_gemm_adds_the_residual_itself_and_winograd_runs_a_pass_after(monkeypatch, case, separate):
+@pytest.mark.parametrize("case, n, separate", [
+    (dict(kernel=1), 1, False),  # the panel GEMM's tiles
+    (dict(kernel=3, c=64, hw=40), 1, False),  # Winograd's output transform
+    (dict(kernel=3, stride=2, c=16, hw=30, shortcut_conv=True), 4, True),  # one sgemm over the batch, then the pass
+], ids=["1x1_panel_gemm", "3x3_winograd", "3x3s2_batched_sgemm"])
+def test_the_forms_that_can_add_the_residual_themselves_do(monkeypatch, case, n, separate):
     import lowerkit_glow_like.kernels.conv as conv_kernels
 
     passes = []
     original = conv_kernels._residual_pass
     monkeypatch.setattr(conv_kernels, "_residual_pass", lambda *args: passes.append(args) or original(*args))
-    module, x = _block(**case)
+    module, x = _block(n=n, **case)
     assert_close(run_glow(module, x, threads=1), reference(module, x))
     assert bool(passes) is separate

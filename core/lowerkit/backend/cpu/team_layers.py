@@ -29,6 +29,8 @@ from .calls import sequence
 from .direct import DirectConv
 from .direct import fits as direct_fits
 from .jit.depthwise import NO_BLOCKS
+
+NO_RESIDUAL = np.empty((0, 0, 0, 0), np.float32)  # the Winograd output's residual argument: none
 from .team import Team
 
 MIN_FLOPS = 1_000_000  # dense convolutions, per image
@@ -243,14 +245,15 @@ def winograd_shapes(c: int, oc: int, tiles: int, tile_width: int, ways: int) -> 
 
 def run_winograd(team: Team, x: np.ndarray, u: np.ndarray, bias: np.ndarray, out: np.ndarray, padding,
                  tiles_hw: tuple[int, int], act: tuple[int, float, float], buffers: dict[str, np.ndarray],
-                 first: int, count: int) -> None:
+                 first: int, count: int, residual: np.ndarray | None = None) -> None:
     """Winograd F(4x4, 3x3) of images [first, first + count) on ``team`` (``u`` = G g G^T,
     [36, OC, C]): the input transform in bands of input channels, then per band of output
     channels its 36 channel GEMMs and output transform — two regions. ``buffers`` has the
-    arrays of :func:`winograd_shapes`."""
+    arrays of :func:`winograd_shapes`; ``residual`` (shaped like ``out``, C order) is added
+    before the activation."""
     kernels, ways = team.kernels(), team.ways
     (th, tw), (pt, pl) = tiles_hw, tuple(padding)[:2]
     b = buffers
     kernels.winograd_input(x, b["v"], pt, pl, th, tw, first, count, b["rows"], b["tmp"], ways)
     kernels.winograd_products_output(u, b["v"], bias, out, b["m"], b["s"], b["y"], first, count, th, tw, *act, ways,
-                                     team.sgemm)
+                                     team.sgemm, NO_RESIDUAL if residual is None else residual)

@@ -167,10 +167,9 @@ def _prepare_conv(inputs, outputs, attrs, scratch, parallel, team, col_dtype, re
     """:func:`prepare_conv` of a convolution ``(x, w[, bias])``; with a ``residual``, the form
     that adds it in its GEMM's epilogue, or None where the chosen form has none."""
     if attrs.get("algo") == "winograd":
-        if residual is not None:
-            return None
         usable = team is not None and all(a.dtype == np.float32 for a in (*inputs, *outputs))
-        return winograd.prepare_winograd(inputs, outputs, attrs, scratch, parallel, team=team if usable else None)
+        return winograd.prepare_winograd(inputs, outputs, attrs, scratch, parallel, team=team if usable else None,
+                                         residual=residual)
     algorithm = _grouped(inputs[0].shape, inputs[1].shape, outputs[0].shape, attrs)
     if algorithm is not None:
         if residual is not None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.backend.cpu import split, winograd_matrices
+from lowerkit.backend.cpu import split, team_layers, winograd_matrices
 
 from ._base import scratch_array
 
@@ -75,8 +75,10 @@ def scratch_bytes(in_types, out_types, attrs) -> int:
     return 4 * (TILE * TILE * c * t + max(_in_band_floats(c, tw), _out_band_floats(oc, t, tw)))
 
 
-def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None):
-    """Bind an F(4x4, 3x3) convolution (weights raw or already transformed)."""
+def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None, residual=None):
+    """Bind an F(4x4, 3x3) convolution (weights raw or already transformed), with a fused
+    residual add where ``residual`` (shaped like the output, float32, C order) is given: the
+    output transform adds it before the activation."""
     from lowerkit.backend.cpu import jit
 
     kernels = jit.load("winograd")
@@ -88,9 +90,10 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None):
     pt, pl = attrs.get("padding", (0, 0, 0, 0))[:2]
     code, p0, p1 = jit.activation_code(attrs)
     t = chunk * th * tw
+    added = team_layers.NO_RESIDUAL if residual is None else residual
     if team is not None and x.flags.c_contiguous and out.flags.c_contiguous:
-        serial = prepare_winograd(inputs, outputs, attrs, scratch)
-        return _team_form(x, u, bias, out, (pt, pl), (code, p0, p1), scratch, team, serial)
+        serial = prepare_winograd(inputs, outputs, attrs, scratch, residual=residual)
+        return _team_form(x, u, bias, out, (pt, pl), (code, p0, p1), scratch, team, serial, residual)
     ways = parallel.ways if parallel is not None else 1
     in_bands = [(b.start, b.stop) for b in split(c, ways)]
     out_bands = [(b.start, b.stop) for b in split(oc, ways)]
@@ -124,7 +127,7 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None):
         # All t columns, also those of images past k in a partial last chunk (their results
         # are never read): the GEMMs keep one shape.
         np.matmul(u[:, o0:o1], v, out=m)
-        kernels.winograd_output(m, bias, out, o0, o1, current[0], current[1], th, tw, code, p0, p1, s, y)
+        kernels.winograd_output(m, bias, out, o0, o1, current[0], current[1], th, tw, code, p0, p1, s, y, added)
 
     def run() -> None:
         for i0 in range(0, n, chunk):
@@ -139,12 +142,10 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None):
     return run
 
 
-def _team_form(x, u, bias, out, padding, act, scratch, team, serial):
+def _team_form(x, u, bias, out, padding, act, scratch, team, serial, residual=None):
     """Two team regions per chunk of images (``lowerkit.backend.cpu.team_layers.run_winograd``):
     the input transform in bands of input channels, then per band of output channels its 36
     channel GEMMs (jit.cblas.sgemm: MKL's or numpy's, BLAS at one thread) and its output transform."""
-    from lowerkit.backend.cpu import team_layers
-
     n, c, h, wd, oc, oh, ow, th, tw, chunk = _plan(x.shape, out.shape)
     u = np.ascontiguousarray(u, dtype=np.float32)
     bias = np.ascontiguousarray(bias, dtype=np.float32)
@@ -156,6 +157,7 @@ def _team_form(x, u, bias, out, padding, act, scratch, team, serial):
         if not team.usable():
             return serial()
         for i0 in range(0, n, chunk):
-            team_layers.run_winograd(team, x, u, bias, out, padding, (th, tw), act, buffers, i0, min(chunk, n - i0))
+            team_layers.run_winograd(team, x, u, bias, out, padding, (th, tw), act, buffers, i0, min(chunk, n - i0),
+                                     residual)
 
     return run

@@ -12,6 +12,7 @@ from .base import ConvAlgorithm
 
 
 _NO_BIAS = np.empty(0, np.float32)
+_NO_RESIDUAL = np.empty((0, 0, 0, 0), np.float32)
 
 
 class Winograd(ConvAlgorithm):
@@ -137,18 +138,9 @@ class Winograd6(Winograd):
         s = self.ws.get("ws", (self.size, self.out, tw))
         y = self.ws.get("wy", (self.out, self.out, tw))
         b = _NO_BIAS if bias is None else np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
-        if residual is None:
-            self._jit.winograd_output(m, b, out, o0, o1, 0, n, th, tw, *self.activation, s, y)
-            return
-        # The compiled output transform ends with the activation: with a residual it writes
-        # the biased block, then the sum and the activation follow while it is in cache.
-        self._jit.winograd_output(m, b, out, o0, o1, 0, n, th, tw, 0, 0.0, 0.0, s, y)
-        from ..activations import activate_inplace
-
-        for i in range(n):
-            blk = out[i, o0:o1]
-            blk += residual[i, o0:o1]
-            activate_inplace(blk, self.activation)
+        # The compiled output transform adds the residual (a fused residual add) before the activation.
+        added = _NO_RESIDUAL if residual is None else np.ascontiguousarray(residual, dtype=np.float32)
+        self._jit.winograd_output(m, b, out, o0, o1, 0, n, th, tw, *self.activation, s, y, added)
 
 
 class Winograd4(Winograd):

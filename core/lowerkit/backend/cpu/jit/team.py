@@ -177,11 +177,11 @@ def winograd_input(x, v, pt, pl, th, tw, i0, k, rows, tmp, ways):
             winograd.winograd_input(x, v, pt, pl, th, tw, i0, k, c0, c1, rows[j], tmp[j])
 
 
-def _winograd_products_output(u, v, bias, out, m, s, y, i0, k, th, tw, code, p0, p1, ways, gemm):
+def _winograd_products_output(u, v, bias, out, m, s, y, i0, k, th, tw, code, p0, p1, ways, gemm, residual):
     """Per band of output channels: the band's 36 channel GEMMs ``m[j][a] = u[a][band] @ v[a]``
     (``gemm``, cblas_sgemm), then :func:`.winograd.winograd_output` of the band on the same
-    thread. ``m`` [ways, 36, rows, T] (rows at least the largest band), ``s`` and ``y`` are
-    each thread's buffers."""
+    thread (with ``residual``, shaped like ``out`` or empty). ``m`` [ways, 36, rows, T] (rows
+    at least the largest band), ``s`` and ``y`` are each thread's buffers."""
     oc, c = u.shape[1], u.shape[2]
     t = v.shape[2]
     rows = m.shape[2]
@@ -193,7 +193,7 @@ def _winograd_products_output(u, v, bias, out, m, s, y, i0, k, th, tw, code, p0,
                 gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, o1 - o0, t, c, np.float32(1.0),
                      u.ctypes.data + np.uint64(4 * (a * oc + o0) * c), c, v.ctypes.data + np.uint64(4 * a * c * t), t,
                      np.float32(0.0), mj.ctypes.data + np.uint64(4 * a * rows * t), t)
-            winograd.winograd_output(mj, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s[j], y[j])
+            winograd.winograd_output(mj, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s[j], y[j], residual)
 
 
 def _conv_tiles(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, tile_rows, cols, code, p0, p1, ways, gemm):
@@ -247,7 +247,7 @@ if _SGEMM is not None:
     _FC_SIG = types.void(ro(2), ro(2), ro(1), rw(2), i8, f8, f8, i8, make_function_type(_SGEMM.function))
     fc_bias_activation = njit(_FC_SIG, **_FLAGS)(_fc_bias_activation)
     _WINO_SIG = types.void(ro(3), ro(3), ro(1), rw(4), rw(4), rw(4), rw(4), i8, i8, i8, i8, i8, f8, f8, i8,
-                           make_function_type(_SGEMM.function))
+                           make_function_type(_SGEMM.function), ro(4))
     winograd_products_output = njit(_WINO_SIG, **_FLAGS)(_winograd_products_output)
     _TILES_SIG = types.void(ro(3), ro(2), ro(1), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, rw(2), i8, f8, f8, i8,
                             make_function_type(_SGEMM.function))

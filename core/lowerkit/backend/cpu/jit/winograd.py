@@ -23,7 +23,7 @@ from ._types import f8, i8, ro, rw
 _U = np.uint64
 
 _IN = types.void(ro(4), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, rw(2), rw(2))
-_OUT = types.void(ro(3), ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, f8, f8, rw(3), rw(3))
+_OUT = types.void(ro(3), ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, f8, f8, rw(3), rw(3), ro(4))
 
 
 @njit(inline="always", error_model="numpy")
@@ -104,15 +104,17 @@ def _at(m0, m1, m2, m3, m4, m5):
 
 
 @njit(_OUT, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def winograd_output(m, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y):
-    """out[i0:i0+k, o0:o1] = act(A^T m A + bias), cropped; m's channel j is output channel o0 + j.
+def winograd_output(m, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y, residual):
+    """out[i0:i0+k, o0:o1] = act(A^T m A + bias + residual), cropped; m's channel j is output
+    channel o0 + j; ``residual`` is shaped like ``out`` (a fused residual add), or empty.
 
     ``s`` [6, 4, tw] and ``y`` [4, 4, tw] are this band's scratch. Flat unsigned indices.
     """
     oc_n, oh_n, ow_n = out.shape[1], out.shape[2], out.shape[3]
     ob_n, t_n = m.shape[1], m.shape[2]
-    mf, sf, yf, of = m.reshape(-1), s.reshape(-1), y.reshape(-1), out.reshape(-1)
+    mf, sf, yf, of, rf = m.reshape(-1), s.reshape(-1), y.reshape(-1), out.reshape(-1), residual.reshape(-1)
     has_bias = bias.shape[0] > 0
+    has_residual = rf.shape[0] > 0
     utw = _U(tw)
     stride_k = _U(ob_n * t_n)  # between m[k] and m[k + 1]
     for oc in range(o0, o1):
@@ -152,5 +154,10 @@ def winograd_output(m, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y):
                         src = _U((r * 4 + c) * tw)
                         cnt = min(tw, (ow_n - c + 3) // 4)  # tiles whose column c is inside the output
                         row = _U(dst + c)
-                        for tx in range(_U(cnt)):
-                            of[row + _U(4) * tx] = act(yf[src + tx] + b, code, p0, p1)
+                        if has_residual:
+                            for tx in range(_U(cnt)):
+                                i = row + _U(4) * tx
+                                of[i] = act(yf[src + tx] + b + rf[i], code, p0, p1)
+                        else:
+                            for tx in range(_U(cnt)):
+                                of[row + _U(4) * tx] = act(yf[src + tx] + b, code, p0, p1)
