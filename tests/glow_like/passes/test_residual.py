@@ -177,17 +177,30 @@ def test_a_corrupt_fused_residual_is_a_format_error(edit):
         glow.lowerkit_compile(processed=msg.SerializeToString(), compile_spec={})
 
 
-@pytest.mark.parametrize("case, n, separate", [
-    (dict(kernel=1), 1, False),  # the panel GEMM's tiles
-    (dict(kernel=3, c=64, hw=40), 1, False),  # Winograd's output transform
-    (dict(kernel=3, stride=2, c=16, hw=30, shortcut_conv=True), 4, True),  # one sgemm over the batch, then the pass
-], ids=["1x1_panel_gemm", "3x3_winograd", "3x3s2_batched_sgemm"])
-def test_the_forms_that_can_add_the_residual_themselves_do(monkeypatch, case, n, separate):
+@pytest.mark.parametrize("case, n, threads, separate", [
+    (dict(kernel=1, c=64, hw=40), 1, 2, False),  # the panel GEMM's tiles on the team
+    (dict(kernel=3, c=64, hw=40), 1, 2, False),  # Winograd's output transform on the team
+    (dict(kernel=1), 1, 1, True),  # one thread: the pass after the convolution
+    (dict(kernel=3, stride=2, c=16, hw=30, shortcut_conv=True), 4, 1, True),  # one sgemm over the batch
+], ids=["1x1_team_panel_gemm", "3x3_team_winograd", "1x1_one_thread", "3x3s2_batched_sgemm"])
+def test_team_forms_add_the_residual_themselves_and_one_thread_runs_a_pass(monkeypatch, case, n, threads, separate):
     import lowerkit_glow_like.kernels.conv as conv_kernels
+    from lowerkit.backend.cpu import make_team
 
+    if threads > 1 and make_team(2) is None:
+        pytest.skip("team kernels cannot run here")
     passes = []
     original = conv_kernels._residual_pass
     monkeypatch.setattr(conv_kernels, "_residual_pass", lambda *args: passes.append(args) or original(*args))
     module, x = _block(n=n, **case)
-    assert_close(run_glow(module, x, threads=1), reference(module, x))
+    assert_close(run_glow(module, x, threads=threads), reference(module, x))
     assert bool(passes) is separate
+
+
+def test_on_one_thread_the_tiles_can_add_it_too(monkeypatch):
+    import lowerkit_glow_like.kernels.conv as conv_kernels
+
+    monkeypatch.setattr(conv_kernels, "_FUSE_SERIAL", True)
+    for case in (dict(kernel=1), dict(kernel=3, c=64, hw=40), dict(kernel=1, stride=2, shortcut_conv=True)):
+        module, x = _block(n=2, **case)
+        assert_close(run_glow(module, x, threads=1), reference(module, x))

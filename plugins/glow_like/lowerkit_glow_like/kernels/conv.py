@@ -121,15 +121,16 @@ def conv_scratch_bytes(in_types, out_types, attrs, itemsize: int = 4) -> int:
 def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, col_dtype=np.float32):
     """Bind a float convolution (optionally biased, with a fused activation) to its arrays.
     With ``residual=True`` it is ``glow.conv2d(x, w, bias, residual)``, a fused residual add
-    (``passes/residual.py``): ``out = act(conv(x) + bias + residual)``. The panel GEMM's forms
-    add the residual to each tile before its activation; the others run the convolution, then
-    the sum and the activation in one compiled pass (``jit.conv.add_activation``, as the add
-    instruction did)."""
+    (``passes/residual.py``): ``out = act(conv(x) + bias + residual)``. On a team, the panel
+    GEMM's forms add the residual to each tile before its activation and Winograd's output
+    transform to each output; the other forms, and every form on one thread (see
+    ``_FUSE_SERIAL``), run the convolution, then the sum and the activation in one compiled pass
+    (``jit.conv.add_activation``, as the add instruction did)."""
     if not attrs.get("residual"):
         return _prepare_conv(inputs, outputs, attrs, scratch, parallel, team, col_dtype)
     *conv_inputs, residual = inputs
     fused = None
-    if residual.dtype == np.float32 and residual.flags.c_contiguous:
+    if residual.dtype == np.float32 and residual.flags.c_contiguous and (team is not None or _FUSE_SERIAL):
         fused = _prepare_conv(conv_inputs, outputs, attrs, scratch, parallel, team, col_dtype, residual)
     if fused is not None:
         return fused
@@ -141,6 +142,14 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, c
         add()
 
     return run
+
+
+# On one thread (batch slices), the panel GEMM's forms still run the sum as a pass after the
+# convolution: the tiles' residual rows, six strided streams, cost more there than the pass
+# (ResNet-50 at batch 8, three handles in one process, best / median against unfused: team
+# forms only 0.997 / 1.003, everywhere 1.010 / 1.027; ResNet-18 0.994 / 0.999 and 1.004 / 1.004).
+# On the team the pass would run on one core while the convolution runs on two.
+_FUSE_SERIAL = False
 
 
 def _without_activation(attrs: dict) -> dict:

@@ -20,6 +20,9 @@ import numpy as np
 from lowerkit.backend.cpu import direct, im2col_view, pad_into, panels
 from lowerkit.backend.cpu.gemm import matmul_into
 
+
+from ..activations import NONE, add_activate
+from ..bound import with_residual
 from ..workspace import Workspace
 from .base import _NO_BIAS, ConvAlgorithm
 
@@ -134,8 +137,9 @@ columns multiplied while in cache.
         residual: np.ndarray | None = None,
     ) -> None:
         """All output channels of the images ``x`` into ``out``. Where :meth:`_packed` has the
-        weight, each image's columns on the compiled panel GEMM with bias, a residual (added
-        in its tiles: a fused residual add) and activation, small images too: instead of the batch folded into one sgemm,
+        weight, each image's columns on the compiled panel GEMM with bias and activation
+        (with a residual: bias only, then the residual and the activation while the output
+        is in cache), small images too: instead of the batch folded into one sgemm,
         MobileNetV2 at batch 8 on ``[nnpack, glow_like]``, same process, alternating calls,
         best 69.2 -> 62.4 ms (glow_like decides the same way). Otherwise the batch folded
         into one GEMM on small images, or per image its columns, its GEMM, then bias,
@@ -145,14 +149,14 @@ columns multiplied while in cache.
         oc = self.geom.out_channels
         packed = self._packed(kernel, bias)
         if packed is not None:
-            act = self.activation
-            if residual is not None and not (residual.dtype == np.float32 and residual.flags.c_contiguous):
-                residual = np.ascontiguousarray(residual, dtype=np.float32)
-            added = None if residual is None else residual.reshape(n, oc, -1)
+            act = self.activation if residual is None else NONE  # with a residual the activation follows it
             if n > 1 and self._reads_in_place() and x.flags.c_contiguous and out.flags.c_contiguous:
                 # A 1x1 layer over a batch chunk: every image in one call into compiled code
-                # (as glow_like's; one crossing per layer, not one per image).
-                packed.run_images(x.reshape(n, x.shape[1], -1), out.reshape(n, oc, -1), act, added)
+                # (as glow_like's; one crossing per layer, not one per image), then the
+                # residual and the activation in one pass.
+                packed.run_images(x.reshape(n, x.shape[1], -1), out.reshape(n, oc, -1), act)
+                if residual is not None:
+                    add_activate(out, residual, self.activation)
                 return
             form = self._direct
             if (form is not None and residual is None and x.dtype == np.float32 and x.flags.c_contiguous
@@ -160,15 +164,16 @@ columns multiplied while in cache.
                 form.run(packed, x, out, act, self.ws.get("phases", form.phases_shape))
                 return
             rows = self._tile_rows
-            if rows and self.compiled_im2col(x[0]) and out.flags.c_contiguous:
+            if rows and residual is None and self.compiled_im2col(x[0]) and out.flags.c_contiguous:
                 cols = self.ws.get("cols_tile", (x.shape[1] * self.geom.kernel[0] * self.geom.kernel[1]
                                                  * rows * self.out_hw[1],))
                 for i in range(n):
-                    packed.run_tiles(x[i], out[i], act, self._tile_geometry, rows, cols,
-                                     None if residual is None else residual[i])
+                    packed.run_tiles(x[i], out[i], act, self._tile_geometry, rows, cols)
                 return
             for i in range(n):
-                packed.run(self._image_columns(x[i]), out[i].reshape(oc, -1), act, None if added is None else added[i])
+                packed.run(self._image_columns(x[i]), out[i].reshape(oc, -1), act)
+                if residual is not None:
+                    self._epilogue(out[i : i + 1], None, slice(None), residual[i : i + 1])
             return
         if self._fold(n):
             self.compute_output(self.transform_input(x), kernel, bias, slice(None), out, residual)
@@ -181,16 +186,14 @@ columns multiplied while in cache.
     def bind_chunk(self, x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
                    residual: np.ndarray | None = None) -> Callable[[], object] | None:
         """:meth:`run_chunk` on these very arrays as a zero-argument call, for a 1x1 layer on
-        the panel GEMM (every image in one compiled call, the residual added in its tiles);
-        else None."""
+        the panel GEMM (every image in one compiled call, then the residual); else None."""
         packed = self._packed(kernel, bias)
         if packed is None or not self._reads_in_place() or not (x.flags.c_contiguous and out.flags.c_contiguous):
             return None
-        if residual is not None and not (residual.dtype == np.float32 and residual.flags.c_contiguous):
-            return None
-        n, oc = x.shape[0], self.geom.out_channels
-        return packed.bind_images(x.reshape(n, x.shape[1], -1), out.reshape(n, oc, -1), self.activation,
-                                  None if residual is None else residual.reshape(n, oc, -1))
+        n = x.shape[0]
+        gemm = packed.bind_images(x.reshape(n, x.shape[1], -1), out.reshape(n, self.geom.out_channels, -1),
+                                  self.activation if residual is None else NONE)
+        return with_residual(gemm, out, residual, self.activation)
 
     def _packed(self, kernel: np.ndarray, bias: np.ndarray | None) -> panels.PackedWeight | None:
         """The compiled weight ``[OC, C*KH*KW]`` and this call's bias packed into panels (once,
