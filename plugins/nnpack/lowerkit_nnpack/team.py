@@ -129,8 +129,8 @@ class TeamConv:
                               act, self._winograd_buffers(x), 0, x.shape[0], residual if fused else None)
         else:
             cols = None if self.form.cols_shape is None else self.ws.get("team_cols", self.form.cols_shape)
-            regions = (self.form.bind(self.team, x, self.w2, self.bias, out, act, cols, self.packed) if not fused else
-                       partial(self._dense_regions, x, out, act, residual, None))
+            regions = self.form.bind(self.team, x, self.w2, self.bias, out, act, cols, self.packed,
+                                     residual if fused else None)
         serial = self.conv.bind(x, out, residual) or partial(self.conv.run_into, x, out, residual)
         return on_team(self.team, with_residual(regions, out, None if fused else residual, self.activation), serial)
 

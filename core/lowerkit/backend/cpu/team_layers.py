@@ -179,17 +179,21 @@ class DenseTeamForm:
 
     def bind(self, team: Team, x: np.ndarray, w2: np.ndarray, bias: np.ndarray, out: np.ndarray,
              act: tuple[int, float, float], cols: np.ndarray | None,
-             packed: panels.PackedWeight | None = None) -> Callable[[], None]:
-        """:meth:`run` of every image of ``x`` [N, C, H, W] into ``out`` [N, OC, OH, OW] as a
-        zero-argument call for these very arrays (a 1x1 layer on the panel GEMM: the
-        compiled kernel's call with its arguments gathered; the others :meth:`run` per
-        image). The caller checks ``team.usable()``."""
+             packed: panels.PackedWeight | None = None, residual: np.ndarray | None = None) -> Callable[[], None]:
+        """:meth:`run` of every image of ``x`` [N, C, H, W] into ``out`` [N, OC, OH, OW] (plus
+        ``residual`` of the output's shape, where :meth:`run` takes one) as a zero-argument
+        call for these very arrays (a 1x1 layer on the panel GEMM: the compiled kernel's call
+        with its arguments gathered; the others :meth:`run` per image). The caller checks
+        ``team.usable()``."""
         oc, pixels = w2.shape[0], self.out_hw[0] * self.out_hw[1]
+        added = [None] * x.shape[0] if residual is None else [residual[i] for i in range(x.shape[0])]
         if self.pointwise and packed is not None:
-            calls = [packed.bind_team(x[i].reshape(x.shape[1], -1), out[i].reshape(oc, pixels), act, team.ways)
+            calls = [packed.bind_team(x[i].reshape(x.shape[1], -1), out[i].reshape(oc, pixels), act, team.ways,
+                                      None if added[i] is None else added[i].reshape(oc, pixels))
                      for i in range(x.shape[0])]
         else:
-            calls = [partial(self.run, team, x[i], w2, bias, out[i], act, cols, None, packed) for i in range(x.shape[0])]
+            calls = [partial(self.run, team, x[i], w2, bias, out[i], act, cols, None, packed, added[i])
+                     for i in range(x.shape[0])]
         return sequence(*calls)
 
 
