@@ -121,7 +121,7 @@ def fits(k: int, pixels: int, team: bool) -> bool:
     the :func:`wide_tile`, every layer, on one thread or a team: ``benchmarks/panel.py`` on the
     zoo's shapes and the ones the rules above leave to sgemm (64x256x3136, 128x1152x784,
     1024x512x196, ...), Zen 4 VM, panel / sgemm + epilogue 1.04-1.78 on one thread and
-    1.02-1.58 on two."""
+    1.04-1.42 on two."""
     if wide_vectors():
         return not team and k <= WIDE_SERIAL_MAX_INPUTS
     if wide_tile():
