@@ -41,6 +41,17 @@ def broadcast8(builder, scalar):
     return builder.shuffle_vector(v, ir.Constant(_V8, ir.Undefined), _SPLAT0)
 
 
+def _load16(builder, address):
+    """The 16 floats at integer ``address`` as two 8-float vectors (unaligned loads)."""
+    s = builder.inttoptr(address, _V8.as_pointer())
+    return builder.load(s, align=4), builder.load(builder.gep(s, [ir.Constant(_I64, 1)]), align=4)
+
+
+def _store8(builder, vector, address):
+    """Store an 8-float vector at integer ``address`` (unaligned)."""
+    builder.store(vector, builder.inttoptr(address, _V8.as_pointer()), align=4)
+
+
 @intrinsic
 def _split8(typingctx, src, even, odd):
     """16 floats at address ``src`` -> the 8 even ones at ``even``, the 8 odd ones at ``odd``
@@ -48,12 +59,9 @@ def _split8(typingctx, src, even, odd):
     sig = types.void(types.uint64, types.uint64, types.uint64)
 
     def codegen(context, builder, signature, args):
-        vptr = _V8.as_pointer()
-        s = builder.inttoptr(args[0], vptr)
-        lo = builder.load(s, align=4)
-        hi = builder.load(builder.gep(s, [ir.Constant(_I64, 1)]), align=4)
-        builder.store(builder.shuffle_vector(lo, hi, _EVEN), builder.inttoptr(args[1], vptr), align=4)
-        builder.store(builder.shuffle_vector(lo, hi, _ODD), builder.inttoptr(args[2], vptr), align=4)
+        lo, hi = _load16(builder, args[0])
+        _store8(builder, builder.shuffle_vector(lo, hi, _EVEN), args[1])
+        _store8(builder, builder.shuffle_vector(lo, hi, _ODD), args[2])
         return context.get_dummy_value()
 
     return sig, codegen
@@ -65,11 +73,8 @@ def _evens8(typingctx, src, dst):
     sig = types.void(types.uint64, types.uint64)
 
     def codegen(context, builder, signature, args):
-        vptr = _V8.as_pointer()
-        s = builder.inttoptr(args[0], vptr)
-        lo = builder.load(s, align=4)
-        hi = builder.load(builder.gep(s, [ir.Constant(_I64, 1)]), align=4)
-        builder.store(builder.shuffle_vector(lo, hi, _EVEN), builder.inttoptr(args[1], vptr), align=4)
+        lo, hi = _load16(builder, args[0])
+        _store8(builder, builder.shuffle_vector(lo, hi, _EVEN), args[1])
         return context.get_dummy_value()
 
     return sig, codegen

@@ -143,11 +143,17 @@ def _plus_residual(builder, res_a, final, load_vector, load_extra, vectors: int)
         added.append(builder.fadd(final[-1], column))
     builder.branch(joined)
     builder.position_at_end(joined)
+    return _merged(builder, (final, before), (added, add))
+
+
+def _merged(builder, *arms):
+    """Where control flow joins: one phi per value position over ``arms``, pairs of (the
+    values, the block they come from)."""
     merged = []
-    for a, b in zip(final, added):
+    for values in zip(*(values for values, _ in arms)):
         phi = builder.phi(_V8)
-        phi.add_incoming(a, before)
-        phi.add_incoming(b, add)
+        for value, (_, block) in zip(values, arms):
+            phi.add_incoming(value, block)
         merged.append(phi)
     return merged
 
@@ -257,12 +263,7 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
             phi.add_incoming(value, builder.block)
         builder.cbranch(builder.icmp_signed("<", nxt, kk), loop, done)
         builder.position_at_end(done)
-        final = []
-        for s, value in zip(start, new):
-            phi = builder.phi(_V8)
-            phi.add_incoming(s, pre)
-            phi.add_incoming(value, loop)
-            final.append(phi)
+        final = _merged(builder, (start, pre), (new, loop))
         final = _plus_residual(builder, res_a, final, lambda r, v: load(vec_ptr(row_ptr(r, res_p), v), v),
                                (lambda r: builder.load(builder.gep(row_ptr(r, res_p), [_const(8 * vectors)])))
                                if plus_one else None, vectors)
