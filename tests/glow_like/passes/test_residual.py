@@ -190,8 +190,8 @@ def test_team_forms_add_the_residual_themselves_and_one_thread_runs_a_pass(monke
     if threads > 1 and make_team(2) is None:
         pytest.skip("team kernels cannot run here")
     passes = []
-    original = conv_kernels._residual_pass
-    monkeypatch.setattr(conv_kernels, "_residual_pass", lambda *args: passes.append(args) or original(*args))
+    original = conv_kernels.prepare_add
+    monkeypatch.setattr(conv_kernels, "prepare_add", lambda *args: passes.append(args) or original(*args))
     module, x = _block(n=n, **case)
     assert_close(run_glow(module, x, threads=threads), reference(module, x))
     assert bool(passes) is separate

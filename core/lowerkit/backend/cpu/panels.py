@@ -269,6 +269,8 @@ _NO_RESIDUAL = {rank: np.empty((0,) * rank, np.float32) for rank in (2, 3)}
 def _added(residual: np.ndarray | None, rank: int) -> np.ndarray:
     """The kernels' residual argument: the array, or an empty one of ``rank`` for none."""
     return _NO_RESIDUAL[rank] if residual is None else residual
+
+
 _THREAD = threading.local()
 
 

@@ -19,6 +19,7 @@ from lowerkit.backend.cpu import direct, im2col_view, pad_into, panels, split, t
 from lowerkit.backend.cpu.gemm import matmul_into
 
 from . import grouped, winograd
+from .elementwise import prepare_add
 from ._base import apply_activation, bias_activation, kernel, scratch_array
 
 
@@ -135,7 +136,7 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, c
     if fused is not None:
         return fused
     plain = _prepare_conv(conv_inputs, outputs, _without_activation(attrs), scratch, parallel, team, col_dtype)
-    add = _residual_pass(outputs[0], residual, attrs)
+    add = prepare_add([outputs[0], residual], outputs, attrs, scratch)  # in place: glow.add's kernel
 
     def run():
         plain()
@@ -154,22 +155,6 @@ _FUSE_SERIAL = False
 
 def _without_activation(attrs: dict) -> dict:
     return {k: v for k, v in attrs.items() if not k.startswith("act") and k != "residual"}
-
-
-def _residual_pass(out, residual, attrs):
-    """``out = act(out + residual)`` in place: one compiled pass where the arrays allow it."""
-    from lowerkit.backend.cpu import jit
-
-    if jit.flat_float32(out, residual):
-        add_activation, act = jit.load("conv").add_activation, jit.activation_code(attrs)
-        flat, other = out.reshape(-1), residual.reshape(-1)
-        return lambda: add_activation(flat, other, flat, *act)
-
-    def run():
-        np.add(out, residual, out=out)
-        apply_activation(out, attrs)
-
-    return run
 
 
 def _prepare_conv(inputs, outputs, attrs, scratch, parallel, team, col_dtype, residual=None):

@@ -41,9 +41,12 @@ def _unary(ufunc):
     return prepare
 
 
+# ``glow.add``: a residual sum with its activation (also the pass after a convolution whose
+# fused residual add its form cannot take, ``conv.prepare_conv``).
+prepare_add = _binary(np.add)
 for _op, _ufunc in _BINARY.items():
     kernel(_op, inplace=True)(_binary(_ufunc))
-kernel("glow.add", inplace=True)(_binary(np.add))
+kernel("glow.add", inplace=True)(prepare_add)
 for _op, _ufunc in _UNARY.items():
     kernel(_op, inplace=True)(_unary(_ufunc))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from lowerkit.backend.cpu import merge_last, pad_into, tile_view, winograd_matrices
+from lowerkit.backend.cpu.team_layers import NO_RESIDUAL
 
 from ..tiles import scatter_tiles, tile_counts
 from ..workspace import Workspace
@@ -12,7 +13,6 @@ from .base import ConvAlgorithm
 
 
 _NO_BIAS = np.empty(0, np.float32)
-_NO_RESIDUAL = np.empty((0, 0, 0, 0), np.float32)
 
 
 class Winograd(ConvAlgorithm):
@@ -139,7 +139,7 @@ class Winograd6(Winograd):
         y = self.ws.get("wy", (self.out, self.out, tw))
         b = _NO_BIAS if bias is None else np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
         # The compiled output transform adds the residual (a fused residual add) before the activation.
-        added = _NO_RESIDUAL if residual is None else np.ascontiguousarray(residual, dtype=np.float32)
+        added = NO_RESIDUAL if residual is None else np.ascontiguousarray(residual, dtype=np.float32)
         self._jit.winograd_output(m, b, out, o0, o1, 0, n, th, tw, *self.activation, s, y, added)
 
 
