@@ -6,9 +6,10 @@
 - :func:`aligned_empty` — arrays whose data starts on a cache line (numpy's large arrays do not).
 - :func:`pack_lifetimes` — offsets in one arena for buffers of known lifetimes (a static memory plan).
 - :func:`split` — a range of work cut into contiguous, nearly equal parts.
-- :class:`Team`, :func:`make_team`, :class:`StallGuard`, :func:`team_off` — one image on several cores as
-  compiled parallel regions (``jit.team``), and the guard that turns them off while another
-  process holds a core; :mod:`.team_layers` — how each kind of layer runs on a team.
+- :class:`Team`, :func:`make_team`, :class:`StallGuard`, :func:`team_off`,
+  :func:`pin_team_workers` — one image on several cores as compiled parallel regions
+  (``jit.team``), the guard that turns them off while another process holds a core, and the
+  pinning of their worker threads; :mod:`.team_layers` — how each kind of layer runs on a team.
 - :class:`FormTrial` — two forms of the same work, timed alternately on the first calls;
   the faster one runs from then on.
 - :func:`head_length` — how many leading steps a batch slice runs image by image (those on
@@ -34,7 +35,7 @@ from .im2col import im2col_view, merge_last, pad_into, tile_view
 from .pool import Parallel, pool, run_parallel
 from .slice_head import HEAD_MIN_PIXELS, head_length
 from .split import split
-from .team import StallGuard, Team, make_team, team_off
+from .team import PINNING_ENV, StallGuard, Team, make_team, pin_team_workers, team_off
 from .trial import FormTrial
 from .winograd import interpolation_points, winograd_matrices
 
@@ -43,6 +44,7 @@ __all__ = [
     "BlasLimiter",
     "FormTrial",
     "HEAD_MIN_PIXELS",
+    "PINNING_ENV",
     "Parallel",
     "StallGuard",
     "Team",
@@ -57,6 +59,7 @@ __all__ = [
     "merge_last",
     "pack_lifetimes",
     "pad_into",
+    "pin_team_workers",
     "pool",
     "run_parallel",
     "split",

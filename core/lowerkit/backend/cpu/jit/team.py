@@ -17,7 +17,9 @@ GEMM bands equal BLAS's result on those rows or columns).
 - :func:`fc_bias_activation` — a fully-connected layer in bands of output columns;
 - :func:`max_pool3x3` — the 3x3 max pool in bands of planes;
 - :func:`winograd_input` (bands of input channels) and :func:`winograd_products_output`
-  (bands of output channels: the band's 36 channel GEMMs, then its output transform).
+  (bands of output channels: the band's 36 channel GEMMs, then its output transform);
+- :func:`pin_workers` — no work: each team thread but the caller's pins itself to a CPU
+  (``lowerkit.backend.cpu.team.pin_team_workers`` says why).
 
 The GEMM kernels exist only where :func:`.cblas.sgemm` found a BLAS (else it is None): its
 signature carries that function's C prototype.
@@ -25,6 +27,9 @@ signature carries that function's C prototype.
 
 from __future__ import annotations
 
+import ctypes
+
+import numba
 import numpy as np
 from numba import njit, prange, types
 from numba.core.typing.ctypes_utils import make_function_type
@@ -238,6 +243,36 @@ def _fc_bias_activation(x, w, bias, out, code, p0, p1, ways, gemm):
                         of[base + i] += bias[i]
                 act_span(of, base + c0, base + c1, code, p0, p1)
 
+
+def _pin_workers(masks, setaffinity):
+    """Every thread of the region with a team index ``t`` >= 1 pins itself to the CPUs of
+    ``masks[t]`` (a ``cpu_set_t`` as 64-bit words) through ``setaffinity`` (libc's
+    ``sched_setaffinity``; pid 0 is the calling thread); the caller's thread (index 0) is left
+    alone. Returns how many threads pinned themselves."""
+    pinned = 0
+    for _ in prange(masks.shape[0]):
+        t = numba.get_thread_id()
+        if 0 < t < masks.shape[0] and setaffinity(0, masks.shape[1] * 8, masks[t].ctypes.data) == 0:
+            pinned += 1
+    return pinned
+
+
+def _sched_setaffinity():
+    """libc's ``sched_setaffinity`` as a ctypes function, or None where there is none (not Linux)."""
+    try:
+        function = ctypes.CDLL(None).sched_setaffinity
+    except (AttributeError, OSError):
+        return None
+    function.restype = ctypes.c_int
+    function.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
+    return function
+
+
+SCHED_SETAFFINITY = _sched_setaffinity()
+pin_workers = None
+if SCHED_SETAFFINITY is not None:
+    _PIN_SIG = types.int64(types.Array(types.uint64, 2, "C", readonly=True), make_function_type(SCHED_SETAFFINITY))
+    pin_workers = njit(_PIN_SIG, **_FLAGS)(_pin_workers)
 
 _SGEMM = sgemm()
 gemm_bias_activation = fc_bias_activation = winograd_products_output = conv_tiles = None
