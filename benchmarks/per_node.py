@@ -107,16 +107,24 @@ def main() -> None:
                 for _ in range(warmup + args.rounds):
                     pause()
                     profiled.run(None, feed)
+                    # Each whole call is timed right after an untimed one, as calls follow each
+                    # other in a busy service: the first after a pause pays for waking threads
+                    # (and ran right after the profiled session, whose threads still spun).
+                    pause()
+                    plain.run(None, feed)
                     start = time.perf_counter()
                     plain.run(None, feed)
                     whole_ort.append(time.perf_counter() - start)
                     pause()
+                    executable.run([x])
                     start = time.perf_counter()
                     executable.run([x])
                     whole_glow.append(time.perf_counter() - start)
                     # Instruction by instruction right after a whole call, as calls follow each
                     # other: after the pause alone the first instruction would also pay for
                     # waking the team's sleeping threads (MobileNetV2's stem 0.94 ms, 0.22 here).
+                    # (A whole call after every pause, slow, would also have made the handle's
+                    # stall guard switch it to its serial forms now and then.)
                     for call, kept in zip(calls, kernel_times):
                         start = time.perf_counter()
                         call()

@@ -152,7 +152,8 @@ def test_every_team_kernel_family_runs_in_the_mobile_block(monkeypatch):
     handle = _compile(module, threads=2)
     (got,) = handle.run([x])
     assert_close([got], [module.run("forward", x)], rtol=1e-4)
-    assert {"gemm_bias_activation", "im2col", "depthwise3x3_same", "depthwise3x3_s2",
+    # team_gated_gemm: the squeeze-excitation gate folded into the projection (glow.gated_conv2d)
+    assert {"team_gated_gemm", "im2col", "depthwise3x3_same", "depthwise3x3_s2",
             "depthwise_blocked"} <= set(ran), ran
     assert "fc_bias_activation" not in ran  # the head has one row: a matrix-vector product, on numpy
 

@@ -196,6 +196,27 @@ def test_a_gate_multiply_folds_into_the_projection(monkeypatch, batch):
     np.testing.assert_allclose(unfolded(x), expected, rtol=0, atol=1e-4 * scale)
 
 
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_gated_projection_on_the_panel_gemm_adds_its_residual_in_the_region(monkeypatch, batch):
+    """Where the panel GEMM takes the projection (every layer with the wide tile), its team
+    form scales each thread's copy of the packed weight by the gate and adds the residual in
+    the same region (PackedWeight.run_team_gated), against the reference."""
+    from lowerkit.backend.cpu import panels
+
+    monkeypatch.setattr(panels, "_WIDE_TILE", [True])
+    calls = []
+    real = panels.PackedWeight.run_team_gated
+    monkeypatch.setattr(panels.PackedWeight, "run_team_gated",
+                        lambda self, gate, copies, x, out, act, ways, residual=None:
+                        (calls.append(residual is not None), real(self, gate, copies, x, out, act, ways, residual))[1])
+    module = se_net(batch=batch)
+    x = np.random.default_rng(6).standard_normal((batch, 8, 12, 12)).astype(np.float32)
+    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    expected = module(x)
+    np.testing.assert_allclose(lowered(x), expected, rtol=0, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
+    assert calls and all(calls)  # every image's projection, its residual fused
+
+
 def test_plan_steps_enter_team_layers_through_run_into(monkeypatch):
     """A team plan's convolution steps call ``run_into`` (their output buffer from the plan,
     no checks for other callers); while the guard holds the team off it falls back to the

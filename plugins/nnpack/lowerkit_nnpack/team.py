@@ -136,9 +136,11 @@ class TeamConv:
 
     def _fuses(self, residual: np.ndarray | None, gate: np.ndarray | None = None) -> bool:
         """Whether the regions add ``residual`` themselves (Winograd's output transform, the
-        panel GEMM's tiles) rather than in a pass after them."""
-        return (residual is not None and residual.dtype is _FLOAT32 and residual.flags.c_contiguous and gate is None
-                and (self.winograd or (self.form.fuses_residual and self.packed is not None)))
+        panel GEMM's tiles, gated or not) rather than in a pass after them."""
+        panel = (not self.winograd and self.form.fuses_residual and self.packed is not None
+                 and (gate is None or self.form.pointwise))
+        return (residual is not None and residual.dtype is _FLOAT32 and residual.flags.c_contiguous
+                and ((self.winograd and gate is None) or panel))
 
     def run_gated_into(self, x: np.ndarray, gate: np.ndarray, out: np.ndarray,
                        residual: np.ndarray | None = None) -> np.ndarray:
@@ -168,6 +170,14 @@ class TeamConv:
                        gate: np.ndarray | None) -> None:
         form, c = self.form, x.shape[1]
         cols = None if form.cols_shape is None else self.ws.get("team_cols", form.cols_shape)
+        if gate is not None and self.packed is not None and form.pointwise:
+            # The panel GEMM, each thread scaling its own copy of the packed weight by the gate.
+            packed, ways, oc = self.packed, self.team.ways, self.w2.shape[0]
+            copies = self.ws.get("team_gated_copies", (ways, packed.panels.size))
+            for i in range(x.shape[0]):
+                packed.run_team_gated(gate[i].reshape(c), copies, x[i].reshape(c, -1), out[i].reshape(oc, -1), act,
+                                      ways, None if residual is None else residual[i].reshape(oc, -1))
+            return
         scaled = None if gate is None else self.ws.get("team_gated_weight", self.w2.shape)
         for i in range(x.shape[0]):
             w, packed = self.w2, self.packed

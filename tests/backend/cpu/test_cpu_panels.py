@@ -162,6 +162,31 @@ def test_team_region_equals_the_serial_kernel(m, k, n, ways):
     np.testing.assert_array_equal(other, serial)
 
 
+@pytest.mark.parametrize("m,k,n", [(5, 3, 7), (13, 300, 49), (16, 32, 135), (40, 24, 20), (400, 100, 70)])
+@pytest.mark.parametrize("ways", [1, 2, 3])
+def test_a_gated_team_region_equals_the_weight_scaled_first_bit_for_bit(m, k, n, ways):
+    """run_team_gated (each thread scales its own copy of the packed weight by the gate) gives
+    run_team of the weight scaled before packing, in both band directions, with a residual;
+    calls with another gate leave nothing of the last one behind."""
+    if not team_ready():
+        pytest.skip("team kernels cannot run here")
+    w, x, b = _case(m, k, n)
+    rng = np.random.default_rng(5)
+    packed = panels.PackedWeight.of(w, b)
+    copies = packed.gated_copies(ways)
+    added = rng.standard_normal((m, n)).astype(np.float32)
+    for gate in (rng.random(k).astype(np.float32), rng.standard_normal(k).astype(np.float32)):
+        expected = np.empty((m, n), np.float32)
+        panels.PackedWeight.of(w * gate, b).run_team(x, expected, _code("silu"), ways, added)
+        got = np.full((m, n), np.nan, np.float32)
+        packed.run_team_gated(gate, copies, x, got, _code("silu"), ways, added)
+        np.testing.assert_array_equal(got, expected)
+        other = np.full((m, n), np.nan, np.float32)
+        packed.kernels.team_gated_gemm(packed.panels, gate, copies, packed.bias, x, other, panels.strips(3 * STRIP), k,
+                                       m, packed.columns, *_code("silu"), ways, not n >= m, added)  # other bands
+        np.testing.assert_array_equal(other, expected)
+
+
 @pytest.mark.parametrize("n", [3, 37, 74, 130])
 def test_copying_the_image_into_strips_changes_no_bit(n):
     # One call over every panel copies the image (>= PACK_PANELS panels, the narrow tile; the
@@ -487,6 +512,32 @@ def test_plugins_run_their_1x1_layers_on_the_panel_gemm(monkeypatch, backend, ba
     got = lowered(x)
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-4, atol=1e-4)
     assert ran, "no 1x1 layer ran on the panel GEMM"
+
+
+def test_glow_like_runs_a_gated_1x1_layer_on_the_panel_gemm_in_a_team(monkeypatch):
+    """A squeeze-excitation gate folded into the next 1x1 convolution (``glow.gated_conv2d``):
+    at batch 1 on a team its GEMM is the panel GEMM's gated region, against reference."""
+    import lowerkit as lk
+    from lowerkit import nn
+    from tests.team_calls import team_on_small_layers
+
+    team_on_small_layers(monkeypatch)
+    monkeypatch.setattr(panels, "_WIDE_TILE", [True])  # the panel GEMM takes every layer
+    ran: list[int] = []
+    original = panels.PackedWeight.run_team_gated
+    monkeypatch.setattr(panels.PackedWeight, "run_team_gated",
+                        lambda self, *a: (ran.append(self.k), original(self, *a))[1])
+
+    from lowerkit.models._common import SqueezeExcitation
+
+    net = nn.Sequential(nn.Conv2d(8, 24, 1), nn.SiLU(), SqueezeExcitation(24, 6, "silu", "sigmoid"),
+                        nn.Conv2d(24, 10, 1))
+    x = np.random.default_rng(2).standard_normal((1, 8, 13, 11)).astype(np.float32)
+    module = lk.trace(net, x)
+    got = lk.to_backend(module, "glow_like")(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(lk.to_backend(module, "reference")(x)), rtol=1e-4,
+                               atol=1e-5)
+    assert ran and set(ran) == {24}, "the gated 1x1 layer did not run on the panel GEMM"
 
 
 def test_shared_packs_a_constant_weight_once_and_never_a_writable_one():

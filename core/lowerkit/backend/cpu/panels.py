@@ -227,6 +227,19 @@ class PackedWeight:
         self.kernels.team_gemm(self.panels, self.bias, x, out, self._strips(ways), self.k, self.m, self.columns,
                                *act, ways, x.shape[1] >= self.m, _added(residual, 2))
 
+    def gated_copies(self, ways: int) -> np.ndarray:
+        """Scratch for :meth:`run_team_gated`: one copy of the packed weight per thread (its
+        values need no initialising)."""
+        return np.empty((ways, self.panels.size), np.float32)
+
+    def run_team_gated(self, gate: np.ndarray, copies: np.ndarray, x: np.ndarray, out: np.ndarray,
+                       act: tuple[int, float, float], ways: int, residual: np.ndarray | None = None) -> None:
+        """:meth:`run_team` of the weight with its columns scaled by ``gate`` [K] (``out =
+        act((w * gate) @ x + bias)``), each thread scaling the panels it multiplies into its
+        own row of ``copies`` (:meth:`gated_copies`)."""
+        self.kernels.team_gated_gemm(self.panels, gate, copies, self.bias, x, out, self._strips(ways), self.k,
+                                     self.m, self.columns, *act, ways, x.shape[1] >= self.m, _added(residual, 2))
+
     def bind(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
              residual: np.ndarray | None = None) -> Callable[[], None]:
         """:meth:`run` on these arrays as a zero-argument call (for a caller that runs the same

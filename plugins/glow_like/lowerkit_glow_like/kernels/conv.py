@@ -549,11 +549,19 @@ def prepare_gated_conv(inputs, outputs, attrs, scratch, team=None):
 
         kernels, team_bias = team.kernels(), _team_bias(inputs)
         act = jit.activation_code(attrs)
+        # The panel GEMM on a constant weight: each thread scales its own copy of the packed
+        # weight (PackedWeight.run_team_gated); else the weight scaled here, GEMM bands.
+        packed = panels.PackedWeight.shared(w, bias) if panels.fits(c, h * wd, team=True) else None
+        copies = packed.gated_copies(team.ways) if packed is not None else None
+        flat_gates = gate.reshape(n, c)
 
         def run_team():
             for i in range(n):
-                np.multiply(w2, gates[i], out=scaled)
                 dst = out[i].reshape(oc, h * wd)
+                if team.usable() and packed is not None:
+                    packed.run_team_gated(flat_gates[i], copies, x[i].reshape(c, h * wd), dst, act, team.ways)
+                    continue
+                np.multiply(w2, gates[i], out=scaled)
                 if team.usable():
                     kernels.gemm_bias_activation(scaled, x[i].reshape(c, h * wd), team_bias, dst, *act,
                                                  team.ways, oc <= team_layers.COLUMN_SPLIT_ROWS and c >= 2 * oc,
