@@ -108,3 +108,62 @@ def test_plugins_run_a_batch_slice_s_classifier_on_the_bands(monkeypatch, backen
     expected = lk.to_backend(module, "reference")(x)
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-4, atol=1e-4)
     assert ran and all(2 <= r <= 6 for r in ran), ran
+
+
+@pytest.mark.parametrize("rows", [1, 2, 6])
+@pytest.mark.parametrize("k,n", SHAPES)
+@pytest.mark.parametrize("ways", [1, 2, 3])
+@pytest.mark.parametrize("act", ["none", "silu", "gelu"])
+def test_a_team_region_equals_the_one_thread_kernel_bit_for_bit(rows, k, n, ways, act):
+    """PackedBands.run_team (each thread its share of the bands, the last one the columns past
+    the last whole band) gives run's bits, and writes only the output."""
+    from lowerkit.backend.cpu.jit.layer import team_ready
+
+    if not team_ready():
+        pytest.skip("team kernels cannot run here")
+    x, w, b = _case(rows, k, n, bias=act != "silu")
+    packed = panels.PackedBands.of(w, b)
+    expected = np.empty((rows, n), np.float32)
+    packed.run(x, expected, _code(act))
+    buffer = np.full(rows * n + 64, -7.0, np.float32)
+    out = buffer[: rows * n].reshape(rows, n)
+    packed.run_team(x, out, _code(act), ways)
+    np.testing.assert_array_equal(out, expected)
+    assert np.all(buffer[rows * n:] == -7.0)
+
+
+def test_the_team_rule_takes_one_row_of_a_large_weight():
+    from lowerkit.backend.cpu import team_layers
+
+    assert team_layers.row_on_team(1, team_layers.MIN_LINEAR_WEIGHTS)
+    assert not team_layers.row_on_team(2, 10 ** 6) and not team_layers.row_on_team(1, 100)
+
+
+@pytest.mark.parametrize("backend", ["glow_like", "nnpack"])
+def test_plugins_run_a_one_row_classifier_on_a_team_on_the_bands(monkeypatch, backend):
+    """At batch 1 on a team, a fully-connected layer of one row on a constant weight is one
+    team region on the packed bands; while the team is off, numpy's gemv."""
+    import lowerkit as lk
+    from lowerkit import nn
+    from lowerkit.backend.cpu import team_off
+    from tests.team_calls import team_on_small_layers
+
+    team_on_small_layers(monkeypatch)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(800, 260), nn.ReLU())
+    x = np.random.default_rng(1).standard_normal((1, 3, 10, 10)).astype(np.float32)
+    module = lk.trace(net, x)
+    ran: list[int] = []
+    original = panels.PackedBands.run_team
+    monkeypatch.setattr(panels.PackedBands, "run_team",
+                        lambda self, x2, *a: (ran.append(x2.shape[0]), original(self, x2, *a))[1])
+    if backend == "nnpack":
+        lowered = lk.to_backend(module, ["nnpack", "reference"], {"forward": {"nnpack": {"threads": 2}}})
+    else:
+        lowered = lk.to_backend(module, backend, {"forward": {"threads": 2}})
+    expected = np.asarray(lk.to_backend(module, "reference")(x))
+    np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-4, atol=1e-4)
+    assert ran and set(ran) == {1}
+    ran.clear()
+    with team_off():
+        np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-4, atol=1e-4)
+    assert not ran

@@ -59,10 +59,18 @@ TILED_MIN_INPUTS = 64
 
 def linear_on_team(rows: int, weights: int) -> bool:
     """Whether a fully-connected layer of ``rows`` input rows and ``weights`` weights runs as a
-    team region. One row is a matrix-vector product, and numpy's (BLAS's gemv, one thread) beat
-    the team's two sgemm bands on an AMD EPYC VM: 1280x1000, 0.09 vs 0.20 ms with the weight in
-    cache, 0.17-0.20 vs 0.31-0.33 ms without (sgemm packs its band of the weight first)."""
+    team region of sgemm bands. One row is a matrix-vector product, and numpy's (BLAS's gemv,
+    one thread) beat the team's two sgemm bands on an AMD EPYC VM: 1280x1000, 0.09 vs 0.20 ms
+    with the weight in cache, 0.17-0.20 vs 0.31-0.33 ms without (sgemm packs its band of the
+    weight first); one row takes the packed bands instead where :func:`row_on_team` says so."""
     return rows >= 2 and weights >= MIN_LINEAR_WEIGHTS
+
+
+def row_on_team(rows: int, weights: int) -> bool:
+    """Whether a fully-connected layer of one row on a constant weight runs as a team region on
+    the weight packed in bands (``panels.PackedBands.run_team``: each thread streams its share
+    of the weight, where gemv reads all of it on one thread)."""
+    return rows == 1 and weights >= MIN_LINEAR_WEIGHTS
 
 
 # Winograd F(4x4, 3x3) on few output tiles (a 14x14 map at batch 1 has 16): both plugins

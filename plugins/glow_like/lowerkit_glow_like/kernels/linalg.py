@@ -4,7 +4,8 @@
 whole batch is one GEMM, then adds the bias and applies the fused activation in place; 2-6
 rows on a constant weight (a batch slice's classifier) run on the weight packed in bands
 (``lowerkit.backend.cpu.panels.PackedBands``: bias and activation in the same pass), which
-streams it once where ``sgemm`` would copy it first.
+streams it once where ``sgemm`` would copy it first; so does one row on a team (a classifier
+at batch 1), each thread streaming its share of the bands.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ def _fc(inputs, outputs, attrs, scratch, team=None):
             and w.flags.c_contiguous
             and all(a.dtype == np.float32 for a in (*inputs, out))):
         return _fc_team(x2, w, bias, out2, attrs, team)
+    if (team is not None and team_layers.row_on_team(x2.shape[0], w.size) and x.flags.c_contiguous
+            and out.flags.c_contiguous and all(a.dtype == np.float32 for a in (*inputs, out))):
+        packed = panels.PackedBands.shared(w, bias)
+        if packed is not None:  # a constant weight: a model's classifier at batch 1
+            return _fc_row_team(x2, w, bias, out2, attrs, team, packed)
     if (panels.bands_fit(x2.shape[0], w) and x.flags.c_contiguous and out.flags.c_contiguous
             and all(a.dtype == np.float32 for a in (*inputs, out))):
         packed = panels.PackedBands.shared(w, bias)
@@ -67,6 +73,26 @@ def _linear(inputs, outputs, attrs, scratch):
         np.matmul(x2, wt, out=out2)
         if bias is not None:
             np.add(out2, bias, out=out2)
+
+    return run
+
+
+def _fc_row_team(x2, w, bias, out2, attrs, team, packed):
+    """``glow.fc`` of one row as one team region on the weight packed in bands (each thread
+    streams its share); numpy's gemv while the team is off."""
+    from lowerkit.backend.cpu import jit
+
+    act = jit.activation_code(attrs)
+
+    def run():
+        if team.usable():
+            packed.run_team(x2, out2, act, team.ways)
+            return
+        np.matmul(x2, w, out=out2)
+        if bias is not None:
+            np.add(out2, bias.reshape(-1), out=out2)
+        if act[0] != jit.activation.NONE:
+            apply_activation(out2, attrs)
 
     return run
 

@@ -34,8 +34,10 @@ Kernels:
 - :func:`gemm_images` — every image of a batch on the calling thread, in one call;
 - :func:`conv_tiles` — an im2col convolution (a stem) in row tiles on the calling thread;
 - :func:`team_gemm` — one team region (see :mod:`.layer`), bands of columns or of panels;
-- :func:`fc_rows` — a fully-connected layer of 2-6 rows, the weight packed in bands
-  (:func:`pack_bands`, ``panels.PackedBands``).
+  :func:`team_gated_gemm` — the same with the weight's columns scaled by a gate;
+- :func:`fc_rows` — a fully-connected layer of a few rows, the weight packed in bands
+  (:func:`pack_bands`, ``panels.PackedBands``); :func:`team_fc_rows` — the same as one team
+  region (a model's one-row classifier at batch 1).
 """
 
 from __future__ import annotations
@@ -605,6 +607,39 @@ def team_gated_gemm(panels, gate, scaled, bias, x, out, strips, k, m, nc, code, 
             gemm(copy, bias, x, out, mine, k, m, nc, code, p0, p1, q0, q1, 0, n, residual)
 
 
+@njit(nogil=True, cache=True, error_model="numpy")
+def _fc_columns(x, bands, bias, out, xpanel, code, p0, p1, c0, c1):
+    """Columns [c0, c1) of :func:`fc_rows` (``c0`` a multiple of 16; ``c1`` too, or N)."""
+    r_n, k = x.shape
+    n = out.shape[1]
+    for r in range(ROWS):
+        for kk in range(k):
+            xpanel[kk * ROWS + r] = x[r, kk] if r < r_n else 0.0
+    for r in range(r_n):
+        for j in range(c0, c1):
+            out[r, j] = bias[j] if bias.size else 0.0
+    in_tile = code in IR_CODES
+    tile_code = code if in_tile else 0
+    f = np.uint64(4)
+    wa, oa, xa = xpanel.ctypes.data, out.ctypes.data, bands.ctypes.data
+    ba = wa  # the tiles start from ``out`` (first=False), but read six "bias" floats all the same
+    full = min(c1, n // 16 * 16)
+    for b in range(c0 // 16, full // 16):
+        _tile16s(k, wa, xa + f * np.uint64(b * k * 16), 16, oa + f * np.uint64(b * 16), n, ba, False, r_n,
+                 tile_code, p0, p1, _NONE)
+    rest = c1 - full
+    if rest > 0:
+        xe, ce = xa + f * np.uint64(full * k), oa + f * np.uint64(full)
+        if rest > 8:
+            _edge16(k, wa, xe, 16, ce, n, ba, False, r_n, tile_code, p0, p1, _NONE, rest)
+        else:
+            _edge8(k, wa, xe, 16, ce, n, ba, False, r_n, tile_code, p0, p1, _NONE, rest)
+    if code != 0 and not in_tile:
+        of = out.reshape(-1)
+        for r in range(r_n):
+            act_span(of, r * n + c0, r * n + c1, code, p0, p1)
+
+
 @njit(types.void(ro(2), ro(1), ro(1), rw(2), rw(1), i8, f8, f8), nogil=True, cache=True, error_model="numpy")
 def fc_rows(x, bands, bias, out, xpanel, code, p0, p1):
     """``out = act(x @ w + bias)`` for a few rows of ``x`` [R, K] (R <= ``ROWS``), ``w`` [K, N]
@@ -613,33 +648,23 @@ def fc_rows(x, bands, bias, out, xpanel, code, p0, p1):
     ``x`` (copied into ``xpanel``, at least K * ROWS + PAD floats) as its panel, a band of the
     weight as its image — so the weight streams once, contiguously, whatever R is (BLAS's
     ``sgemm`` copies the whole weight first for a few rows; ``gemv`` reads it once per row)."""
-    r_n, k = x.shape
+    _fc_columns(x, bands, bias, out, xpanel, code, p0, p1, 0, out.shape[1])
+
+
+@njit(types.void(ro(2), ro(1), ro(1), rw(2), rw(2), i8, f8, f8, i8), nogil=True, cache=True, parallel=True,
+      error_model="numpy")
+def team_fc_rows(x, bands, bias, out, xpanels, code, p0, p1, ways):
+    """:func:`fc_rows` as one team region: thread j takes the j-th share of the bands (the
+    last one the columns past the last whole band too), with its own copy of the rows in
+    ``xpanels[j]``, so each thread streams its part of the weight — the one-row classifier
+    of a model at batch 1, memory-bound, on both cores' caches and bandwidth."""
     n = out.shape[1]
-    for r in range(ROWS):
-        for kk in range(k):
-            xpanel[kk * ROWS + r] = x[r, kk] if r < r_n else 0.0
-    for r in range(r_n):
-        for j in range(n):
-            out[r, j] = bias[j] if bias.size else 0.0
-    in_tile = code in IR_CODES
-    tile_code = code if in_tile else 0
-    f = np.uint64(4)
-    wa, oa, xa = xpanel.ctypes.data, out.ctypes.data, bands.ctypes.data
-    ba = wa  # the tiles start from ``out`` (first=False), but read six "bias" floats all the same
-    full = n // 16 * 16
-    rest = n - full
-    for b in range(full // 16):
-        _tile16s(k, wa, xa + f * np.uint64(b * k * 16), 16, oa + f * np.uint64(b * 16), n, ba, False, r_n,
-                 tile_code, p0, p1, _NONE)
-    if rest:
-        xe, ce = xa + f * np.uint64(full * k), oa + f * np.uint64(full)
-        if rest > 8:
-            _edge16(k, wa, xe, 16, ce, n, ba, False, r_n, tile_code, p0, p1, _NONE, rest)
-        else:
-            _edge8(k, wa, xe, 16, ce, n, ba, False, r_n, tile_code, p0, p1, _NONE, rest)
-    if code != 0 and not in_tile:
-        of = out.reshape(-1)
-        act_span(of, 0, r_n * n, code, p0, p1)
+    whole = n // 16
+    for j in prange(ways):
+        b0, b1 = whole * j // ways, whole * (j + 1) // ways
+        c1 = n if j == ways - 1 else 16 * b1
+        if c1 > 16 * b0:
+            _fc_columns(x, bands, bias, out, xpanels[j], code, p0, p1, 16 * b0, c1)
 
 
 def pack_bands(w: np.ndarray) -> np.ndarray:
