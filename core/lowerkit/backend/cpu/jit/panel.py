@@ -551,26 +551,33 @@ def gemm_images(panels, bias, x, out, strips, k, m, nc, code, p0, p1, residual):
         gemm(panels, bias, x[i], out[i], strips, k, m, nc, code, p0, p1, 0, count, 0, x.shape[2], added)
 
 
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _team_band(panels, bias, x, out, strips, k, m, nc, code, p0, p1, j, ways, by_columns, residual):
+    """Thread ``j``'s band of :func:`team_gemm`: columns (multiples of 16) with ``by_columns``,
+    else panels; its own ``STRIP_FLOATS`` of ``strips`` where those are there."""
+    n = x.shape[1]
+    count = -(-m // ROWS)
+    share = STRIP_FLOATS if strips.size >= ways * STRIP_FLOATS else 0
+    mine = strips[j * share : (j + 1) * share]
+    if by_columns:
+        tiles = -(-n // 16)
+        s0, s1 = tiles * j // ways, tiles * (j + 1) // ways
+        if s1 > s0:
+            gemm(panels, bias, x, out, mine, k, m, nc, code, p0, p1, 0, count, 16 * s0, min(n, 16 * s1), residual)
+    else:
+        q0, q1 = count * j // ways, count * (j + 1) // ways
+        if q1 > q0:
+            gemm(panels, bias, x, out, mine, k, m, nc, code, p0, p1, q0, q1, 0, n, residual)
+
+
 @njit(types.void(ro(1), ro(1), ro(2), rw(2), rw(1), i8, i8, i8, i8, f8, f8, i8, types.boolean, ro(2)),
       nogil=True, cache=True, parallel=True, error_model="numpy")
 def team_gemm(panels, bias, x, out, strips, k, m, nc, code, p0, p1, ways, by_columns, residual):
     """:func:`gemm` over the whole output in one team region: ``ways`` bands of columns
     (multiples of 16) with ``by_columns``, else of panels; thread j copies into its own
     ``STRIP_FLOATS`` of ``strips`` where those are there (``ways * STRIP_FLOATS``)."""
-    n = x.shape[1]
-    count = -(-m // ROWS)
-    tiles = -(-n // 16)
-    share = STRIP_FLOATS if strips.size >= ways * STRIP_FLOATS else 0
     for j in prange(ways):
-        mine = strips[j * share : (j + 1) * share]
-        if by_columns:
-            s0, s1 = tiles * j // ways, tiles * (j + 1) // ways
-            if s1 > s0:
-                gemm(panels, bias, x, out, mine, k, m, nc, code, p0, p1, 0, count, 16 * s0, min(n, 16 * s1), residual)
-        else:
-            q0, q1 = count * j // ways, count * (j + 1) // ways
-            if q1 > q0:
-                gemm(panels, bias, x, out, mine, k, m, nc, code, p0, p1, q0, q1, 0, n, residual)
+        _team_band(panels, bias, x, out, strips, k, m, nc, code, p0, p1, j, ways, by_columns, residual)
 
 
 @njit(types.void(ro(1), ro(1), rw(2), ro(1), ro(2), rw(2), rw(1), i8, i8, i8, i8, f8, f8, i8, types.boolean, ro(2)),
@@ -580,15 +587,10 @@ def team_gated_gemm(panels, gate, scaled, bias, x, out, strips, k, m, nc, code, 
     squeeze-excitation gate folded into a 1x1 convolution: ``w @ (gate * x)``). Each thread
     scales the panels it multiplies (all of them with ``by_columns``) into its own row of
     ``scaled`` [ways, panels.size] (uninitialised is fine) and multiplies its copy: a weight
-    scaled by one thread and
-    read by another crossed between the cores on every call (on the 2-vCPU VM the kernels are
-    measured on, twice the GEMM's own time on 7x7 and 14x14 maps)."""
-    n = x.shape[1]
+    scaled by one thread and read by another crossed between the cores on every call (on the
+    2-vCPU VM the kernels are measured on, longer than the GEMM itself on 7x7 and 14x14 maps)."""
     count = -(-m // ROWS)
-    tiles = -(-n // 16)
-    share = STRIP_FLOATS if strips.size >= ways * STRIP_FLOATS else 0
     for j in prange(ways):
-        mine = strips[j * share : (j + 1) * share]
         copy = scaled[j]
         q0, q1 = (0, count) if by_columns else (count * j // ways, count * (j + 1) // ways)
         copy[count * k * ROWS :] = 0.0  # the PAD floats a tile may read past the last panel
@@ -599,12 +601,7 @@ def team_gated_gemm(panels, gate, scaled, bias, x, out, strips, k, m, nc, code, 
                 at = base + kk * ROWS
                 for r in range(ROWS):
                     copy[at + r] = panels[at + r] * g
-        if by_columns:
-            s0, s1 = tiles * j // ways, tiles * (j + 1) // ways
-            if s1 > s0:
-                gemm(copy, bias, x, out, mine, k, m, nc, code, p0, p1, 0, count, 16 * s0, min(n, 16 * s1), residual)
-        elif q1 > q0:
-            gemm(copy, bias, x, out, mine, k, m, nc, code, p0, p1, q0, q1, 0, n, residual)
+        _team_band(copy, bias, x, out, strips, k, m, nc, code, p0, p1, j, ways, by_columns, residual)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
