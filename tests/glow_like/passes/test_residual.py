@@ -204,3 +204,99 @@ def test_on_one_thread_the_tiles_can_add_it_too(monkeypatch):
     for case in (dict(kernel=1), dict(kernel=3, c=64, hw=40), dict(kernel=1, stride=2, shortcut_conv=True)):
         module, x = _block(n=2, **case)
         assert_close(run_glow(module, x, threads=1), reference(module, x))
+
+
+def _gated_block(n=1, c=8, hw=9, act=False):
+    """EfficientNet's block end: x -> expand (silu) -> squeeze-excitation gate -> the gated 1x1
+    projection (glow.gated_conv2d once fold_gates ran) -> + x [-> relu]."""
+    g = Graph()
+    x = g.add_input("x", f32(n, c, hw, hw))
+    e = 3 * c
+    params = {"expand": rand(e, c, 1, 1, seed=1) * 0.3, "expand_b": rand(e, seed=2),
+              "se1": rand(4, e, 1, 1, seed=3) * 0.3, "se1_b": rand(4, seed=4),
+              "se2": rand(e, 4, 1, 1, seed=5) * 0.3, "se2_b": rand(e, seed=6),
+              "project": rand(c, e, 1, 1, seed=7) * 0.3, "project_b": rand(c, seed=8)}
+
+    def add(op, ins, shape, attrs=None):
+        return g.add_node(op, ins, [f32(*shape)], attrs or {}).output
+
+    def conv(inp, name, oc, size):
+        ins = [inp] + [g.add_node("param", [], [f32(*params[p].shape)], {"name": p}).output for p in (name, name + "_b")]
+        attrs = {"stride": (1, 1), "padding": (0,) * 4, "dilation": (1, 1), "groups": 1}
+        return add("conv2d", ins, (n, oc, size, size), attrs)
+
+    y = add("silu", [conv(x, "expand", e, hw)], (n, e, hw, hw))
+    s = add("global_avg_pool2d", [y], (n, e, 1, 1))
+    s = add("sigmoid", [conv(add("relu", [conv(s, "se1", 4, 1)], (n, 4, 1, 1)), "se2", e, 1)], (n, e, 1, 1))
+    p = conv(add("mul", [y, s], (n, e, hw, hw)), "project", c, hw)
+    out = add("add", [p, x], (n, c, hw, hw))
+    g.set_outputs([add("relu", [out], (n, c, hw, hw)) if act else out])
+    return module_of(g, params), rand(n, c, hw, hw, seed=9)
+
+
+@pytest.mark.parametrize("act", [False, True])
+def test_a_gated_projection_takes_its_residual_as_a_fifth_input(act):
+    module, _ = _gated_block(act=act)
+    program = compile_method(module, "forward", Options())
+    gated = [ins for ins in program.instructions if ins.op == "glow.gated_conv2d"]
+    assert len(gated) == 1 and gated[0].attrs.get("residual") is True and len(gated[0].inputs) == 5
+    assert gated[0].attrs.get("act", "none") == ("relu" if act else "none")
+    assert not any(ins.op in ("add", "glow.add") for ins in program.instructions)
+
+
+@pytest.mark.parametrize("n, threads", [(1, 1), (1, 2), (3, 2)])
+@pytest.mark.parametrize("wide_tile", [False, True], ids=["avx2_rules", "wide_tile_rules"])
+@pytest.mark.parametrize("act", [False, True])
+def test_fused_gated_programs_match_reference(monkeypatch, n, threads, wide_tile, act):
+    from lowerkit.backend.cpu import panels
+
+    monkeypatch.setattr(panels, "_WIDE_TILE", [wide_tile])
+    module, x = _gated_block(n=n, act=act)
+    assert_close(run_glow(module, x, threads=threads), reference(module, x))
+
+
+def test_on_a_team_the_gated_panel_gemm_adds_the_residual_and_off_it_a_pass_does(monkeypatch):
+    """Batch 1 on two threads, the panel GEMM taking the projection: the residual goes into
+    run_team_gated; with the handle's stall guard off, the serial form runs and then glow.add's
+    kernel — the same outputs."""
+    from lowerkit.backend.cpu import make_team, panels
+    from tests.team_calls import team_on_small_layers
+
+    if make_team(2) is None:
+        pytest.skip("team kernels cannot run here")
+    team_on_small_layers(monkeypatch)
+    monkeypatch.setattr(panels, "_WIDE_TILE", [True])
+    residuals = []
+    original = panels.PackedWeight.run_team_gated
+    monkeypatch.setattr(panels.PackedWeight, "run_team_gated",
+                        lambda self, *a: (residuals.append(a[-1] is not None), original(self, *a))[1])
+    module, x = _gated_block(act=True)
+    import lowerkit_glow_like as glow
+
+    spec = {"forward": {"threads": 2}}
+    handle = glow.lowerkit_compile(processed=glow.lowerkit_preprocess(module=module, compile_spec=spec),
+                                   compile_spec=spec)["forward"]
+    expected = reference(module, x)
+    assert_close(handle.run([x]), expected)
+    assert residuals and all(residuals)
+    ran = len(residuals)
+    handle.team.guard.on, handle.team.guard._serial_left = False, 5
+    assert_close(handle.run([x]), expected)
+    assert len(residuals) == ran  # the team's kernel did not run again
+
+
+def test_a_gated_residual_of_the_wrong_type_is_a_format_error():
+    import lowerkit_glow_like as glow
+    from lowerkit.errors import FormatError
+    from lowerkit_glow_like.payload import glow_like_pb2 as pb
+
+    module, _ = _gated_block()
+    msg = pb.Payload()
+    msg.ParseFromString(glow.lowerkit_preprocess(module=module, compile_spec={}))
+    gated = next(ins for ins in msg.programs[0].instructions if ins.op == "glow.gated_conv2d")
+    gated.inputs[4] = gated.inputs[1]  # the weight where the residual belongs
+    with pytest.raises(FormatError, match="residual"):
+        glow.lowerkit_compile(processed=msg.SerializeToString(), compile_spec={})
+    gated.inputs.pop()  # four inputs, residual=True
+    with pytest.raises(FormatError, match="takes 5 inputs"):
+        glow.lowerkit_compile(processed=msg.SerializeToString(), compile_spec={})

@@ -535,7 +535,30 @@ def _scratch(in_types, out_types, attrs):
 def prepare_gated_conv(inputs, outputs, attrs, scratch, team=None):
     """``glow.gated_conv2d(x, w, bias, gate)``: a 1x1 convolution of ``x * gate`` (``gate``
     [N, C, 1, 1], see ``passes/gate.py``) as, per image, the weight scaled by the gate
-    (``[OC, C]``, in scratch) times ``x``, then bias and activation."""
+    (``[OC, C]``, in scratch) times ``x``, then bias and activation. With ``residual=True``
+    a fifth input is added before the activation (``passes/residual.py``): in the panel GEMM's
+    team region where it runs there, else by ``glow.add``'s kernel after the convolution."""
+    if not attrs.get("residual"):
+        return _prepare_gated(inputs, outputs, attrs, scratch, team)
+    *gated, residual = inputs
+    if team is not None and residual.dtype == np.float32 and residual.flags.c_contiguous:
+        fused = _prepare_gated(gated, outputs, attrs, scratch, team, residual)
+        if fused is not None:
+            return fused
+    plain = _prepare_gated(gated, outputs, _without_activation(attrs), scratch, team)
+    add = prepare_add([outputs[0], residual], outputs, attrs, scratch)  # in place: glow.add's kernel
+
+    def run():
+        plain()
+        add()
+
+    return run
+
+
+def _prepare_gated(inputs, outputs, attrs, scratch, team, residual=None):
+    """:func:`prepare_gated_conv` of ``(x, w, bias, gate)``; with a ``residual``, the team form
+    that adds it in the panel GEMM's region (and, while the team is off, the serial form and
+    then ``glow.add``'s kernel), or None where the layer does not take the panel GEMM."""
     x, w, bias, gate = inputs
     (out,) = outputs
     n, c, h, wd = x.shape
@@ -543,37 +566,12 @@ def prepare_gated_conv(inputs, outputs, attrs, scratch, team=None):
     w2 = w.reshape(oc, c)
     scaled = scratch_array(scratch, np.float32, (oc, c))
     gates = gate.reshape(n, 1, c)
-    epilogue = _epilogue(attrs, bias, out.dtype)
-    if team is not None and 2 * oc * c * h * wd >= team_layers.MIN_FLOPS and x.flags.c_contiguous:
-        from lowerkit.backend.cpu import jit
+    on_team = team is not None and 2 * oc * c * h * wd >= team_layers.MIN_FLOPS and x.flags.c_contiguous
+    if residual is not None and not on_team:
+        return None
+    epilogue = _epilogue(attrs if residual is None else _without_activation(attrs), bias, out.dtype)
 
-        kernels, team_bias = team.kernels(), _team_bias(inputs)
-        act = jit.activation_code(attrs)
-        # The panel GEMM on a constant weight: each thread scales its own copy of the packed
-        # weight (PackedWeight.run_team_gated); else the weight scaled here, GEMM bands.
-        packed = panels.PackedWeight.shared(w, bias) if panels.fits(c, h * wd, team=True) else None
-        copies = packed.gated_copies(team.ways) if packed is not None else None
-        flat_gates = gate.reshape(n, c)
-
-        def run_team():
-            for i in range(n):
-                dst = out[i].reshape(oc, h * wd)
-                if team.usable() and packed is not None:
-                    packed.run_team_gated(flat_gates[i], copies, x[i].reshape(c, h * wd), dst, act, team.ways)
-                    continue
-                np.multiply(w2, gates[i], out=scaled)
-                if team.usable():
-                    kernels.gemm_bias_activation(scaled, x[i].reshape(c, h * wd), team_bias, dst, *act,
-                                                 team.ways, oc <= team_layers.COLUMN_SPLIT_ROWS and c >= 2 * oc,
-                                                 team.sgemm)
-                else:
-                    matmul_into(scaled, x[i].reshape(c, h * wd), dst)
-                    if epilogue is not None:
-                        epilogue(dst)
-
-        return run_team
-
-    def run():
+    def serial():
         for i in range(n):
             np.multiply(w2, gates[i], out=scaled)
             dst = out[i].reshape(oc, h * wd)
@@ -581,7 +579,38 @@ def prepare_gated_conv(inputs, outputs, attrs, scratch, team=None):
             if epilogue is not None:
                 epilogue(dst)
 
-    return run
+    if not on_team:
+        return serial
+    from lowerkit.backend.cpu import jit
+
+    kernels, team_bias = team.kernels(), _team_bias(inputs)
+    act = jit.activation_code(attrs)
+    # The panel GEMM on a constant weight: each thread scales its own copy of the packed
+    # weight (PackedWeight.run_team_gated); else the weight scaled here, GEMM bands.
+    packed = panels.PackedWeight.shared(w, bias) if panels.fits(c, h * wd, team=True) else None
+    if residual is not None and packed is None:
+        return None
+    copies = packed.gated_copies(team.ways) if packed is not None else None
+    flat_gates = gate.reshape(n, c)
+    added = [None] * n if residual is None else [residual[i].reshape(oc, h * wd) for i in range(n)]
+    add = None if residual is None else prepare_add([out, residual], outputs, attrs, scratch)
+
+    def run_team():
+        if not team.usable():
+            serial()
+            if add is not None:
+                add()
+            return
+        for i in range(n):
+            dst = out[i].reshape(oc, h * wd)
+            if packed is not None:
+                packed.run_team_gated(flat_gates[i], copies, x[i].reshape(c, h * wd), dst, act, team.ways, added[i])
+                continue
+            np.multiply(w2, gates[i], out=scaled)
+            kernels.gemm_bias_activation(scaled, x[i].reshape(c, h * wd), team_bias, dst, *act, team.ways,
+                                         oc <= team_layers.COLUMN_SPLIT_ROWS and c >= 2 * oc, team.sgemm)
+
+    return run_team
 
 
 def _gated_scratch(in_types, out_types, attrs):

@@ -68,8 +68,8 @@ def batch_sliceable(program: Program) -> bool:
                 return False
             if ins.attrs.get("residual") and not buffers[ins.inputs[3]].in_arena:
                 return False
-        elif ins.op == "glow.gated_conv2d":  # weight and bias constant; the gate per sample
-            if any(buffers[i].in_arena for i in ins.inputs[1:3]) or not buffers[ins.inputs[3]].in_arena:
+        elif ins.op == "glow.gated_conv2d":  # weight and bias constant; the gate (and a residual) per sample
+            if any(buffers[i].in_arena for i in ins.inputs[1:3]) or not all(buffers[i].in_arena for i in ins.inputs[3:]):
                 return False
         elif any(len(c.shape) >= out_rank and c.shape[0] != 1 for c in constants):
             return False  # a constant that differs per sample would need slicing too

@@ -1,5 +1,6 @@
 """``fuse_residual_adds``: a convolution whose only reader is a residual add ->
-``glow.conv2d(x, w, bias, other)`` with ``residual=True``, carrying the add's activation.
+``glow.conv2d(x, w, bias, other)`` with ``residual=True``, carrying the add's activation (a
+gated one, ``glow.gated_conv2d(x, w, bias, gate)``, takes ``other`` as its fifth input).
 
 ResNet's blocks end in ``relu(conv(x) + shortcut)`` and MobileNet's in ``conv(x) + x``: as two
 instructions the add reads the convolution's output back from memory and writes the sum.
@@ -23,7 +24,7 @@ from lowerkit.passes import make_constant
 from ._util import single_user
 
 _ADDS = ("add", "glow.add")
-_CONVOLUTIONS = ("conv2d", "glow.conv2d")
+_CONVOLUTIONS = ("conv2d", "glow.conv2d", "glow.gated_conv2d")
 
 
 def _fusable(conv: Node | None, value: Value, add: Node, graph: Graph, users: dict) -> bool:
@@ -55,13 +56,16 @@ def fuse_residual_adds(graph: Graph) -> bool:
         if chosen is None:
             continue
         conv, other = chosen
-        if len(conv.inputs) < 3:  # the residual is the fourth input: a zero bias keeps the places
-            channels = conv.output.type.shape[1]
-            zeros = make_constant(graph, np.zeros(channels, np.float32), f"{conv.output.name}_bias",
-                                  graph.nodes.index(conv), conv)
-            conv.inputs = conv.inputs + [zeros]
+        # The residual is the last input: glow.conv2d's fourth (a zero bias keeps the places),
+        # glow.gated_conv2d's fifth (after its bias and gate).
+        if conv.op != "glow.gated_conv2d":
+            if len(conv.inputs) < 3:
+                channels = conv.output.type.shape[1]
+                zeros = make_constant(graph, np.zeros(channels, np.float32), f"{conv.output.name}_bias",
+                                      graph.nodes.index(conv), conv)
+                conv.inputs = conv.inputs + [zeros]
+            conv.op = "glow.conv2d"
         act = {k: v for k, v in add.attrs.items() if k.startswith("act")}
-        conv.op = "glow.conv2d"
         conv.inputs = conv.inputs + [other]
         conv.attrs = {**conv.attrs, **act, "residual": True}
         conv.outputs = list(add.outputs)

@@ -38,7 +38,7 @@ _INT_EXTRAS = {"x_zp", "out_zp", "a_zp", "b_zp", "zp", "qmin", "qmax"}
 _EXTRAS: dict[str, tuple[str, ...]] = {
     "conv2d": _ACT + ("algo",),
     "glow.conv2d": _ACT + ("algo", "residual"),
-    "glow.gated_conv2d": _ACT,
+    "glow.gated_conv2d": _ACT + ("residual",),
     "glow.fc": _ACT,
     "glow.add": _ACT,
     "glow.qconv2d": ("x_zp", "out_zp", "qmin", "qmax", "x_scale", "out_scale"),
@@ -77,7 +77,7 @@ def check_instruction(
     if op == "glow.fc" and len(inputs) not in (2, 3):
         raise ShapeError(f"{op}: takes 2 or 3 inputs, got {len(inputs)}")
     if op == "glow.gated_conv2d":
-        _check_gated(inputs, checked)
+        _check_gated(inputs, checked, extras, outputs)
     if op == "glow.conv2d" and (extras.get("residual") or len(inputs) > 3):
         _check_residual(inputs, extras, outputs)
     if extras.get("algo") == "winograd":
@@ -88,12 +88,18 @@ def check_instruction(
     return {**checked, **extras}
 
 
-def _check_gated(inputs: Sequence[TensorType], attrs: Mapping[str, object]) -> None:
-    """``glow.gated_conv2d(x, w, bias, gate)``: a biased 1x1, stride-1, unpadded, ungrouped
-    float convolution whose gate holds one value per image and input channel."""
-    if len(inputs) != 4:
-        raise ShapeError(f"glow.gated_conv2d: takes 4 inputs (x, w, bias, gate), got {len(inputs)}")
-    x, w, _, gate = inputs
+def _check_gated(inputs: Sequence[TensorType], attrs: Mapping[str, object], extras: Mapping[str, object],
+                 outputs: Sequence[TensorType]) -> None:
+    """``glow.gated_conv2d(x, w, bias, gate[, residual])``: a biased 1x1, stride-1, unpadded,
+    ungrouped float convolution whose gate holds one value per image and input channel; with
+    ``residual=True`` a fused residual add's operand, typed like the output, comes fifth."""
+    expected = 5 if extras.get("residual") else 4
+    if len(inputs) != expected:
+        raise ShapeError(f"glow.gated_conv2d: takes {expected} inputs (x, w, bias, gate"
+                         f"{', residual' if expected == 5 else ''}), got {len(inputs)}")
+    if expected == 5 and inputs[4] != outputs[0]:
+        raise ShapeError(f"glow.gated_conv2d: residual must be the output's type {outputs[0]}, got {inputs[4]}")
+    x, w, _, gate = inputs[:4]
     if tuple(w.shape[2:]) != (1, 1) or int(attrs.get("groups", 1)) != 1 or any(attrs.get("padding", ())) \
             or tuple(attrs.get("stride", (1, 1))) != (1, 1) or tuple(attrs.get("dilation", (1, 1))) != (1, 1):
         raise ShapeError("glow.gated_conv2d: must be a 1x1, stride-1, unpadded, undilated, ungrouped convolution")
