@@ -1,7 +1,7 @@
 """pin_team_workers: the first call on a thread pins the team workers of that thread's regions
 (worker j to the j-th CPU of the thread's mask), never the calling thread itself; once per
-thread; off with LOWERKIT_TEAM_PINNING=0 or OpenMP's own binding; a handle's first call on a
-thread does it through its StallGuard.
+thread; off with LOWERKIT_TEAM_PINNING=0 or OpenMP's own binding; the first Team.usable()
+that says True on a thread does it (before that thread's first team region).
 
 Each test runs on a new thread: OpenMP keeps one set of workers per thread that starts
 regions, so a new thread's first region starts workers of its own, which end with it."""
@@ -75,8 +75,10 @@ def test_more_ways_than_cpus_pins_nothing(monkeypatch):
     assert box["result"] == 0
 
 
-def test_a_guard_pins_on_its_first_call_on_each_thread(monkeypatch):
-    from lowerkit.backend.cpu import team
+def test_a_team_pins_before_its_first_region_on_each_thread(monkeypatch):
+    """Team.usable() pins on the first True on a thread (a team region is about to start),
+    not while the guard holds the team off, and once per thread."""
+    from lowerkit.backend.cpu import Team, team
 
     calls = []
     real = team.pin_team_workers
@@ -87,13 +89,16 @@ def test_a_guard_pins_on_its_first_call_on_each_thread(monkeypatch):
 
     _clean_env(monkeypatch)
     monkeypatch.setattr(team, "pin_team_workers", recording)
-    guard, unbound = StallGuard(2), StallGuard()
+    off = Team(2, None, StallGuard())
+    off.guard.on, off.guard._serial_left = False, 5
+    on = Team(2, None, StallGuard())
 
-    def two_calls():
-        for g in (guard, guard, unbound):
-            g.end(g.begin())
+    def calls_on_a_thread():
+        assert not off.usable()  # no region follows: nothing pinned
+        return [on.usable() for _ in range(3)]
 
-    first, second = _on_new_thread(two_calls), _on_new_thread(two_calls)
+    first, second = _on_new_thread(calls_on_a_thread), _on_new_thread(calls_on_a_thread)
+    assert first["result"] == second["result"] == [True] * 3
     assert calls == [(first["me"], 2), (second["me"], 2)]
 
 

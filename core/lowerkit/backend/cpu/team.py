@@ -14,8 +14,8 @@ waited there until the scheduler moved one of them — the calling thread spinni
 of the first region all the while: MobileNetV2 at batch 1 with 0.3 s between calls took a
 median 15.9 ms a call, against 4.2 ms back to back (its serial forms: 8.0). With every
 worker pinned to a CPU of its own (the calling thread is never pinned), the same calls took
-a median 5.2-6.3 ms. So the first call on each calling thread that may start team regions
-pins that thread's team workers: worker ``j`` (of ``ways``) to the ``j``-th CPU of the
+a median 5.2-6.3 ms. So the first team region a thread is about to start (the first
+:meth:`Team.usable` that says True there) pins that thread's team workers first: worker ``j`` (of ``ways``) to the ``j``-th CPU of the
 calling thread's affinity mask, the caller left on all of them. Not where the mask has fewer
 CPUs than ``ways``, where the user binds OpenMP's threads already (``OMP_PROC_BIND``,
 ``GOMP_CPU_AFFINITY``), nor with ``LOWERKIT_TEAM_PINNING=0``.
@@ -65,8 +65,7 @@ class StallGuard:
     SERIAL_CALLS = 25
     MAX_SERIAL_CALLS = 800
 
-    def __init__(self, ways: int = 0) -> None:
-        self.ways = ways  # the team's threads, pinned on a calling thread's first call (0: never)
+    def __init__(self) -> None:
         self.on = True
         self.best = float("inf")
         self._streak = 0
@@ -76,10 +75,7 @@ class StallGuard:
         self._probing = False
 
     def begin(self) -> float:
-        """Call before running a call; returns the start time to pass to :meth:`end`. The
-        first call on each thread pins that thread's team workers (:func:`pin_team_workers`)."""
-        if not _here.pinned and self.ways > 1:
-            pin_team_workers(self.ways)
+        """Call before running a call; returns the start time to pass to :meth:`end`."""
         if not self.on:
             self._serial_left -= 1
             if self._serial_left <= 0:  # try the team again
@@ -127,8 +123,13 @@ class Team:
 
     def usable(self) -> bool:
         """False while the guard has turned regions off, on a thread inside :func:`team_off`,
-        and in a child forked after the parent ran team kernels: run the serial forms then."""
-        return self.guard.on and not _here.off and not (_layer[0] if _layer else _load_layer()).forked()
+        and in a child forked after the parent ran team kernels: run the serial forms then.
+        The first True on a thread pins that thread's team workers (:func:`pin_team_workers`)."""
+        if not (self.guard.on and not _here.off and not (_layer[0] if _layer else _load_layer()).forked()):
+            return False
+        if not _here.pinned:
+            pin_team_workers(self.ways)
+        return True
 
 
 class _Here(threading.local):
@@ -181,7 +182,7 @@ def make_team(ways: int) -> Team | None:
     from .jit.layer import team_ready
 
     found = sgemm() if team_ready() else None
-    return None if found is None else Team(ways, found.function, StallGuard(ways))
+    return None if found is None else Team(ways, found.function, StallGuard())
 
 
 PINNING_ENV = "LOWERKIT_TEAM_PINNING"
