@@ -6,9 +6,10 @@ threads with a pause between engines, whose workers spin after a call); glow_lik
 bound kernels are timed one by one inside whole runs (bound as ``model.py --instructions``
 binds them), ONNX Runtime's nodes by its profiler (which adds a little to each node, so its
 whole-call time is taken from a second, unprofiled session). Convolutions are paired by output
-shape in schedule order (ONNX Runtime fuses a residual add into its convolution, glow_like
-lists its adds apart; an activation glow_like fuses may be a node of its own there) and
-printed by excess, the largest first. Medians over the rounds; ms.
+and weight shape, the i-th of each in one schedule with the i-th in the other (ONNX Runtime may
+fuse a residual add into its convolution where glow_like lists its adds apart, or the other
+way round; an activation glow_like fuses may be a node of its own there) and printed by
+excess, the largest first. Medians over the rounds; ms.
 
     python benchmarks/per_node.py --model mobilenet_v2 --batch 4
     python benchmarks/per_node.py --model efficientnet_b0 --batch 1 --threads 2 --top 20
@@ -17,7 +18,6 @@ printed by excess, the largest first. Medians over the rounds; ms.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
 import statistics
@@ -62,16 +62,30 @@ def ort_node_medians(profile_path: str, skip: int) -> list[tuple[str, str, tuple
         if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
             name = event["name"][: -len("_kernel_time")]
             outputs = event["args"].get("output_type_shape") or [{}]
+            inputs = event["args"].get("input_type_shape") or []
             shape = tuple(next(iter(outputs[0].values()), ()))
-            per_node.setdefault(name, (event["args"].get("op_name", "?"), shape, []))[2].append(event["dur"] / 1e3)
-    return [(name, op, shape, statistics.median(times[skip:] or times)) for name, (op, shape, times) in per_node.items()]
+            weight = tuple(next(iter(inputs[1].values()), ())) if len(inputs) > 1 else ()
+            key = (shape, weight)
+            per_node.setdefault(name, (event["args"].get("op_name", "?"), key, []))[2].append(event["dur"] / 1e3)
+    return [(name, op, key, statistics.median(times[skip:] or times)) for name, (op, key, times) in per_node.items()]
 
 
 def paired(mine: list[tuple[tuple, object]], theirs: list[tuple[tuple, object]]) -> list[tuple[int, int]]:
-    """Index pairs of two schedules' convolutions matched by output shape, in order (the
-    longest common subsequence: a layer one engine splits or fuses differently is left out)."""
-    matcher = difflib.SequenceMatcher(None, [m[0] for m in mine], [t[0] for t in theirs], autojunk=False)
-    return [(a + i, b + i) for a, b, size in matcher.get_matching_blocks() for i in range(size)]
+    """Index pairs of two schedules' convolutions with the same key (output shape, weight
+    shape): the i-th of a key in one schedule with the i-th in the other, so a layer the two
+    engines run in another order (ResNet's downsampling shortcut and ``conv3``) still pairs
+    with itself; a layer one engine fuses or splits differently is left out."""
+    seen: dict[tuple, list[int]] = {}
+    for j, (key, _) in enumerate(theirs):
+        seen.setdefault(key, []).append(j)
+    taken: dict[tuple, int] = {}
+    pairs = []
+    for i, (key, _) in enumerate(mine):
+        k = taken.get(key, 0)
+        if k < len(seen.get(key, ())):
+            pairs.append((i, seen[key][k]))
+            taken[key] = k + 1
+    return pairs
 
 
 def main() -> None:
@@ -134,7 +148,8 @@ def main() -> None:
         peer_nodes = ort_node_medians(profiled.end_profiling(), warmup)
 
     mine = [(statistics.median(t[warmup:]) * 1e3, ins) for t, ins in zip(kernel_times, program.instructions)]
-    glow_convs = [(tuple(program.buffers[ins.outputs[0]].shape), (ms, ins)) for ms, ins in mine if "conv" in ins.op]
+    glow_convs = [((tuple(program.buffers[ins.outputs[0]].shape), tuple(program.buffers[ins.inputs[1]].shape)), (ms, ins))
+                  for ms, ins in mine if "conv" in ins.op]
     peer_convs = [(shape, ms) for _, op, shape, ms in peer_nodes if op in _PEER_CONVS]
     print(f"\n{args.model}, batch {args.batch}, {args.threads} thread(s), {args.rounds} rounds: whole call "
           f"glow_like best {min(whole_glow) * 1e3:.2f} / median {statistics.median(whole_glow) * 1e3:.2f} ms, "
@@ -146,7 +161,7 @@ def main() -> None:
     for i, j in paired(glow_convs, peer_convs):
         (mine_ms, ins), peer_ms = glow_convs[i][1], peer_convs[j][1]
         pairs.append((mine_ms - peer_ms, mine_ms, peer_ms, ins))
-    print(f"\nconvolutions paired by output shape in schedule order: {len(pairs)} of glow_like's {len(glow_convs)} "
+    print(f"\nconvolutions paired by output and weight shape: {len(pairs)} of glow_like's {len(glow_convs)} "
           f"and ONNX Runtime's {len(peer_convs)}; glow_like - ONNX Runtime = {sum(p[0] for p in pairs):+.2f} ms "
           f"(an activation glow_like fuses may be a node of its own there: see the other nodes); the "
           f"{args.top} largest excesses:")
