@@ -6,11 +6,11 @@ every call comes ``--gap`` seconds after the previous one, so every engine's thr
 to sleep and must be woken; the figures are medians and 90th percentiles of the single calls.
 Each engine runs its calls in ``--rounds`` blocks (no other engine between two of its calls,
 as in a process serving one model), the blocks of the engines interleaved in a new seeded
-order each round. ``--unpinned`` adds glow_like with its
-team workers left where the scheduler puts them (``LOWERKIT_TEAM_PINNING=0``; run on a second
-calling thread, whose team workers are its own), for the same-run comparison with the
-default, pinned ones (``lowerkit.backend.cpu.team.pin_team_workers``). Only same-run ratios
-mean anything on a shared machine.
+order each round. ``--unpinned`` adds a second glow_like handle whose calls run with the team
+workers' affinity set back to every CPU (and pinned again after its block), for the same-run
+comparison with the default, pinned workers (``lowerkit.backend.cpu.pin_team_workers``); the
+same calling thread, since a second thread starting team regions would slow every region of
+the process. Only same-run ratios mean anything on a shared machine.
 
     python benchmarks/sporadic.py                         # the four yardstick models, 0.3 s apart
     python benchmarks/sporadic.py --model mobilenet_v2 --gap 0.05 --calls 60 --unpinned
@@ -51,14 +51,12 @@ def _pinned_threads() -> dict[int, set[int]]:
     return found
 
 
-def _lowered(module: lk.Module, x: np.ndarray) -> dict[str, Callable[[], object]]:
-    engines = {}
-    for name, backends in (("glow_like", "glow_like"), ("[nnpack, glow_like]", ["nnpack", "glow_like"])):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            lowered = lk.to_backend(module, backends)
-        engines[name] = lambda lowered=lowered: lowered(x)
-    return engines
+def _lowered(module: lk.Module, x: np.ndarray, backends) -> Callable[[], object]:
+    """A call of ``module`` lowered to ``backends`` on ``x``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lowered = lk.to_backend(module, backends)
+    return lambda: lowered(x)
 
 
 def run(name: str, *, gap: float, calls: int, rounds: int, threads: int, unpinned: bool,
@@ -70,12 +68,13 @@ def run(name: str, *, gap: float, calls: int, rounds: int, threads: int, unpinne
     peers, notes = _peers(module, x, threads)
     for engine, note in notes.items():
         print(f"  {engine}: {note}")
-    engines = {**peers, **_lowered(module, x)}
+    engines = {**peers, "glow_like": _lowered(module, x, "glow_like"),
+               "[nnpack, glow_like]": _lowered(module, x, ["nnpack", "glow_like"])}
     workers: dict[int, set[int]] = {}
     if unpinned:
         # The same calling thread, so the same team workers: one process's regions slow down
         # by half once a second thread starts regions too (its own OpenMP workers; measured).
-        engines[UNPINNED] = _lowered(module, x)["glow_like"]  # a handle of its own: its own stall guard
+        engines[UNPINNED] = _lowered(module, x, "glow_like")  # a handle of its own: its own stall guard
         engines["glow_like"]()
         workers = _pinned_threads()
         if not workers:
