@@ -30,6 +30,13 @@ class Linear:
         self.options = options
         self._bands: panels.PackedBands | None = None
 
+    def bands(self) -> panels.PackedBands:
+        """The stored weight and bias packed in bands (on the first call; two threads may both
+        pack: the same result, one kept)."""
+        if self._bands is None:
+            self._bands = panels.PackedBands.of(self.weight_t, self.bias)
+        return self._bands
+
     def __call__(self, x: np.ndarray, weight: np.ndarray | None = None, bias: np.ndarray | None = None) -> np.ndarray:
         wt = self.weight_t if weight is None else np.asarray(weight, np.float32).T
         if wt is None:
@@ -42,9 +49,7 @@ class Linear:
         x2 = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, wt.shape[0])
         out = np.empty((x2.shape[0], wt.shape[1]), dtype=np.float32)
         if weight is None and bias is None and panels.bands_fit(x2.shape[0], wt):
-            if self._bands is None:  # two threads may both pack: the same result, one kept
-                self._bands = panels.PackedBands.of(wt, self.bias)
-            self._bands.run(x2, out, NONE)
+            self.bands().run(x2, out, NONE)
             return out.reshape(*x.shape[:-1], wt.shape[1])
         workers = self.options.workers
 

@@ -25,7 +25,7 @@ from functools import partial
 
 import numpy as np
 
-from lowerkit.backend.cpu import Team, aligned_empty, panels, team_layers
+from lowerkit.backend.cpu import Team, aligned_empty, team_layers
 from lowerkit.backend.cpu.gemm import matmul_into
 
 from .activations import NONE, add_activate
@@ -283,7 +283,6 @@ class TeamLinear:
     def __init__(self, layer, team: Team) -> None:
         self.layer, self.team, self.kernels = layer, team, team.kernels()
         self.bias = layer.bias if layer.bias is not None else np.empty(0, np.float32)
-        self._bands: panels.PackedBands | None = None  # one row on the team: packed on first use
 
     @staticmethod
     def fits(layer) -> bool:
@@ -295,10 +294,8 @@ class TeamLinear:
             return self.layer(x, weight, bias)
         rows = x.size // wt.shape[0]
         if rows == 1 and self.team.usable() and team_layers.row_on_team(rows, wt.size):
-            if self._bands is None:  # two threads may both pack: the same result, one kept
-                self._bands = panels.PackedBands.of(wt, self.bias if self.bias.size else None)
             out = aligned_empty((1, wt.shape[1]))
-            self._bands.run_team(np.ascontiguousarray(x, dtype=np.float32).reshape(1, -1), out, NONE, self.team.ways)
+            self.layer.bands().run_team(np.ascontiguousarray(x, dtype=np.float32).reshape(1, -1), out, NONE, self.team.ways)
             return out.reshape(*x.shape[:-1], wt.shape[1])
         if rows == 1:  # a matrix-vector product: BLAS's gemv here (see team_layers.linear_on_team)
             out = aligned_empty((1, wt.shape[1]))

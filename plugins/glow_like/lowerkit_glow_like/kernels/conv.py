@@ -16,6 +16,7 @@ from functools import partial
 import numpy as np
 
 from lowerkit.backend.cpu import direct, im2col_view, pad_into, panels, split, team_layers
+from lowerkit.backend.cpu.calls import sequence
 from lowerkit.backend.cpu.gemm import matmul_into
 
 from . import grouped, winograd
@@ -136,13 +137,13 @@ def prepare_conv(inputs, outputs, attrs, scratch, *, parallel=None, team=None, c
     if fused is not None:
         return fused
     plain = _prepare_conv(conv_inputs, outputs, _without_activation(attrs), scratch, parallel, team, col_dtype)
-    add = prepare_add([outputs[0], residual], outputs, attrs, scratch)  # in place: glow.add's kernel
+    return _then_residual(plain, outputs, residual, attrs, scratch)
 
-    def run():
-        plain()
-        add()
 
-    return run
+def _then_residual(plain, outputs, residual, attrs, scratch):
+    """``plain`` (a convolution bound without its activation), then the residual added and
+    the activation applied in place by ``glow.add``'s kernel."""
+    return sequence(plain, prepare_add([outputs[0], residual], outputs, attrs, scratch))
 
 
 # On one thread (batch slices), the panel GEMM's forms still run the sum as a pass after the
@@ -545,14 +546,8 @@ def prepare_gated_conv(inputs, outputs, attrs, scratch, team=None):
         fused = _prepare_gated(gated, outputs, attrs, scratch, team, residual)
         if fused is not None:
             return fused
-    plain = _prepare_gated(gated, outputs, _without_activation(attrs), scratch, team)
-    add = prepare_add([outputs[0], residual], outputs, attrs, scratch)  # in place: glow.add's kernel
-
-    def run():
-        plain()
-        add()
-
-    return run
+    return _then_residual(_prepare_gated(gated, outputs, _without_activation(attrs), scratch, team), outputs,
+                          residual, attrs, scratch)
 
 
 def _prepare_gated(inputs, outputs, attrs, scratch, team, residual=None):
@@ -593,13 +588,11 @@ def _prepare_gated(inputs, outputs, attrs, scratch, team, residual=None):
     copies = packed.gated_copies(team.ways) if packed is not None else None
     flat_gates = gate.reshape(n, c)
     added = [None] * n if residual is None else [residual[i].reshape(oc, h * wd) for i in range(n)]
-    add = None if residual is None else prepare_add([out, residual], outputs, attrs, scratch)
+    off_team = serial if residual is None else _then_residual(serial, outputs, residual, attrs, scratch)
 
     def run_team():
         if not team.usable():
-            serial()
-            if add is not None:
-                add()
+            off_team()
             return
         for i in range(n):
             dst = out[i].reshape(oc, h * wd)

@@ -32,7 +32,6 @@ def _fc(inputs, outputs, attrs, scratch, team=None):
     (out,) = outputs
     x2 = x.reshape(-1, w.shape[0])
     out2 = out.reshape(-1, w.shape[1])
-    act = attrs.get("act", "none")
     if (team is not None and team_layers.linear_on_team(x2.shape[0], w.size) and x2.flags.c_contiguous
             and w.flags.c_contiguous
             and all(a.dtype == np.float32 for a in (*inputs, out))):
@@ -49,15 +48,16 @@ def _fc(inputs, outputs, attrs, scratch, team=None):
             from lowerkit.backend.cpu import jit
 
             return partial(packed.run, x2, out2, jit.activation_code(attrs))
+    return partial(_fc_numpy, x2, w, bias, out2, attrs)
 
-    def run():
-        np.matmul(x2, w, out=out2)
-        if bias is not None:
-            np.add(out2, bias, out=out2)
-        if act != "none":
-            apply_activation(out2, attrs)
 
-    return run
+def _fc_numpy(x2, w, bias, out2, attrs) -> None:
+    """``glow.fc`` on numpy: one GEMM (a gemv for one row), then the bias and the activation."""
+    np.matmul(x2, w, out=out2)
+    if bias is not None:
+        np.add(out2, bias.reshape(-1), out=out2)
+    if attrs.get("act", "none") != "none":
+        apply_activation(out2, attrs)
 
 
 @kernel("linear")
@@ -87,12 +87,8 @@ def _fc_row_team(x2, w, bias, out2, attrs, team, packed):
     def run():
         if team.usable():
             packed.run_team(x2, out2, act, team.ways)
-            return
-        np.matmul(x2, w, out=out2)
-        if bias is not None:
-            np.add(out2, bias.reshape(-1), out=out2)
-        if act[0] != jit.activation.NONE:
-            apply_activation(out2, attrs)
+        else:
+            _fc_numpy(x2, w, bias, out2, attrs)
 
     return run
 
@@ -110,10 +106,6 @@ def _fc_team(x2, w, bias, out2, attrs, team):
         if team.usable():
             kernels.fc_bias_activation(x2, w, b, out2, *act, team.ways, team.sgemm)
         else:
-            np.matmul(x2, w, out=out2)
-            if b.size:
-                np.add(out2, b, out=out2)
-            if act[0] != jit.activation.NONE:
-                apply_activation(out2, attrs)
+            _fc_numpy(x2, w, bias, out2, attrs)
 
     return run

@@ -77,9 +77,11 @@ def check_instruction(
     if op == "glow.fc" and len(inputs) not in (2, 3):
         raise ShapeError(f"{op}: takes 2 or 3 inputs, got {len(inputs)}")
     if op == "glow.gated_conv2d":
-        _check_gated(inputs, checked, extras, outputs)
+        if extras.get("residual") or len(inputs) > 4:
+            _check_residual(op, ("x", "w", "bias", "gate"), inputs, extras, outputs)
+        _check_gated(inputs[:4], checked)
     if op == "glow.conv2d" and (extras.get("residual") or len(inputs) > 3):
-        _check_residual(inputs, extras, outputs)
+        _check_residual(op, ("x", "w", "bias"), inputs, extras, outputs)
     if extras.get("algo") == "winograd":
         from ..kernels.winograd import applicable
 
@@ -88,18 +90,13 @@ def check_instruction(
     return {**checked, **extras}
 
 
-def _check_gated(inputs: Sequence[TensorType], attrs: Mapping[str, object], extras: Mapping[str, object],
-                 outputs: Sequence[TensorType]) -> None:
-    """``glow.gated_conv2d(x, w, bias, gate[, residual])``: a biased 1x1, stride-1, unpadded,
-    ungrouped float convolution whose gate holds one value per image and input channel; with
-    ``residual=True`` a fused residual add's operand, typed like the output, comes fifth."""
-    expected = 5 if extras.get("residual") else 4
-    if len(inputs) != expected:
-        raise ShapeError(f"glow.gated_conv2d: takes {expected} inputs (x, w, bias, gate"
-                         f"{', residual' if expected == 5 else ''}), got {len(inputs)}")
-    if expected == 5 and inputs[4] != outputs[0]:
-        raise ShapeError(f"glow.gated_conv2d: residual must be the output's type {outputs[0]}, got {inputs[4]}")
-    x, w, _, gate = inputs[:4]
+def _check_gated(inputs: Sequence[TensorType], attrs: Mapping[str, object]) -> None:
+    """``glow.gated_conv2d(x, w, bias, gate)`` (a fused residual add's operand, checked apart,
+    comes fifth): a biased 1x1, stride-1, unpadded, ungrouped float convolution whose gate
+    holds one value per image and input channel."""
+    if len(inputs) != 4:
+        raise ShapeError(f"glow.gated_conv2d: takes 4 inputs (x, w, bias, gate), got {len(inputs)}")
+    x, w, _, gate = inputs
     if tuple(w.shape[2:]) != (1, 1) or int(attrs.get("groups", 1)) != 1 or any(attrs.get("padding", ())) \
             or tuple(attrs.get("stride", (1, 1))) != (1, 1) or tuple(attrs.get("dilation", (1, 1))) != (1, 1):
         raise ShapeError("glow.gated_conv2d: must be a 1x1, stride-1, unpadded, undilated, ungrouped convolution")
@@ -107,15 +104,16 @@ def _check_gated(inputs: Sequence[TensorType], attrs: Mapping[str, object], extr
         raise ShapeError(f"glow.gated_conv2d: gate must be f32 [{x.shape[0]}, {x.shape[1]}, 1, 1], got {gate}")
 
 
-def _check_residual(inputs: Sequence[TensorType], attrs: Mapping[str, object],
+def _check_residual(op: str, operands: tuple[str, ...], inputs: Sequence[TensorType], attrs: Mapping[str, object],
                     outputs: Sequence[TensorType]) -> None:
-    """``glow.conv2d(x, w, bias, residual)`` with ``residual=True``: the fused residual add's
-    operand is shaped and typed like the output."""
-    if attrs.get("residual") is not True or len(inputs) != 4:
-        raise ShapeError(f"glow.conv2d: a fused residual add takes 4 inputs (x, w, bias, residual) and "
+    """``op(*operands, residual)`` with ``residual=True``: the fused residual add's operand
+    comes last and is shaped and typed like the output."""
+    arity = len(operands) + 1
+    if attrs.get("residual") is not True or len(inputs) != arity:
+        raise ShapeError(f"{op}: a fused residual add takes {arity} inputs ({', '.join(operands)}, residual) and "
                          f"residual=True, got {len(inputs)} inputs and residual={attrs.get('residual')!r}")
-    if inputs[3] != outputs[0]:
-        raise ShapeError(f"glow.conv2d: residual must be the output's type {outputs[0]}, got {inputs[3]}")
+    if inputs[-1] != outputs[0]:
+        raise ShapeError(f"{op}: residual must be the output's type {outputs[0]}, got {inputs[-1]}")
 
 
 def _check_channel_vectors(op: str, inputs: Sequence[TensorType], outputs: Sequence[TensorType]) -> None:
