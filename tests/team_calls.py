@@ -34,7 +34,8 @@ def team_on_small_layers(monkeypatch, tiled_pixels: int | None = None) -> None:
 
 def record_team_calls(monkeypatch) -> list[str]:
     """Wrap every team kernel (and the panel GEMM's ``team_gemm`` and ``team_gated_gemm``,
-    the direct stems' ``team_phases`` and ``team_rows``) so that each call appends
+    the direct stems' ``team_phases`` and ``team_rows``, the channel-direct layers' ``team_pad``
+    and ``team_conv``) so that each call appends
     its name to the returned list. Which kernels ran is what the callers assert, so the stall
     guards keep the team on: on a loaded machine (the suite runs on two workers) a guard could
     switch a handle to its serial forms for a while (``lowerkit.backend.cpu.team.StallGuard``)."""
@@ -47,7 +48,8 @@ def record_team_calls(monkeypatch) -> list[str]:
     ran: list[str] = []
     for module, name in ([(kernels, name) for name in TEAM_KERNELS]
                          + [(jit.load("panel"), "team_gemm"), (jit.load("panel"), "team_gated_gemm"),
-                            (jit.load("direct"), "team_phases"), (jit.load("direct"), "team_rows")]):
+                            (jit.load("direct"), "team_phases"), (jit.load("direct"), "team_rows"),
+                            (jit.load("channel_direct"), "team_pad"), (jit.load("channel_direct"), "team_conv")]):
         original = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _f=original, _n=name: (ran.append(_n), _f(*a))[1])
     return ran

@@ -55,7 +55,8 @@ class TeamConv:
         self.bias = conv.bias if conv.bias is not None else np.empty(0, np.float32)
         self.activation = conv.impl.activation
         oc, k = self.w2.shape
-        self.form = team_layers.DenseTeamForm.of(oc, k, g.kernel, g.stride, g.padding, (1, 1), g.out_hw, team.ways)
+        self.form = team_layers.DenseTeamForm.of(oc, k, g.kernel, g.stride, g.padding, (1, 1), g.out_hw, team.ways,
+                                                 in_hw=g.in_hw)
         self.pointwise = self.form.pointwise
         self.packed = self.form.pack(self.w2, self.bias)  # a gated call scales w2: sgemm then
         self.ws = conv.impl.ws  # per-thread scratch: a plan serves concurrent callers

@@ -7,7 +7,9 @@ forms share (``lowerkit.backend.cpu.jit.team`` has the kernels; see docs/compile
   GEMM is the compiled panel GEMM on a weight packed once where :func:`.panels.fits` says it
   is faster, else sgemm in bands of output channels, or of pixels for few channels over many
   inputs; a stem (few input channels, :func:`.direct.fits`) runs direct on the packed weight
-  (:class:`.direct.DirectConv`: no column matrix);
+  (:class:`.direct.DirectConv`: no column matrix), and a layer of many input channels that
+  :func:`.channel_direct.fits` (given the image size) direct with its output channels in the
+  vector lanes (:class:`.channel_direct.ChannelDirectConv`);
 - :func:`winograd_tiles` — from how many output tiles a 3x3 layer runs as Winograd;
 - :func:`depthwise_scratch` / :func:`run_depthwise` — the depthwise kernels with a team form;
 - the sizes below which a layer stays on the calling thread (a region costs ~3.5 us).
@@ -24,8 +26,9 @@ from functools import partial
 
 import numpy as np
 
-from . import panels
+from . import channel_direct, panels
 from .calls import sequence
+from .channel_direct import ChannelDirectConv, StripWeight
 from .direct import DirectConv
 from .direct import fits as direct_fits
 from .jit.depthwise import NO_BLOCKS
@@ -106,7 +109,10 @@ class DenseTeamForm:
     """The team form of a dense convolution ``w2`` [OC, K] of one geometry; :meth:`run`
     computes one image. ``cols_shape`` is the float32 column scratch :meth:`run` needs
     (None for 1x1 layers, which read the image in place). ``panel``: a layer (1x1, or im2col
-    then the GEMM) whose GEMM is the panel GEMM, given the weight :meth:`pack` made."""
+    then the GEMM) whose GEMM is the panel GEMM, given the weight :meth:`pack` made.
+    ``channel``: a layer run by :class:`.channel_direct.ChannelDirectConv` (``cols_shape`` then
+    holds its padded image, None where it reads the image in place; :meth:`pack` makes its
+    strips)."""
 
     pointwise: bool
     panel: bool
@@ -118,15 +124,24 @@ class DenseTeamForm:
     out_hw: tuple[int, int]
 
     direct: DirectConv | None = None  # a stem, run direct (cols_shape then holds its phases)
+    channel: ChannelDirectConv | None = None  # many input channels, run direct by output channels
 
     @classmethod
-    def of(cls, oc: int, k: int, kernel, stride, padding, dilation, out_hw, ways: int) -> DenseTeamForm:
+    def of(cls, oc: int, k: int, kernel, stride, padding, dilation, out_hw, ways: int,
+           in_hw: tuple[int, int] | None = None) -> DenseTeamForm:
+        """The form of a layer of ``oc`` output channels and ``k`` rows of columns; ``in_hw``
+        (the input's height and width) lets it choose :class:`.channel_direct.ChannelDirectConv`."""
         (kh, kw), (oh, ow) = tuple(kernel), tuple(out_hw)
         pointwise = (kh, kw) == (1, 1) and tuple(stride) == (1, 1) and not any(padding)
         c = k // (kh * kw)
-        direct = None
+        direct = channel = None
         if not pointwise and direct_fits(c, (kh, kw), stride, dilation, (oh, ow)):
             direct = DirectConv.of(c, (kh, kw), stride, padding, (oh, ow))
+        elif in_hw is not None and channel_direct.fits(c, oc, (kh, kw)):
+            channel = ChannelDirectConv.of((c, *in_hw), (kh, kw), stride, padding, dilation, (oh, ow))
+            cols = (1, int(np.prod(channel.padded_shape))) if channel.pads else None
+            return cls(False, False, False, False, 1, cols,
+                       (kh, kw, *stride, *tuple(padding)[:2], *dilation), (oh, ow), None, channel)
         panel = direct is not None or panels.fits(k, oh * ow, team=True)
         tiled = not pointwise and not panel and oh * ow >= TILED_PIXELS and k >= TILED_MIN_INPUTS
         tile_rows = max(1, min(oh, TILE_BYTES // (4 * k * ow)))
@@ -141,16 +156,27 @@ class DenseTeamForm:
     @property
     def fuses_residual(self) -> bool:
         """Whether :meth:`run` takes a ``residual`` (a fused residual add): the panel GEMM's
-        forms, whose tiles add it before the activation (not the stems' direct or tiled forms)."""
-        return self.panel and self.direct is None and not self.tiled
+        forms, whose tiles add it before the activation (not the stems' direct or tiled
+        forms), and the :attr:`channel` form, whose tiles do too."""
+        return (self.panel and self.direct is None and not self.tiled) or self.channel is not None
 
-    def pack(self, w2: np.ndarray, bias: np.ndarray) -> panels.PackedWeight | None:
-        """The weight (and bias) as :meth:`run` takes them for a :attr:`panel` layer, else None."""
+    def pack(self, w2: np.ndarray, bias: np.ndarray) -> panels.PackedWeight | StripWeight | None:
+        """The weight (and bias) as :meth:`run` takes them for a :attr:`panel` or
+        :attr:`channel` layer, else None."""
+        if self.channel is not None:
+            return StripWeight.of(w2, bias)
         return panels.PackedWeight.of(w2, bias) if self.panel else None
+
+    def shared(self, w: np.ndarray, bias: np.ndarray | None) -> panels.PackedWeight | StripWeight | None:
+        """:meth:`pack` of a constant weight, once for every thread that binds it (the
+        classes' ``shared``); None for a weight given at call time or a form without one."""
+        if self.channel is not None:
+            return StripWeight.shared(w, bias)
+        return panels.PackedWeight.shared(w, bias) if self.panel else None
 
     def run(self, team: Team, x: np.ndarray, w2: np.ndarray, bias: np.ndarray, out: np.ndarray,
             act: tuple[int, float, float], cols: np.ndarray | None, fill_columns=None,
-            packed: panels.PackedWeight | None = None, residual: np.ndarray | None = None) -> None:
+            packed: panels.PackedWeight | StripWeight | None = None, residual: np.ndarray | None = None) -> None:
         """``out`` [OC, OH, OW] = act(conv(``x`` [C, H, W]) + bias [+ residual]) on ``team``;
         ``cols`` of :attr:`cols_shape`; ``fill_columns(x, cols [K, OH, OW])`` replaces the team
         im2col of the untiled form when given; ``packed`` (from :meth:`pack`) replaces ``w2``
@@ -161,6 +187,11 @@ class DenseTeamForm:
         kernels, ways, sgemm = team.kernels(), team.ways, team.sgemm
         oc = w2.shape[0]
         (oh, ow), pixels = self.out_hw, self.out_hw[0] * self.out_hw[1]
+        if self.channel is not None:
+            if packed is None:  # a weight given at call time
+                packed = StripWeight.of(w2, bias)
+            self.channel.run_team(packed, x, out, act, cols, ways, residual)
+            return
         if self.direct is not None:
             if packed is None:  # a weight given at call time (a stem's is small: packing is cheap)
                 packed = panels.PackedWeight.of(w2, bias)
@@ -187,7 +218,8 @@ class DenseTeamForm:
 
     def bind(self, team: Team, x: np.ndarray, w2: np.ndarray, bias: np.ndarray, out: np.ndarray,
              act: tuple[int, float, float], cols: np.ndarray | None,
-             packed: panels.PackedWeight | None = None, residual: np.ndarray | None = None) -> Callable[[], None]:
+             packed: panels.PackedWeight | StripWeight | None = None,
+             residual: np.ndarray | None = None) -> Callable[[], None]:
         """:meth:`run` of every image of ``x`` [N, C, H, W] into ``out`` [N, OC, OH, OW] (plus
         ``residual`` of the output's shape, where :meth:`run` takes one) as a zero-argument
         call for these very arrays (a 1x1 layer on the panel GEMM: the compiled kernel's call

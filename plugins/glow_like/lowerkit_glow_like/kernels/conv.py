@@ -15,7 +15,7 @@ from functools import partial
 
 import numpy as np
 
-from lowerkit.backend.cpu import direct, im2col_view, pad_into, panels, split, team_layers
+from lowerkit.backend.cpu import channel_direct, direct, im2col_view, pad_into, panels, split, team_layers
 from lowerkit.backend.cpu.calls import sequence
 from lowerkit.backend.cpu.gemm import matmul_into
 
@@ -194,6 +194,8 @@ def _prepare_conv(inputs, outputs, attrs, scratch, parallel, team, col_dtype, re
             return panel_run
     if groups == 1 and parallel is None and not pointwise:
         direct_run = _prepare_direct(x, w, bias, out, attrs, scratch) if residual is None else None
+        if direct_run is None:
+            direct_run = _prepare_channel_direct(x, w, bias, out, attrs, scratch, residual)
         if direct_run is not None:
             return direct_run
         tiles_run = _prepare_panel_tiles(x, w, bias, out, attrs, scratch, residual)
@@ -303,6 +305,26 @@ def _prepare_direct(x, w, bias, out, attrs, scratch):
     return partial(form.run, packed, x, out, act, phases)
 
 
+def _prepare_channel_direct(x, w, bias, out, attrs, scratch, residual=None):
+    """A layer of many input channels (``lowerkit.backend.cpu.channel_direct.fits``) image by
+    image as a direct convolution with its output channels in the vector lanes, bias,
+    residual and activation fused: no column matrix (its padded image in the scratch). None
+    where that does not apply."""
+    from lowerkit.backend.cpu import jit
+
+    stride, padding, dilation, _ = _geometry(x.shape, w.shape, out.shape, attrs)
+    (oc, c, kh, kw), (h, wd) = w.shape, x.shape[2:]
+    if not (channel_direct.fits(c, oc, (kh, kw)) and all(a.dtype == np.float32 for a in (x, w, out))
+            and x.flags.c_contiguous and out.flags.c_contiguous):
+        return None
+    weight = channel_direct.StripWeight.shared(w, bias)
+    if weight is None:
+        return None
+    form = channel_direct.ChannelDirectConv.of((c, h, wd), (kh, kw), stride, padding, dilation, out.shape[2:])
+    padded = scratch_array(scratch, np.float32, form.padded_shape) if form.pads else None
+    return partial(form.run, weight, x, out, jit.activation_code(attrs), padded, residual)
+
+
 def _prepare_panel_tiles(x, w, bias, out, attrs, scratch, residual=None):
     """A stem (few rows of columns over a large map, ``panels.tile_rows``) image by image in
     row tiles on the compiled panel GEMM: each tile's columns, then its GEMM with bias and
@@ -356,15 +378,16 @@ def _prepare_team(inputs, outputs, attrs, scratch, team, serial, residual=None):
     w2 = np.ascontiguousarray(w.reshape(oc, -1))
     bias = _team_bias(inputs)
     act = jit.activation_code(attrs)
-    form = team_layers.DenseTeamForm.of(oc, w2.shape[1], (kh, kw), stride, padding, dilation, (oh, ow), team.ways)
+    form = team_layers.DenseTeamForm.of(oc, w2.shape[1], (kh, kw), stride, padding, dilation, (oh, ow), team.ways,
+                                        in_hw=(h, wd))
     # Packed once per constant weight (not per thread binding); a weight given at call time
-    # keeps sgemm.
-    packed = panels.PackedWeight.shared(w, inputs[2] if len(inputs) > 2 else None) if form.panel else None
+    # keeps sgemm (the channel-direct form packs it per call).
+    packed = form.shared(w, inputs[2] if len(inputs) > 2 else None)
     if residual is not None and (packed is None or not form.fuses_residual):
         return None
     cols = fill = None
-    if form.direct is not None:
-        cols = scratch_array(scratch, np.float32, form.cols_shape)
+    if form.direct is not None or form.channel is not None:
+        cols = None if form.cols_shape is None else scratch_array(scratch, np.float32, form.cols_shape)
     elif form.tiled:
         cols = np.empty(form.cols_shape, np.float32)
     elif not form.pointwise:

@@ -1,0 +1,345 @@
+"""Direct convolution with the output channels in the vector lanes: ``out = act(conv(x, w) +
+bias [+ residual])`` with no column matrix, for dense layers of many input channels whose
+im2col costs most (stride 2, 7x7 maps).
+
+The panel GEMM (:mod:`.panel`) puts pixels in the lanes: its image rows must be contiguous,
+so a strided or padded convolution first writes its im2col (ResNet-50's 128->128 3x3/2 at
+56: 1152 rows of 784 columns, 3.6 MB, ~0.27 ms of a 1.4 ms layer on two threads). Here the
+lanes hold output channels, read from the weight packed once in strips of :data:`STRIP`
+channels (``strips[s, k, j] = w[64s + j, k]``), and the image supplies one value per pixel
+and step, broadcast: any stride, dilation or padding is then just an address. The tile is
+:data:`PIXELS` (7) output pixels x 64 channels in 28 accumulators of 16 floats (AVX-512's
+32 registers; on a CPU that runs 512-bit operations in two halves the FMA count per cycle is
+that of 8-float ones, with half the instructions), started from the bias, over the image
+padded once per call into ``xp`` (zeros around it, so a tap never tests its bounds): step k
+reads the tap offset ``taps[k]``, seven pixels at ``xp + offs[r] + taps[k]``, four weight
+vectors, and issues 28 FMAs. The inner dimension runs in blocks of :data:`K_BLOCK` steps
+over a group of :data:`GROUP` tiles (the weight block, 64 KB, stays in L2 while the group's
+pixels pass over it; partial sums wait in a per-thread scratch), and the sum over k runs in
+the panel GEMM's order, so the two give the same bits. The finished tile adds the residual
+(lanes gathered from the channel-major output layout), runs the activation in registers
+(:mod:`._act_ir`, on 8-float halves) and scatters its lanes into ``out`` [OC, OH*OW].
+
+One image, two threads, ms (AMD EPYC Zen 4 VM; 2026-12-05, prototype of this kernel; im2col
+then the panel GEMM, as the team forms ran these layers before): 128->128 3x3/2 at 56 1.12 /
+1.43; 256->256 3x3/2 at 28 1.11 / 1.44; 512->512 3x3/2 at 14 1.20 / 1.39; 512x7x7 3x3 1.14 /
+1.22; ResNet-18's 64->128, 128->256, 256->512 3x3/2 0.57-0.61 / 0.69-0.75. With 6 x 32 tiles
+of 8-float vectors it lost on 7x7 maps (49 pixels in 6-pixel tiles wastes most of a tile);
+14 x 32 spilled; 1x1/2 layers lost to the subsampled image on the panel GEMM (1.14 / 1.02).
+
+Kernels:
+
+- :func:`conv` — every image of a batch on the calling thread;
+- :func:`team_pad` then :func:`team_conv` — one image as two team regions: the padded copy
+  in bands of rows, then the tiles in bands of (strip, group) units.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.core.extending import intrinsic
+
+from ._act import act_span
+from ._act_ir import IR_CODES, activate
+from ._simd import _F32, _I32, _I64, _V8
+from ._types import f8, i8, ro, rw
+from .layer import team_ready
+from .panel import _prefetch
+
+team_ready()  # team_pad and team_conv are parallel regions: choose the threading layer first
+
+PIXELS = 7  # output pixels of a tile (a 7x7 map's row)
+LANES = 16  # floats of a vector
+VECTORS = 4  # vectors of a tile's row
+STRIP = LANES * VECTORS  # output channels of a strip (of a tile)
+K_BLOCK = 256  # steps of k a group of tiles runs before the next block
+GROUP = 16  # tiles that pass over one block of the weight
+PREFETCH = 256  # floats of the strip ahead of the step a tile prefetches (4 steps)
+# ... unless it is one of the first tiles of its group over a block of k: those fetch the next
+# block instead, one 64-byte line a step (tile t its lines [t * K_BLOCK, (t + 1) * K_BLOCK)),
+# so the weight streams from memory while the group computes rather than in its first tile.
+LINE = 16  # floats of a cache line
+
+_V16 = ir.VectorType(_F32, LANES)
+_U64 = types.uint64
+_FIRST_HALF = ir.Constant(ir.VectorType(_I32, 8), list(range(8)))
+_SECOND_HALF = ir.Constant(ir.VectorType(_I32, 8), list(range(8, 16)))
+
+
+def _const(v: int):
+    return ir.Constant(_I64, v)
+
+
+def _broadcast16(builder, scalar):
+    v = builder.insert_element(ir.Constant(_V16, ir.Undefined), scalar, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(v, ir.Constant(_V16, ir.Undefined), ir.Constant(ir.VectorType(_I32, LANES), [0] * LANES))
+
+
+def _fmuladd16(builder, a, b, c):
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V16, [_V16] * 3), "llvm.fmuladd.v16f32")
+    return builder.call(fn, [a, b, c])
+
+
+# k0, k1, strip, xp, taps, offs, out (the strip's first channel), hw, pix, bias (the strip's),
+# rows, chans, partial, first, last, activation code, p0, p1, residual (like out; 0: none),
+# ahead (the lines to prefetch; 0: the strip PREFETCH floats on)
+_TILE_SIG = types.void(i8, i8, _U64, _U64, _U64, _U64, _U64, i8, _U64, _U64, i8, i8, _U64, types.boolean,
+                       types.boolean, i8, f8, f8, _U64, _U64)
+
+
+@intrinsic
+def _tile(typingctx, k0, k1, strip, xp, taps, offs, out, hw, pix, bias, rows, chans, partial, first, last, code, p0,
+          p1, residual, ahead):
+    """Steps [k0, k1) of one tile: pixels ``offs[0:7]`` (offsets into ``xp``; rows past
+    ``rows`` repeat a valid one and are never stored) x the strip's 64 channels. Starts from
+    the ``bias`` where ``first``, else from the tile's ``partial`` sums [7, 64]; ends by
+    storing them there, or where ``last`` by adding the ``residual`` (if its address is not 0),
+    the activation, and storing pixel r's channel j < ``chans`` at ``out + j*hw + pix[r]``."""
+
+    def codegen(context, builder, signature, args):
+        (k0_, k1_, w_a, x_a, taps_a, offs_a, c_a, hw_, pix_a, b_a, rows_, chans_, part_a, first_, last_, code_, p0_,
+         p1_, res_a, ahead_a) = args
+        fptr, vptr, iptr = _F32.as_pointer(), _V16.as_pointer(), _I64.as_pointer()
+        w_p, x_p, c_p, b_p, part_p, res_p = (builder.inttoptr(a, fptr) for a in (w_a, x_a, c_a, b_a, part_a, res_a))
+        taps_p, offs_p, pix_p = (builder.inttoptr(a, iptr) for a in (taps_a, offs_a, pix_a))
+
+        def vec(base, i):
+            return builder.bitcast(builder.gep(base, [_const(i)]), vptr)
+
+        pixel_rows = [builder.gep(x_p, [builder.load(builder.gep(offs_p, [_const(r)]))]) for r in range(PIXELS)]
+        from_bias = [builder.load(vec(b_p, LANES * v), align=4) for v in range(VECTORS)]
+        start = [builder.select(first_, from_bias[v], builder.load(vec(part_p, LANES * (r * VECTORS + v)), align=4))
+                 for r in range(PIXELS) for v in range(VECTORS)]
+        pre = builder.block
+        loop, done = builder.append_basic_block("tile.loop"), builder.append_basic_block("tile.done")
+        builder.cbranch(builder.icmp_signed("<", k0_, k1_), loop, done)
+        builder.position_at_end(loop)
+        idx = builder.phi(_I64)
+        idx.add_incoming(k0_, pre)
+        acc = []
+        for s in start:
+            phi = builder.phi(_V16)
+            phi.add_incoming(s, pre)
+            acc.append(phi)
+        tap = builder.load(builder.gep(taps_p, [idx]))
+        w_row = builder.gep(w_p, [builder.mul(idx, _const(STRIP))])
+        next_line = builder.gep(builder.inttoptr(ahead_a, fptr), [builder.mul(builder.sub(idx, k0_), _const(LINE))])
+        _prefetch(builder, builder.select(builder.icmp_unsigned("!=", ahead_a, _const(0)), next_line,
+                                          builder.gep(w_row, [_const(PREFETCH)])))
+        weights = [builder.load(vec(w_row, LANES * v), align=4) for v in range(VECTORS)]
+        new = []
+        for r in range(PIXELS):
+            value = _broadcast16(builder, builder.load(builder.gep(pixel_rows[r], [tap])))
+            new.extend(_fmuladd16(builder, value, weights[v], acc[r * VECTORS + v]) for v in range(VECTORS))
+        nxt = builder.add(idx, _const(1))
+        idx.add_incoming(nxt, builder.block)
+        for phi, value in zip(acc, new):
+            phi.add_incoming(value, builder.block)
+        builder.cbranch(builder.icmp_signed("<", nxt, k1_), loop, done)
+        builder.position_at_end(done)
+        final = []
+        for i, s in enumerate(start):
+            phi = builder.phi(_V16)
+            phi.add_incoming(s, pre)
+            phi.add_incoming(new[i], loop)
+            final.append(phi)
+        with builder.if_else(last_) as (finish, keep):
+            with keep:
+                for i, value in enumerate(final):
+                    builder.store(value, vec(part_p, LANES * i), align=4)
+            with finish:
+                _epilogue(builder, final, c_p, hw_, pix_p, rows_, chans_, code_, p0_, p1_, res_a, res_p)
+        return context.get_dummy_value()
+
+    return _TILE_SIG, codegen
+
+
+def _epilogue(builder, final, c_p, hw_, pix_p, rows_, chans_, code_, p0_, p1_, res_a, res_p):
+    """A finished tile: its accumulators as 8-float halves, plus the residual, through the
+    activation, scattered into the channel-major output (a strip of 64 channels without a
+    test per lane; the last, partial one with)."""
+    halves = []
+    for value in final:
+        halves.append(builder.shuffle_vector(value, value, _FIRST_HALF))
+        halves.append(builder.shuffle_vector(value, value, _SECOND_HALF))
+    per_pixel = 2 * VECTORS  # 8-float halves a pixel has
+    pixel_at = [builder.load(builder.gep(pix_p, [_const(r)])) for r in range(PIXELS)]
+    whole = builder.icmp_signed(">=", chans_, _const(STRIP))
+
+    def lane_ptr(base, r, j):  # channel j of pixel r (channel 0 past ``chans``: valid memory)
+        channel = builder.select(builder.or_(whole, builder.icmp_signed("<", _const(j), chans_)), _const(j), _const(0))
+        return builder.gep(base, [builder.add(builder.mul(channel, hw_), pixel_at[r])])
+
+    before = builder.block
+    add, joined = builder.append_basic_block("tile.residual"), builder.append_basic_block("tile.joined")
+    builder.cbranch(builder.icmp_unsigned("!=", res_a, _const(0)), add, joined)
+    builder.position_at_end(add)
+    added = []
+    for r in range(PIXELS):
+        for h in range(per_pixel):
+            lanes = ir.Constant(_V8, ir.Undefined)
+            for i in range(8):
+                lanes = builder.insert_element(lanes, builder.load(lane_ptr(res_p, r, 8 * h + i)), ir.Constant(_I32, i))
+            added.append(builder.fadd(halves[r * per_pixel + h], lanes))
+    add_end = builder.block
+    builder.branch(joined)
+    builder.position_at_end(joined)
+    summed = []
+    for plain, with_residual in zip(halves, added):
+        phi = builder.phi(_V8)
+        phi.add_incoming(plain, before)
+        phi.add_incoming(with_residual, add_end)
+        summed.append(phi)
+    summed = activate(builder, code_, p0_, p1_, summed)
+
+    def store_pixels(checked: bool):
+        for r in range(PIXELS):
+            with builder.if_then(builder.icmp_signed("<", _const(r), rows_)):
+                for h in range(per_pixel):
+                    for i in range(8):
+                        j = 8 * h + i
+                        value = builder.extract_element(summed[r * per_pixel + h], ir.Constant(_I32, i))
+                        target = builder.gep(c_p, [builder.add(builder.mul(_const(j), hw_), pixel_at[r])])
+                        if checked:
+                            with builder.if_then(builder.icmp_signed("<", _const(j), chans_)):
+                                builder.store(value, target)
+                        else:
+                            builder.store(value, target)
+
+    with builder.if_else(whole) as (all_lanes, some_lanes):
+        with all_lanes:
+            store_pixels(False)
+        with some_lanes:
+            store_pixels(True)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _pad_rows(x, xp, pt, pl, r0, r1):
+    """Rows [r0, r1) of every channel of ``xp`` [C, HP, WP]: ``x`` [C, H, W] placed at
+    (``pt``, ``pl``), zeros around."""
+    h, w = x.shape[1], x.shape[2]
+    for c in range(x.shape[0]):
+        for r in range(r0, r1):
+            row = xp[c, r]
+            ih = r - pt
+            if ih < 0 or ih >= h:
+                row[:] = 0.0
+                continue
+            row[:pl] = 0.0
+            row[pl + w:] = 0.0
+            src = x[c, ih]
+            for j in range(w):
+                row[pl + j] = src[j]
+
+
+# Not inlined into the regions: inlined, the team region ran 1.3x slower loaded from numba's
+# cache than freshly compiled (the same source, one process after the other; the serial kernel
+# did not differ); as a call of its own, within a few percent.
+@njit(nogil=True, cache=True, error_model="numpy")
+def _units(strips, bias, xp, taps, offs, pix, out, ra, k, m, code, p0, p1, partial, u0, u1):
+    """Work units [u0, u1) of one image — a strip of output channels over a group of tiles —
+    from the padded image ``xp`` into ``out`` [M, OH*OW], plus the residual at address ``ra``
+    (shaped like ``out``; 0: none). Units run group by group (every strip over a group, then
+    the next group) where the image is larger than the weight, so that a thread reads the
+    rows of its share of the image only; else strip by strip (a thread reads its share of the
+    weight only)."""
+    hw = out.shape[1]
+    tiles = offs.shape[0] // PIXELS
+    groups = -(-tiles // GROUP)
+    count = -(-m // STRIP)
+    by_groups = xp.size > m * k
+    in_tile = code in IR_CODES
+    tile_code = code if in_tile else 0
+    f, e = np.uint64(4), np.uint64(8)
+    wa, xa, ta, oa, pa = strips.ctypes.data, xp.ctypes.data, taps.ctypes.data, offs.ctypes.data, pix.ctypes.data
+    ca, ba, qa = out.ctypes.data, bias.ctypes.data, partial.ctypes.data
+    of = out.reshape(-1)
+    for u in range(u0, u1):
+        if by_groups:
+            s, g = u % count, u // count
+        else:
+            s, g = u // groups, u % groups
+        c0 = s * STRIP
+        chans = min(STRIP, m - c0)
+        wp = wa + f * np.uint64(c0 * k)
+        cp = ca + f * np.uint64(c0 * hw)
+        rp = ra + f * np.uint64(c0 * hw) if ra else np.uint64(0)
+        bp = ba + f * np.uint64(c0)
+        t0, t1 = g * GROUP, min(tiles, (g + 1) * GROUP)
+        for k0 in range(0, k, K_BLOCK):
+            k1 = min(k, k0 + K_BLOCK)
+            block_end = wp + f * np.uint64(k1 * STRIP)  # the next block: this strip's, or the next one's
+            for t in range(t0, t1):
+                line = (t - t0) * K_BLOCK
+                ahead = block_end + f * np.uint64(line * LINE) if line < K_BLOCK * STRIP // LINE else np.uint64(0)
+                _tile(k0, k1, wp, xa, ta, oa + e * np.uint64(t * PIXELS), cp, hw, pa + e * np.uint64(t * PIXELS), bp,
+                      min(PIXELS, hw - t * PIXELS), chans, qa + f * np.uint64((t - t0) * PIXELS * STRIP), k0 == 0,
+                      k1 == k, tile_code, p0, p1, rp, ahead)
+        if code != 0 and not in_tile:
+            lo, hi = t0 * PIXELS, min(hw, t1 * PIXELS)
+            for j in range(c0, c0 + chans):
+                act_span(of, j * hw + lo, j * hw + hi, code, p0, p1)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _unit_count(m, pixels):
+    """Work units of a layer of ``m`` output channels over ``pixels`` outputs: strips x groups."""
+    tiles = -(-pixels // PIXELS)
+    return -(-m // STRIP) * -(-tiles // GROUP)
+
+
+_TABLE = types.Array(i8, 1, "C", readonly=True)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _address(residual, i):
+    """The address of image ``i``'s residual, or 0 for none (an empty ``residual``)."""
+    return residual[i].ctypes.data if residual.shape[0] else np.uint64(0)
+
+
+@njit(types.void(ro(1), ro(1), ro(4), rw(3), rw(3), ro(3), _TABLE, _TABLE, _TABLE, i8, types.boolean, i8, i8, i8, f8,
+                 f8, rw(1)), nogil=True, cache=True, error_model="numpy")
+def conv(strips, bias, x, xp, out, residual, taps, offs, pix, m, pad, pt, pl, code, p0, p1, partial):
+    """Every image of ``x`` [N, C, H, W] into ``out`` [N, M, OH*OW] on the calling thread:
+    ``strips`` and ``bias`` packed (``lowerkit.backend.cpu.channel_direct.StripWeight``),
+    ``xp`` [C, HP, WP] the padded-image scratch where ``pad`` (padding ``pt`` top and ``pl``
+    left; else the images are read in place and ``xp`` is unused),
+    ``residual`` [N, M, OH*OW] or empty for none, the tables of ``ChannelDirectConv``,
+    activation ``code``, ``p0``, ``p1``; ``partial`` holds :data:`GROUP` tiles' sums."""
+    k = taps.shape[0]
+    units = _unit_count(m, out.shape[2])
+    for i in range(x.shape[0]):
+        if pad:
+            _pad_rows(x[i], xp, pt, pl, 0, xp.shape[1])
+            _units(strips, bias, xp, taps, offs, pix, out[i], _address(residual, i), k, m, code, p0, p1, partial, 0,
+                   units)
+        else:
+            _units(strips, bias, x[i], taps, offs, pix, out[i], _address(residual, i), k, m, code, p0, p1, partial, 0,
+                   units)
+
+
+@njit(types.void(ro(3), rw(3), i8, i8, i8), nogil=True, cache=True, parallel=True, error_model="numpy")
+def team_pad(x, xp, pt, pl, ways):
+    """One image ``x`` [C, H, W] into its padded copy ``xp`` in ``ways`` bands of rows (the
+    rows a thread's group-by-group units mostly read), one team region."""
+    hp = xp.shape[1]
+    for j in prange(ways):
+        _pad_rows(x, xp, pt, pl, hp * j // ways, hp * (j + 1) // ways)
+
+
+@njit(types.void(ro(1), ro(1), ro(3), rw(2), ro(2), _TABLE, _TABLE, _TABLE, i8, i8, f8, f8, rw(2), i8),
+      nogil=True, cache=True, parallel=True, error_model="numpy")
+def team_conv(strips, bias, xp, out, residual, taps, offs, pix, m, code, p0, p1, partials, ways):
+    """One image from its padded copy ``xp`` (:func:`team_pad`; or the image itself where it
+    needs no padding) into ``out`` [M, OH*OW] (plus ``residual`` of that shape, or [0, 0] for
+    none) in ``ways`` bands of work units, one team region; ``partials`` [ways, ...] holds each
+    thread's partial sums."""
+    k = taps.shape[0]
+    units = _unit_count(m, out.shape[1])
+    ra = residual.ctypes.data if residual.shape[0] else np.uint64(0)
+    for j in prange(ways):
+        _units(strips, bias, xp, taps, offs, pix, out, ra, k, m, code, p0, p1, partials[j],
+               units * j // ways, units * (j + 1) // ways)
