@@ -196,9 +196,9 @@ def test_a_team_form_of_a_layer_of_many_channels_runs_here_given_the_image_size(
 @pytest.mark.parametrize("backend", ["glow_like", "nnpack"])
 @pytest.mark.parametrize("batch", [1, 2])
 def test_plugins_run_such_layers_here(monkeypatch, backend, batch, threads):
-    """A 3x3/2 layer and a residual block of 64 channels run here (glow_like image by image on
-    one thread, or as team regions per image; nnpack in its team forms, at batch 1 on two
-    threads) and the model matches reference."""
+    """A 3x3/2 layer and a residual block of 64 channels run here (image by image on one
+    thread — nnpack's implicit GEMM —, or as team regions per image) and the model matches
+    reference."""
     import lowerkit as lk
     from lowerkit import nn
 
@@ -227,5 +227,4 @@ def test_plugins_run_such_layers_here(monkeypatch, backend, batch, threads):
     got = lk.to_backend(module, backend, {"forward": {"threads": threads}})(x)
     want = lk.to_backend(module, "reference")(x)
     _close(got, want)
-    if backend == "glow_like" or (threads > 1 and batch == 1):  # nnpack's team forms only (one image)
-        assert calls and set(calls) <= {"run", "run_team"}
+    assert calls and set(calls) <= {"run", "run_team"}

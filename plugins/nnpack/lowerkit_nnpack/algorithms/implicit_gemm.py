@@ -3,7 +3,9 @@ rows of columns or maps of at most 784 pixels (``lowerkit.backend.cpu.panels.fit
 layers, stems, small maps), image by image the compiled panel GEMM on the weight packed
 once, bias and activation fused; the stems direct on the packed weight
 (``lowerkit.backend.cpu.direct``: no columns), or (``panels.tile_rows``) in row tiles, each
-tile's columns multiplied while in cache.
+tile's columns multiplied while in cache; layers of many input channels, where
+``lowerkit.backend.cpu.channel_direct.fits``, image by image direct with the output channels
+in the vector lanes (no columns either; bias, residual and activation fused).
 
 Columns of one image come from the compiled im2col of ``lowerkit.backend.cpu.jit.conv``
 (float32: padding written as zeros),
@@ -17,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from lowerkit.backend.cpu import direct, im2col_view, pad_into, panels
+from lowerkit.backend.cpu import channel_direct, direct, im2col_view, pad_into, panels
 from lowerkit.backend.cpu.gemm import matmul_into
 
 
@@ -69,6 +71,14 @@ columns multiplied while in cache.
         if self._im2col is not None and direct.fits(g.in_channels, g.kernel, g.stride, (1, 1), self.out_hw):
             self._direct = direct.DirectConv.of(g.in_channels, g.kernel, g.stride, g.padding, self.out_hw)
         self._tile_rows = 0 if self._im2col is None else panels.tile_rows(k, self.out_hw)
+        # Many input channels: direct with the output channels in the vector lanes
+        # (lowerkit.backend.cpu.channel_direct), bias, residual and activation fused
+        self._channel = None
+        self._strips: tuple | None = None  # (the bias object, its values then, the StripWeight)
+        if self._im2col is not None and self._direct is None and channel_direct.fits(g.in_channels, g.out_channels,
+                                                                                         g.kernel):
+            self._channel = channel_direct.ChannelDirectConv.of((g.in_channels, *g.in_hw), g.kernel, g.stride,
+                                                                g.padding, (1, 1), self.out_hw)
         self._tile_geometry = (*g.kernel, *g.stride, g.padding[0], g.padding[1], 1, 1)
 
     def _transform_kernel(self, ws: Workspace | None, weight: np.ndarray) -> np.ndarray:
@@ -147,6 +157,8 @@ columns multiplied while in cache.
         whole chunk first: for ResNet's first layer at batch 8 those are 29 MB)."""
         n = x.shape[0]
         oc = self.geom.out_channels
+        if self._channel_direct(x, kernel, bias, out, residual):
+            return
         packed = self._packed(kernel, bias)
         if packed is not None:
             act = self.activation if residual is None else NONE  # with a residual the activation follows it
@@ -194,6 +206,24 @@ columns multiplied while in cache.
         gemm = packed.bind_images(x.reshape(n, x.shape[1], -1), out.reshape(n, self.geom.out_channels, -1),
                                   self.activation if residual is None else NONE)
         return with_residual(gemm, out, residual, self.activation)
+
+    def _channel_direct(self, x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
+                        residual: np.ndarray | None) -> bool:
+        """:meth:`run_chunk` by the channel-direct form where the layer has one and the call
+        its compiled weight and contiguous float32 arrays; False where it does not run."""
+        form = self._channel
+        if form is None or kernel is not self._kernel or not (
+                x.dtype == np.float32 and x.flags.c_contiguous and out.flags.c_contiguous
+                and (residual is None or (residual.dtype == np.float32 and residual.flags.c_contiguous))):
+            return False
+        cached = self._strips
+        if cached is None or cached[0] is not bias or (bias is not None and bias.flags.writeable
+                                                       and not np.array_equal(cached[1], bias)):
+            weight = channel_direct.StripWeight.of(kernel, bias)
+            cached = self._strips = (bias, None if bias is None else bias.copy(), weight)
+        padded = self.ws.get("channel_padded", form.padded_shape) if form.pads else None
+        form.run(cached[2], x, out, self.activation, padded, residual)
+        return True
 
     def _packed(self, kernel: np.ndarray, bias: np.ndarray | None) -> panels.PackedWeight | None:
         """The compiled weight ``[OC, C*KH*KW]`` and this call's bias packed into panels (once,
