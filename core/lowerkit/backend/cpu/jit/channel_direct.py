@@ -20,12 +20,12 @@ the panel GEMM's order, so the two give the same bits. The finished tile adds th
 (lanes gathered from the channel-major output layout), runs the activation in registers
 (:mod:`._act_ir`, on 8-float halves) and scatters its lanes into ``out`` [OC, OH*OW].
 
-One image, two threads, ms (AMD EPYC Zen 4 VM; 2026-12-05, prototype of this kernel; im2col
-then the panel GEMM, as the team forms ran these layers before): 128->128 3x3/2 at 56 1.12 /
-1.43; 256->256 3x3/2 at 28 1.11 / 1.44; 512->512 3x3/2 at 14 1.20 / 1.39; 512x7x7 3x3 1.14 /
-1.22; ResNet-18's 64->128, 128->256, 256->512 3x3/2 0.57-0.61 / 0.69-0.75. With 6 x 32 tiles
-of 8-float vectors it lost on 7x7 maps (49 pixels in 6-pixel tiles wastes most of a tile);
-14 x 32 spilled; 1x1/2 layers lost to the subsampled image on the panel GEMM (1.14 / 1.02).
+One image, ReLU, the weight from memory as in a model, against im2col then the panel GEMM
+(the form before), median of paired ratios (AMD EPYC Zen 4 VM, 2026-12-05): two threads
+0.85-0.94 on 256->256 3x3/2 at 28, 0.80-0.93 on 512->512 3x3/2 at 14, 0.96-1.03 on 128->128
+3x3/2 at 56 and on 512x7x7 3x3; one thread 0.82-0.91. With 6 x 32 tiles of 8-float vectors
+it lost on 7x7 maps (49 pixels in 6-pixel tiles leave most of a ninth empty); 14 x 32
+spilled; 1x1/2 layers lost to the subsampled image on the panel GEMM (1.14 against 1.02 ms).
 
 Kernels:
 
@@ -47,7 +47,7 @@ from ._act_ir import IR_CODES, activate
 from ._simd import _F32, _I32, _I64, _V8
 from ._types import f8, i8, ro, rw
 from .layer import team_ready
-from .panel import _prefetch
+from .panel import _merged, _prefetch
 
 team_ready()  # team_pad and team_conv are parallel regions: choose the threading layer first
 
@@ -97,7 +97,10 @@ def _tile(typingctx, k0, k1, strip, xp, taps, offs, out, hw, pix, bias, rows, ch
     ``rows`` repeat a valid one and are never stored) x the strip's 64 channels. Starts from
     the ``bias`` where ``first``, else from the tile's ``partial`` sums [7, 64]; ends by
     storing them there, or where ``last`` by adding the ``residual`` (if its address is not 0),
-    the activation, and storing pixel r's channel j < ``chans`` at ``out + j*hw + pix[r]``."""
+    the activation, and storing pixel r's channel j < ``chans`` at ``out + j*hw + pix[r]``
+    (whose lines, and the residual's, it prefetches first). Step i prefetches the line
+    ``ahead + 64 i`` bytes where ``ahead`` is not 0, else the strip's row :data:`PREFETCH`
+    floats on."""
 
     def codegen(context, builder, signature, args):
         (k0_, k1_, w_a, x_a, taps_a, offs_a, c_a, hw_, pix_a, b_a, rows_, chans_, part_a, first_, last_, code_, p0_,
@@ -142,12 +145,7 @@ def _tile(typingctx, k0, k1, strip, xp, taps, offs, out, hw, pix, bias, rows, ch
             phi.add_incoming(value, builder.block)
         builder.cbranch(builder.icmp_signed("<", nxt, k1_), loop, done)
         builder.position_at_end(done)
-        final = []
-        for i, s in enumerate(start):
-            phi = builder.phi(_V16)
-            phi.add_incoming(s, pre)
-            phi.add_incoming(new[i], loop)
-            final.append(phi)
+        final = _merged(builder, (start, pre), (new, loop))
         with builder.if_else(last_) as (finish, keep):
             with keep:
                 for i, value in enumerate(final):
@@ -214,13 +212,7 @@ def _epilogue(builder, final, c_p, hw_, pix_p, rows_, chans_, code_, p0_, p1_, r
     add_end = builder.block
     builder.branch(joined)
     builder.position_at_end(joined)
-    summed = []
-    for plain, with_residual in zip(halves, added):
-        phi = builder.phi(_V8)
-        phi.add_incoming(plain, before)
-        phi.add_incoming(with_residual, add_end)
-        summed.append(phi)
-    summed = activate(builder, code_, p0_, p1_, summed)
+    summed = activate(builder, code_, p0_, p1_, _merged(builder, (halves, before), (added, add_end)))
 
     def store_pixels(checked: bool):
         for r in range(PIXELS):

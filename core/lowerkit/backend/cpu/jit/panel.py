@@ -153,7 +153,7 @@ def _merged(builder, *arms):
     values, the block they come from)."""
     merged = []
     for values in zip(*(values for values, _ in arms)):
-        phi = builder.phi(_V8)
+        phi = builder.phi(values[0].type)
         for value, (_, block) in zip(values, arms):
             phi.add_incoming(value, block)
         merged.append(phi)
