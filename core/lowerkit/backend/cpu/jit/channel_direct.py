@@ -47,7 +47,7 @@ from ._act_ir import IR_CODES, activate
 from ._simd import _F32, _I32, _I64, _V8
 from ._types import f8, i8, ro, rw
 from .layer import team_ready
-from .panel import _merged, _prefetch
+from .panel import _close_loop, _merged, _prefetch
 
 team_ready()  # team_pad and team_conv are parallel regions: choose the threading layer first
 
@@ -139,13 +139,7 @@ def _tile(typingctx, k0, k1, strip, xp, taps, offs, out, hw, pix, bias, rows, ch
         for r in range(PIXELS):
             value = _broadcast16(builder, builder.load(builder.gep(pixel_rows[r], [tap])))
             new.extend(_fmuladd16(builder, value, weights[v], acc[r * VECTORS + v]) for v in range(VECTORS))
-        nxt = builder.add(idx, _const(1))
-        idx.add_incoming(nxt, builder.block)
-        for phi, value in zip(acc, new):
-            phi.add_incoming(value, builder.block)
-        builder.cbranch(builder.icmp_signed("<", nxt, k1_), loop, done)
-        builder.position_at_end(done)
-        final = _merged(builder, (start, pre), (new, loop))
+        final = _close_loop(builder, idx, acc, new, k1_, (pre, start), loop, done)
         with builder.if_else(last_) as (finish, keep):
             with keep:
                 for i, value in enumerate(final):

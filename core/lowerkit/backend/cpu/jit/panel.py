@@ -160,6 +160,21 @@ def _merged(builder, *arms):
     return merged
 
 
+def _close_loop(builder, idx, acc, new, end, before, loop, done):
+    """The back edge of a micro-kernel's loop over k: the index and the accumulators' phis take
+    this step's values (``new``), the loop repeats while the next index is below ``end``;
+    returns the accumulators after it, where ``before`` is (the block before the loop, the
+    starting values) — those where the loop ran no step."""
+    nxt = builder.add(idx, _const(1))
+    idx.add_incoming(nxt, builder.block)
+    for phi, value in zip(acc, new):
+        phi.add_incoming(value, builder.block)
+    builder.cbranch(builder.icmp_signed("<", nxt, end), loop, done)
+    builder.position_at_end(done)
+    pre, start = before
+    return _merged(builder, (start, pre), (new, loop))
+
+
 def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool = False, stream: int = 0):
     """The 6 x (8 * ``vectors``) micro-kernel: ``c[r, :] = (first ? bias[r] : c[r, :]) +
     sum over k of panel[k, r] * x[k, :]`` for rows r < ``rows``. Addresses as integers,
@@ -259,13 +274,7 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
         if plus_one:  # the step's six weights (and two of the next step's, in unused lanes)
             xe = broadcast8(builder, builder.load(builder.gep(xe_p, [builder.mul(idx, lde_)])))
             new.append(fmuladd8(builder, builder.load(builder.bitcast(w_row, vptr), align=4), xe, acc[-1]))
-        nxt = builder.add(idx, _const(1))
-        idx.add_incoming(nxt, builder.block)
-        for phi, value in zip(acc, new):
-            phi.add_incoming(value, builder.block)
-        builder.cbranch(builder.icmp_signed("<", nxt, kk), loop, done)
-        builder.position_at_end(done)
-        final = _merged(builder, (start, pre), (new, loop))
+        final = _close_loop(builder, idx, acc, new, kk, (pre, start), loop, done)
         final = _plus_residual(builder, res_a, final, lambda r, v: load(vec_ptr(row_ptr(r, res_p), v), v),
                                (lambda r: builder.load(builder.gep(row_ptr(r, res_p), [_const(8 * vectors)])))
                                if plus_one else None, vectors)
