@@ -18,3 +18,20 @@ def test_aligned_empty_starts_on_a_cache_line(shape, dtype):
     assert array.ctypes.data % ALIGNMENT == 0
     array[...] = 1  # all of it is writable memory of its own
     assert array.base.nbytes == array.nbytes + ALIGNMENT
+
+
+def test_a_thread_buffer_grows_once_is_reused_and_is_the_thread_s_own():
+    import threading
+
+    from lowerkit.backend.cpu.aligned import thread_buffer
+
+    first = thread_buffer("test_buffer", 100)
+    assert first.size >= 100 and first.dtype == np.float32 and first.ctypes.data % ALIGNMENT == 0
+    assert thread_buffer("test_buffer", 50) is first  # smaller: the same one
+    grown = thread_buffer("test_buffer", 1000)
+    assert grown is not first and grown.size >= 1000 and thread_buffer("test_buffer", 1000) is grown
+    other = []
+    worker = threading.Thread(target=lambda: other.append(thread_buffer("test_buffer", 10)))
+    worker.start()
+    worker.join()
+    assert other[0] is not grown

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("numba")
 
-from lowerkit.backend.cpu import channel_direct, jit, panels  # noqa: E402
+from lowerkit.backend.cpu import aligned, channel_direct, jit, panels  # noqa: E402
 from tests.backend.cpu.test_cpu_panels import ACTS, _code  # noqa: E402
 from tests.team_calls import from_threads, skip_without_team  # noqa: E402
 
@@ -154,10 +154,10 @@ def test_steady_calls_keep_their_partial_sums_buffer():
     x, w, b, want, form = _case(0)
     weight, out, padded = channel_direct.StripWeight.of(w, b), np.empty(want.shape, np.float32), _padded(form)
     form.run(weight, x, out, _code("relu"), padded)
-    buffer = channel_direct._THREAD.partials
+    buffer = aligned.thread_buffer("channel_partials", 0)
     for _ in range(3):
         form.run(weight, x, out, _code("relu"), padded)
-    assert channel_direct._THREAD.partials is buffer
+    assert aligned.thread_buffer("channel_partials", 0) is buffer
 
 
 def test_the_strips_and_the_bias_start_on_a_cache_line():
@@ -169,16 +169,16 @@ def test_the_strips_and_the_bias_start_on_a_cache_line():
 
 def test_the_rule(monkeypatch):
     monkeypatch.setattr(panels, "_WIDE_TILE", [True])
-    assert channel_direct.fits(64, 128, (3, 3)) and channel_direct.fits(512, 512, (3, 3))
-    assert not channel_direct.fits(512, 512, (1, 1))  # 1x1: the panel GEMM on the image
-    assert not channel_direct.fits(3, 64, (7, 7))  # a stem: jit.direct
-    assert not channel_direct.fits(16, 64, (3, 3))  # 144 rows of columns
-    assert not channel_direct.fits(64, 128, (3, 3), groups=2)
+    assert channel_direct.fits(64, (3, 3)) and channel_direct.fits(512, (3, 3))
+    assert not channel_direct.fits(512, (1, 1))  # 1x1: the panel GEMM on the image
+    assert not channel_direct.fits(3, (7, 7))  # a stem: jit.direct
+    assert not channel_direct.fits(16, (3, 3))  # 144 rows of columns
+    assert not channel_direct.fits(64, (3, 3), groups=2)
     monkeypatch.setenv(channel_direct.SWITCH_ENV, "0")
-    assert not channel_direct.fits(64, 128, (3, 3))
+    assert not channel_direct.fits(64, (3, 3))
     monkeypatch.delenv(channel_direct.SWITCH_ENV)
     monkeypatch.setattr(panels, "_WIDE_TILE", [False])  # 16 vector registers, or full-width AVX-512
-    assert not channel_direct.fits(64, 128, (3, 3))
+    assert not channel_direct.fits(64, (3, 3))
 
 
 def test_a_team_form_of_a_layer_of_many_channels_runs_here_given_the_image_size(monkeypatch):
@@ -228,3 +228,22 @@ def test_plugins_run_such_layers_here(monkeypatch, backend, batch, threads):
     want = lk.to_backend(module, "reference")(x)
     _close(got, want)
     assert calls and set(calls) <= {"run", "run_team"}
+
+
+def test_glow_like_s_team_form_keeps_a_weight_given_at_call_time_off_the_strips(monkeypatch):
+    """A writable weight (its values may change between calls) would be packed into strips on
+    every call: glow_like's team form takes the im2col form for it, and still computes it."""
+    from lowerkit.backend.cpu import make_team
+    from lowerkit_glow_like.kernels.conv import prepare_conv
+
+    skip_without_team()
+    monkeypatch.setattr(panels, "_WIDE_TILE", [True])
+    calls = []
+    monkeypatch.setattr(channel_direct.ChannelDirectConv, "run_team", lambda *a: calls.append(a))
+    x, w, b, want, _ = _case(0)
+    out = np.full(want.shape, np.nan, np.float32)
+    attrs = {"stride": (2, 2), "padding": (1, 1, 1, 1), "act": "relu"}
+    run = prepare_conv([x, w, b], [out], attrs, None, team=make_team(2))
+    run()
+    assert not calls
+    _close(out, ACTS["relu"](want))

@@ -10,6 +10,7 @@ from here.
 
 from __future__ import annotations
 
+import threading
 from math import prod
 
 import numpy as np
@@ -27,3 +28,17 @@ def aligned_empty(shape: tuple[int, ...] | int, dtype: np.dtype | type = np.floa
     raw = np.empty(nbytes + ALIGNMENT, np.uint8)
     start = -raw.ctypes.data % ALIGNMENT
     return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+_THREAD = threading.local()
+
+
+def thread_buffer(name: str, floats: int) -> np.ndarray:
+    """The calling thread's float32 scratch called ``name``, of at least ``floats`` floats and
+    on a cache line — grown when a call needs more, then reused: steady-state calls allocate
+    nothing (one thread runs one kernel at a time)."""
+    buffer = getattr(_THREAD, name, None)
+    if buffer is None or buffer.size < floats:
+        buffer = aligned_empty(floats)
+        setattr(_THREAD, name, buffer)
+    return buffer

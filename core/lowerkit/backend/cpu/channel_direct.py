@@ -12,13 +12,12 @@ or a :class:`StripWeight` is made, i.e. while a backend binds a layer.
 from __future__ import annotations
 
 import os
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import panels
-from .aligned import aligned_empty
+from .aligned import aligned_empty, thread_buffer
 from .direct import MAX_CHANNELS as STEM_CHANNELS
 
 # Rows of columns (C*KH*KW) from which a layer runs here. Measured from 576 (ResNet-18's
@@ -28,8 +27,8 @@ MIN_INPUTS = 256
 SWITCH_ENV = "LOWERKIT_CHANNEL_DIRECT"  # "0": never (the layers keep im2col and the panel GEMM)
 
 
-def fits(c: int, oc: int, kernel, groups: int = 1) -> bool:
-    """Whether a convolution of ``c`` input and ``oc`` output channels runs here: dense, not
+def fits(c: int, kernel, groups: int = 1) -> bool:
+    """Whether a convolution of ``c`` input channels with this ``kernel`` runs here: dense, not
     1x1 (a strided 1x1 layer's subsampled image on the panel GEMM won: ResNet-50's
     downsamples 1.02-1.07 ms there against 1.14-1.16), more input channels than a stem
     (``direct.MAX_CHANNELS``) and at least :data:`MIN_INPUTS` rows of columns, on a CPU with
@@ -37,8 +36,8 @@ def fits(c: int, oc: int, kernel, groups: int = 1) -> bool:
     unmeasured: with 16 registers the 7 x 64 tile does not fit); not with
     ``$LOWERKIT_CHANNEL_DIRECT=0``."""
     kh, kw = tuple(kernel)
-    return (os.environ.get(SWITCH_ENV, "") != "0" and groups == 1 and kh * kw > 1 and c > STEM_CHANNELS and c * kh * kw >= MIN_INPUTS and oc >= 1
-            and panels.wide_tile())
+    return (os.environ.get(SWITCH_ENV, "") != "0" and groups == 1 and kh * kw > 1 and c > STEM_CHANNELS
+            and c * kh * kw >= MIN_INPUTS and panels.wide_tile())
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,20 +80,14 @@ class StripWeight:
         return panels._shared(cls, w, bias)
 
 
-_NO_RESIDUAL_2D = np.empty((0, 0), np.float32)
-_NO_RESIDUAL_3D = np.empty((0, 0, 0), np.float32)
-_NO_IMAGE = np.empty((0, 0, 0), np.float32)  # the padded image where there is none
-_THREAD = threading.local()
+_NONE_2D = np.empty((0, 0), np.float32)  # no residual (a team region's)
+_NONE_3D = np.empty((0, 0, 0), np.float32)  # no residual, or no padded image (the serial kernel's)
 
 
 def partial_sums(ways: int, floats: int) -> np.ndarray:
-    """The calling thread's scratch for ``ways`` threads' partial sums of ``floats`` each —
-    grown when a call needs more, then reused: steady-state calls allocate nothing (one thread
-    runs one layer at a time)."""
-    buffer = getattr(_THREAD, "partials", None)
-    if buffer is None or buffer.size < ways * floats:
-        buffer = _THREAD.partials = aligned_empty(ways * floats)
-    return buffer[: ways * floats].reshape(ways, floats)
+    """The calling thread's scratch for ``ways`` threads' partial sums of ``floats`` each
+    (``aligned.thread_buffer``: grown once, then reused)."""
+    return thread_buffer("channel_partials", ways * floats)[: ways * floats].reshape(ways, floats)
 
 
 @dataclass(frozen=True, eq=False)
@@ -154,8 +147,8 @@ class ChannelDirectConv:
         like ``out``]), every image on the calling thread (``padded``: the scratch for the
         padded copy, None where the image is read in place)."""
         n, m = out.shape[0], out.shape[1]
-        res = _NO_RESIDUAL_3D if residual is None else residual.reshape(n, m, -1)
-        self.kernels.conv(weight.strips, weight.bias, x, padded if self.pads else _NO_IMAGE, out.reshape(n, m, -1),
+        res = _NONE_3D if residual is None else residual.reshape(n, m, -1)
+        self.kernels.conv(weight.strips, weight.bias, x, padded if self.pads else _NONE_3D, out.reshape(n, m, -1),
                           res, self.taps, self.offs, self.pix, weight.m, self.pads, self.pt, self.pl, *act,
                           self._partials(1)[0])
 
@@ -169,6 +162,6 @@ class ChannelDirectConv:
             xp = padded.reshape(self.padded_shape)
             self.kernels.team_pad(x, xp, self.pt, self.pl, ways)
         m = out.shape[0]
-        res = _NO_RESIDUAL_2D if residual is None else residual.reshape(m, -1)
+        res = _NONE_2D if residual is None else residual.reshape(m, -1)
         self.kernels.team_conv(weight.strips, weight.bias, xp, out.reshape(m, -1), res, self.taps, self.offs, self.pix,
                                weight.m, *act, self._partials(ways), ways)

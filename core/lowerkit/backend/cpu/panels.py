@@ -40,6 +40,8 @@ from functools import partial
 
 import numpy as np
 
+from .aligned import thread_buffer
+
 SERIAL_MAX_INPUTS = 128  # one thread: the panel GEMM up to this many rows of columns, or any
 SERIAL_ANY_PIXELS = 784  # on maps of at most this many pixels (28x28 and smaller)
 TEAM_MAX_INPUTS = 512  # a team region: below this many, or any for at most TEAM_ANY_PIXELS
@@ -284,17 +286,11 @@ def _added(residual: np.ndarray | None, rank: int) -> np.ndarray:
     return _NO_RESIDUAL[rank] if residual is None else residual
 
 
-_THREAD = threading.local()
-
-
 def strips(floats: int) -> np.ndarray:
     """The calling thread's scratch of at least ``floats`` float32s for the panel GEMM's copy
     of the image — grown when a call needs more, then reused: steady-state calls allocate
     nothing (one thread runs one kernel at a time)."""
-    buffer = getattr(_THREAD, "strips", None)
-    if buffer is None or buffer.size < floats:
-        buffer = _THREAD.strips = np.empty(floats, np.float32)
-    return buffer
+    return thread_buffer("panel_strips", floats)
 
 
 # The shared packings (PackedWeight.shared, PackedBands.shared): (class, id(w)) -> (weakref to
@@ -379,10 +375,7 @@ class PackedBands:
 def _row_panel(floats: int) -> np.ndarray:
     """The calling thread's scratch for :meth:`PackedBands.run`'s copy of its rows (grown, then
     reused: steady-state calls allocate nothing)."""
-    buffer = getattr(_THREAD, "rows", None)
-    if buffer is None or buffer.size < floats:
-        buffer = _THREAD.rows = np.empty(floats, np.float32)
-    return buffer
+    return thread_buffer("panel_rows", floats)
 
 
 def _equal(a: np.ndarray | None, b: np.ndarray | None) -> bool:

@@ -134,14 +134,15 @@ class DenseTeamForm:
         (kh, kw), (oh, ow) = tuple(kernel), tuple(out_hw)
         pointwise = (kh, kw) == (1, 1) and tuple(stride) == (1, 1) and not any(padding)
         c = k // (kh * kw)
-        direct = channel = None
+        geometry = (kh, kw, *stride, *tuple(padding)[:2], *dilation)
+        direct = None
         if not pointwise and direct_fits(c, (kh, kw), stride, dilation, (oh, ow)):
             direct = DirectConv.of(c, (kh, kw), stride, padding, (oh, ow))
-        elif in_hw is not None and channel_direct.fits(c, oc, (kh, kw)):
+        elif in_hw is not None and channel_direct.fits(c, (kh, kw)):
             channel = ChannelDirectConv.of((c, *in_hw), (kh, kw), stride, padding, dilation, (oh, ow))
-            cols = (1, int(np.prod(channel.padded_shape))) if channel.pads else None
-            return cls(False, False, False, False, 1, cols,
-                       (kh, kw, *stride, *tuple(padding)[:2], *dilation), (oh, ow), None, channel)
+            return cls(pointwise=False, panel=False, tiled=False, by_columns=False, tile_rows=1,
+                       cols_shape=(1, int(np.prod(channel.padded_shape))) if channel.pads else None,
+                       geometry=geometry, out_hw=(oh, ow), channel=channel)
         panel = direct is not None or panels.fits(k, oh * ow, team=True)
         tiled = not pointwise and not panel and oh * ow >= TILED_PIXELS and k >= TILED_MIN_INPUTS
         tile_rows = max(1, min(oh, TILE_BYTES // (4 * k * ow)))
@@ -149,7 +150,6 @@ class DenseTeamForm:
             cols_shape = (1, int(np.prod(direct.phases_shape)))
         else:
             cols_shape = None if pointwise else ((ways, k * tile_rows * ow) if tiled else (1, k * oh * ow))
-        geometry = (kh, kw, *stride, *tuple(padding)[:2], *dilation)
         return cls(pointwise, panel, tiled, oc <= COLUMN_SPLIT_ROWS and k >= 2 * oc, tile_rows, cols_shape,
                    geometry, (oh, ow), direct)
 

@@ -313,8 +313,8 @@ def _prepare_channel_direct(x, w, bias, out, attrs, scratch, residual=None):
     from lowerkit.backend.cpu import jit
 
     stride, padding, dilation, _ = _geometry(x.shape, w.shape, out.shape, attrs)
-    (oc, c, kh, kw), (h, wd) = w.shape, x.shape[2:]
-    if not (channel_direct.fits(c, oc, (kh, kw)) and all(a.dtype == np.float32 for a in (x, w, out))
+    (_, c, kh, kw), (h, wd) = w.shape, x.shape[2:]
+    if not (channel_direct.fits(c, (kh, kw)) and all(a.dtype == np.float32 for a in (x, w, out))
             and x.flags.c_contiguous and out.flags.c_contiguous):
         return None
     weight = channel_direct.StripWeight.shared(w, bias)
@@ -378,11 +378,16 @@ def _prepare_team(inputs, outputs, attrs, scratch, team, serial, residual=None):
     w2 = np.ascontiguousarray(w.reshape(oc, -1))
     bias = _team_bias(inputs)
     act = jit.activation_code(attrs)
+    # Packed once per constant weight (not per thread binding). A weight given at call time
+    # keeps sgemm: the form is then chosen without the image size, so never the channel-direct
+    # one, whose strips would be packed on every call.
+    given_bias = inputs[2] if len(inputs) > 2 else None
     form = team_layers.DenseTeamForm.of(oc, w2.shape[1], (kh, kw), stride, padding, dilation, (oh, ow), team.ways,
                                         in_hw=(h, wd))
-    # Packed once per constant weight (not per thread binding); a weight given at call time
-    # keeps sgemm (the channel-direct form packs it per call).
-    packed = form.shared(w, inputs[2] if len(inputs) > 2 else None)
+    packed = form.shared(w, given_bias)
+    if packed is None and form.channel is not None:
+        form = team_layers.DenseTeamForm.of(oc, w2.shape[1], (kh, kw), stride, padding, dilation, (oh, ow), team.ways)
+        packed = form.shared(w, given_bias)
     if residual is not None and (packed is None or not form.fuses_residual):
         return None
     cols = fill = None

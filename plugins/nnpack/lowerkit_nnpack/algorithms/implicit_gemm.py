@@ -53,6 +53,7 @@ columns multiplied while in cache.
     name = "implicit_gemm"
 
     _panel: tuple | None = None  # (the bias object it was packed with, its values then, the packed weight)
+    _strips: tuple | None = None  # the same for the channel-direct form's StripWeight
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -74,9 +75,7 @@ columns multiplied while in cache.
         # Many input channels: direct with the output channels in the vector lanes
         # (lowerkit.backend.cpu.channel_direct), bias, residual and activation fused
         self._channel = None
-        self._strips: tuple | None = None  # (the bias object, its values then, the StripWeight)
-        if self._im2col is not None and self._direct is None and channel_direct.fits(g.in_channels, g.out_channels,
-                                                                                         g.kernel):
+        if self._im2col is not None and self._direct is None and channel_direct.fits(g.in_channels, g.kernel):
             self._channel = channel_direct.ChannelDirectConv.of((g.in_channels, *g.in_hw), g.kernel, g.stride,
                                                                 g.padding, (1, 1), self.out_hw)
         self._tile_geometry = (*g.kernel, *g.stride, g.padding[0], g.padding[1], 1, 1)
@@ -216,14 +215,21 @@ columns multiplied while in cache.
                 x.dtype == np.float32 and x.flags.c_contiguous and out.flags.c_contiguous
                 and (residual is None or (residual.dtype == np.float32 and residual.flags.c_contiguous))):
             return False
-        cached = self._strips
+        weight = self._cached("_strips", bias, lambda: channel_direct.StripWeight.of(kernel, bias))
+        padded = self.ws.get("channel_padded", form.padded_shape) if form.pads else None
+        form.run(weight, x, out, self.activation, padded, residual)
+        return True
+
+    def _cached(self, attr: str, bias: np.ndarray | None, pack: Callable[[], object]):
+        """The packing kept in ``attr`` as (the bias object, its values then, the packing),
+        made by ``pack`` on first use and again for another bias, or a writable one whose
+        values changed."""
+        cached = getattr(self, attr)
         if cached is None or cached[0] is not bias or (bias is not None and bias.flags.writeable
                                                        and not np.array_equal(cached[1], bias)):
-            weight = channel_direct.StripWeight.of(kernel, bias)
-            cached = self._strips = (bias, None if bias is None else bias.copy(), weight)
-        padded = self.ws.get("channel_padded", form.padded_shape) if form.pads else None
-        form.run(cached[2], x, out, self.activation, padded, residual)
-        return True
+            cached = (bias, None if bias is None else bias.copy(), pack())
+            setattr(self, attr, cached)
+        return cached[2]
 
     def _packed(self, kernel: np.ndarray, bias: np.ndarray | None) -> panels.PackedWeight | None:
         """The compiled weight ``[OC, C*KH*KW]`` and this call's bias packed into panels (once,
@@ -233,11 +239,7 @@ columns multiplied while in cache.
         None."""
         if not (self._panel_fits or self._tile_rows or self._direct) or kernel is not self._kernel:
             return None
-        cached = self._panel
-        if cached is None or cached[0] is not bias or (bias is not None and bias.flags.writeable
-                                                       and not np.array_equal(cached[1], bias)):
-            cached = self._panel = (bias, None if bias is None else bias.copy(), panels.PackedWeight.of(kernel, bias))
-        return cached[2]
+        return self._cached("_panel", bias, lambda: panels.PackedWeight.of(kernel, bias))
 
     def _image_columns(self, image: np.ndarray) -> np.ndarray:
         """The column matrix ``[C*KH*KW, OH*OW]`` of one image (in this thread's workspace)."""

@@ -334,7 +334,7 @@ def conv(strips, bias, x, xp, out, residual, taps, offs, pix, m, pad, pt, pl, co
     k = taps.shape[0]
     units = _unit_count(m, out.shape[2])
     for i in range(x.shape[0]):
-        if pad:
+        if pad:  # two calls, not one on either array: numba types a read-only and a writable array apart
             _pad_rows(x[i], xp, pt, pl, 0, xp.shape[1])
             _units(strips, bias, xp, taps, offs, pix, out[i], _address(residual, i), k, m, code, p0, p1, partial, 0,
                    units)
