@@ -41,23 +41,50 @@ def _muladd(typingctx, a, b, c):
     return sig, codegen
 
 
+@intrinsic
+def _as_int32(typingctx, value):
+    """Reinterpret a float32 as int32 (the inverse of :func:`_as_float32`)."""
+    sig = types.int32(types.float32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return sig, codegen
+
+
+# exp(x) = 2^n * e^r, n = round(x / ln 2), |r| <= ln 2 / 2. Adding 1.5 * 2^23 rounds x / ln 2 to
+# an integer in the low mantissa bits of the sum; the extra 127 makes those bits n + 127, the
+# biased exponent of 2^n, so a shift by 23 builds 2^n (no floor, no float-to-int conversion).
+_ROUND = np.float32(1.5 * 2**23 + 127)
+_LOG2E = np.float32(1.44269504)
+_LN2_HI, _LN2_LO = np.float32(0.693359375), np.float32(-2.12194440e-4)  # ln 2 = hi + lo (Cody-Waite)
+# e^r on [-ln 2 / 2, ln 2 / 2]: a degree-6 polynomial fitted for least relative error (Lawson's
+# iteration on Chebyshev nodes; 1.9e-9 in exact arithmetic), highest degree first, for Horner's
+# rule (the last two coefficients round to 1 in float32).
+EXP_POLY = tuple(np.float32(c) for c in (0.0013836845755577087, 0.008374815806746483, 0.04166822507977486,
+                                         0.16666419804096222, 0.49999991059303284, 1.0, 1.0))
+
+
 @njit(inline="always", nogil=True, cache=True, error_model="numpy")
 def exp32(x):
-    """exp for float32 that vectorises (libm's expf does not): range reduction by ln 2,
-    Cephes' degree-6 polynomial in fused multiply-adds (SiLU over 1.2M values 1.0 -> 0.65 ms
-    on an AMD EPYC), 2^n built from the exponent bits; relative error ~2e-7."""
+    """exp for float32 that vectorises (libm's expf does not): x clamped to [-87.3, 88.7],
+    rounded to a multiple of ln 2 by the magic-number sum, e^r by a degree-6 polynomial in fused
+    multiply-adds, 2^n as exponent bits; relative error < 1e-7 (float32 rounding included).
+    Before session 21 this was Cephes' form (floor, the polynomial as r + r^2 * p(r) + 1, a
+    conversion to int): SiLU 0.34 -> 0.30 ns a value on the Zen 4 VM, in L1, one thread."""
+    c = EXP_POLY
     x = min(max(x, np.float32(-87.3)), np.float32(88.7))
-    n = np.floor(_muladd(x, np.float32(1.44269504), np.float32(0.5)))
-    r = _muladd(n, np.float32(-0.693359375), x)
-    r = _muladd(n, np.float32(2.12194440e-4), r)
-    p = np.float32(1.9875691500e-4)
-    p = _muladd(p, r, np.float32(1.3981999507e-3))
-    p = _muladd(p, r, np.float32(8.3334519073e-3))
-    p = _muladd(p, r, np.float32(4.1665795894e-2))
-    p = _muladd(p, r, np.float32(1.6666665459e-1))
-    p = _muladd(p, r, np.float32(5.0000001201e-1))
-    p = _muladd(p, r * r, r) + np.float32(1)
-    return p * _as_float32((np.int32(n) + np.int32(127)) << np.int32(23))
+    t = _muladd(x, _LOG2E, _ROUND)
+    n = t - _ROUND
+    r = _muladd(n, -_LN2_HI, x)
+    r = _muladd(n, -_LN2_LO, r)
+    p = _muladd(c[0], r, c[1])
+    p = _muladd(p, r, c[2])
+    p = _muladd(p, r, c[3])
+    p = _muladd(p, r, c[4])
+    p = _muladd(p, r, c[5])
+    p = _muladd(p, r, c[6])
+    return p * _as_float32(_as_int32(t) << np.int32(23))
 
 
 _TWO_RSQRT_PI = 2 / math.sqrt(math.pi)

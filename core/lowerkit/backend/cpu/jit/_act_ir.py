@@ -14,6 +14,7 @@ from __future__ import annotations
 from llvmlite import ir
 from numba.core import cgutils
 
+from ._act import _LN2_HI, _LN2_LO, _LOG2E, _ROUND, EXP_POLY
 from ._simd import _F32, _I32, _V8, broadcast8, fmuladd8
 from .activation import CLIP, HARDSIGMOID, HARDSWISH, RELU, SIGMOID, SILU
 
@@ -24,7 +25,7 @@ _V8I = ir.VectorType(_I32, 8)
 
 
 def _splat(value: float) -> ir.Constant:
-    return ir.Constant(_V8, [value] * 8)
+    return ir.Constant(_V8, [float(value)] * 8)
 
 
 def _call(builder, name: str, args):
@@ -43,14 +44,14 @@ def _min(builder, a, b):
 def _exp(builder, x):
     """``_act.exp32`` on a vector."""
     x = _min(builder, _max(builder, x, _splat(-87.3)), _splat(88.7))
-    n = _call(builder, "llvm.floor.v8f32", [fmuladd8(builder, x, _splat(1.44269504), _splat(0.5))])
-    r = fmuladd8(builder, n, _splat(-0.693359375), x)
-    r = fmuladd8(builder, n, _splat(2.12194440e-4), r)
-    p = _splat(1.9875691500e-4)
-    for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
+    t = fmuladd8(builder, x, _splat(_LOG2E), _splat(_ROUND))
+    n = builder.fsub(t, _splat(_ROUND))
+    r = fmuladd8(builder, n, _splat(-_LN2_HI), x)
+    r = fmuladd8(builder, n, _splat(-_LN2_LO), r)
+    p = _splat(EXP_POLY[0])
+    for c in EXP_POLY[1:]:
         p = fmuladd8(builder, p, r, _splat(c))
-    p = builder.fadd(fmuladd8(builder, p, builder.fmul(r, r), r), _splat(1.0))
-    bits = builder.shl(builder.add(builder.fptosi(n, _V8I), ir.Constant(_V8I, [127] * 8)), ir.Constant(_V8I, [23] * 8))
+    bits = builder.shl(builder.bitcast(t, _V8I), ir.Constant(_V8I, [23] * 8))
     return builder.fmul(p, builder.bitcast(bits, _V8))
 
 
