@@ -8,6 +8,7 @@ from ._graph import working_graph
 from ._options import Options, parse_options
 from .lir import Program, build_program, plan_memory
 from .passes import optimize
+from .passes.means import fuse_plane_means
 from .passes.residual import fuse_residual_adds
 
 
@@ -29,8 +30,9 @@ def compile_method(module: Module, method: str, options: Options) -> Program:
         profile.check_matches(graph, method)
         quantize_graph(graph, profile)
         fired.append("quantize_graph")
-    elif options.opt_level >= 2 and fuse_residual_adds(graph):
-        fired.append("fuse_residual_adds")
+    elif options.opt_level >= 2:
+        fired += [name for name, fuse in (("fuse_residual_adds", fuse_residual_adds),
+                                          ("fuse_plane_means", fuse_plane_means)) if fuse(graph)]
     program = build_program(graph, method, options.stored())
     program.passes = fired
     plan_memory(program)

@@ -40,6 +40,8 @@ def _aligned_bytes(nbytes: int) -> np.ndarray:
 _BLAS_FREE_KERNELS = frozenset({"elementwise", "shape", "activation", "chain"})
 # Kernel modules whose kernels multiply matrices on BLAS.
 _GEMM_KERNELS = frozenset({"attention", "backward", "conv", "conv_transpose", "grad", "linalg", "quant", "winograd"})
+# The float convolution instructions (a depthwise one with its planes' means among them).
+_CONVOLUTIONS = ("conv2d", "glow.conv2d", "glow.gated_conv2d", "glow.depthwise_mean")
 
 
 @dataclass
@@ -167,8 +169,7 @@ class Executable:
         if os.environ.get("LOWERKIT_GLOW_GEMM_ON_POOL"):
             return False
         convolutions = [ins for ins in program.instructions
-                        if ins.op in ("conv2d", "glow.conv2d", "glow.gated_conv2d")
-                        and int(ins.attrs.get("groups", 1)) == 1]
+                        if ins.op in _CONVOLUTIONS and int(ins.attrs.get("groups", 1)) == 1]
         return bool(convolutions) and not any(ins.attrs.get("algo") == "winograd" for ins in convolutions)
 
     @staticmethod
@@ -187,7 +188,7 @@ class Executable:
         """
         if os.environ.get("LOWERKIT_GLOW_TEAM") == "0" or os.environ.get("LOWERKIT_GLOW_GEMM_ON_POOL"):
             return False
-        has_work = any(ins.op in ("conv2d", "glow.conv2d", "glow.gated_conv2d") for ins in program.instructions)
+        has_work = any(ins.op in _CONVOLUTIONS for ins in program.instructions)
         # BLAS runs at one thread in team mode: a GEMM kernel without a team form would lose
         # its second core (attention's matmuls, int8 convolutions).
         lone_gemm = any(_module(ins.op) in _GEMM_KERNELS and not KERNELS[ins.op].team for ins in program.instructions)
@@ -203,8 +204,7 @@ class Executable:
         """
         if os.environ.get("LOWERKIT_GLOW_PER_IMAGE", "1") == "0" or not batch_sliceable(program):
             return False
-        depthwise = any(ins.op in ("conv2d", "glow.conv2d", "glow.gated_conv2d") and int(ins.attrs.get("groups", 1)) > 1
-                        for ins in program.instructions)
+        depthwise = any(ins.op in _CONVOLUTIONS and int(ins.attrs.get("groups", 1)) > 1 for ins in program.instructions)
         return depthwise and Executable._team_mode(program)
 
     def _per_image_trial(self, program: Program) -> bool:

@@ -18,7 +18,7 @@ from functools import partial
 import numpy as np
 
 from lowerkit.backend.cpu import make_team, run_parallel, split, team_layers
-from lowerkit.backend.cpu.jit.depthwise import NO_BLOCKS, DepthwiseGeometry, blocked_weights, depthwise_cl_band
+from lowerkit.backend.cpu.jit.depthwise import NO_BLOCKS, NO_MEANS, DepthwiseGeometry, blocked_weights, depthwise_cl_band
 from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
 
 from .activations import NONE, RELU, add_activate
@@ -145,15 +145,15 @@ class DepthwiseConv2d:
         k, w, b = self.kernels, self.weight, self.bias
         sh, (pt, pl) = self.geom.stride[0], self.geom.padding[:2]
         if self.algorithm == "depthwise3x3_same":
-            call = partial(k.depthwise3x3_same, x, w, b, out, code, p0, p1, 0, n * c)
+            call = partial(k.depthwise3x3_same, x, w, b, out, NO_MEANS, code, p0, p1, 0, n * c)
         elif self.algorithm == "depthwise3x3_s2":
             phases = self.ws.get("dw_phases", (1, 4 * self._out_hw[0] * self._out_hw[1]))
-            call = partial(k.depthwise3x3_s2, x, w, b, phases[0], out, code, p0, p1, 0, n * c)
+            call = partial(k.depthwise3x3_s2, x, w, b, phases[0], out, NO_MEANS, code, p0, p1, 0, n * c)
         elif self.algorithm == "depthwise_blocked":
             buffers = self.ws.get("dw_blocked", (1, self.scratch_floats))
             blocks = NO_BLOCKS if self.blocks is None else self.blocks
-            call = partial(k.depthwise_blocked, x, w, b, blocks, self.table, buffers[0], out, sh, pt, pl, code,
-                           p0, p1, 0, n * c)
+            call = partial(k.depthwise_blocked, x, w, b, blocks, self.table, buffers[0], out, NO_MEANS, sh, pt, pl,
+                           code, p0, p1, 0, n * c)
         else:
             return None
         return with_residual(call, out, residual, self.activation)
@@ -207,14 +207,14 @@ class DepthwiseConv2d:
 
             run_parallel(workers, band, split(c, workers))
         elif self.algorithm == "depthwise3x3_same":
-            run_parallel(workers, lambda s: k.depthwise3x3_same(x, w, b, out, code, p0, p1, s.start, s.stop),
+            run_parallel(workers, lambda s: k.depthwise3x3_same(x, w, b, out, NO_MEANS, code, p0, p1, s.start, s.stop),
                          split(n * c, workers))
         elif self.algorithm == "depthwise3x3_s2":
             phases = self.ws.get("dw_phases", (workers, 4 * oh * ow))  # one row per worker
             parts = split(n * c, workers, keep_empty=True)
 
             def phase_band(j: int) -> None:
-                k.depthwise3x3_s2(x, w, b, phases[j], out, code, p0, p1, parts[j].start, parts[j].stop)
+                k.depthwise3x3_s2(x, w, b, phases[j], out, NO_MEANS, code, p0, p1, parts[j].start, parts[j].stop)
 
             run_parallel(workers, phase_band, range(workers))
         elif self.algorithm == "depthwise_blocked":
@@ -222,12 +222,12 @@ class DepthwiseConv2d:
             buffers = self.ws.get("dw_blocked", (workers, self.scratch_floats))  # a row per worker
             blocks = self.blocks if w is self.weight and b is self.bias and self.blocks is not None else NO_BLOCKS
             if workers == 1:  # the small layers: no band machinery (~2 us of Python a call)
-                k.depthwise_blocked(x, w, b, blocks, table, buffers[0], out, sh, pt, pl, code, p0, p1, 0, n * c)
+                k.depthwise_blocked(x, w, b, blocks, table, buffers[0], out, NO_MEANS, sh, pt, pl, code, p0, p1, 0, n * c)
             else:
                 cuts = team_layers.plane_cuts(n * c, c, workers)
 
                 def blocked_band(j: int) -> None:
-                    k.depthwise_blocked(x, w, b, blocks, table, buffers[j], out, sh, pt, pl, code, p0, p1, cuts[j],
+                    k.depthwise_blocked(x, w, b, blocks, table, buffers[j], out, NO_MEANS, sh, pt, pl, code, p0, p1, cuts[j],
                                         cuts[j + 1])
 
                 run_parallel(workers, blocked_band, range(workers))

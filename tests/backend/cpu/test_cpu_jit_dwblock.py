@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("numba")
 
 from lowerkit.backend.cpu import jit  # noqa: E402
+from lowerkit.backend.cpu.jit.depthwise import NO_MEANS  # noqa: E402
 
 
 def _direct(x, w, bias, stride, padding):
@@ -79,7 +80,7 @@ def test_blocked_depthwise_matches_direct_convolution(case, made):
     bands = [(0, planes), (min(3, planes - 1), max(planes - 2, min(3, planes - 1) + 1))]
     for first, last in bands:
         got = np.full((n, c, *out_hw), np.nan, np.float32)
-        conv.depthwise_blocked(x, w, bias, blocks, table, np.full(floats, np.nan, np.float32), got, stride, padding[0],
+        conv.depthwise_blocked(x, w, bias, blocks, table, np.full(floats, np.nan, np.float32), got, NO_MEANS, stride, padding[0],
                                padding[1], code, p0, p1, first, last)
         flat, ref = got.reshape(planes, -1), expected.reshape(planes, -1)
         np.testing.assert_allclose(flat[first:last], ref[first:last], rtol=0, atol=2e-5 * max(1.0, np.abs(ref).max()))
@@ -105,7 +106,7 @@ def test_blocked_depthwise_from_eight_threads():
 
     def run(_):
         out = np.empty((1, 40, 7, 7), np.float32)
-        conv.depthwise_blocked(x, w, bias, blocks, table, np.empty(floats, np.float32), out, 2, 2, 2, 0, 0.0, 0.0, 0, 40)
+        conv.depthwise_blocked(x, w, bias, blocks, table, np.empty(floats, np.float32), out, NO_MEANS, 2, 2, 2, 0, 0.0, 0.0, 0, 40)
         return out
 
     with ThreadPoolExecutor(8) as pool:

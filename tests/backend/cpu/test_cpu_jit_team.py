@@ -40,6 +40,19 @@ def _act(i):
     return jit.activation_code({"act": name, **extra})
 
 
+def _means_of(out: np.ndarray) -> np.ndarray:
+    """The global average pool kernel's means of ``out``'s planes (what the depthwise kernels'
+    fused ``means`` must equal bit for bit: both call ``pool.plane_mean``)."""
+    pooled = np.empty((*out.shape[:2], 1, 1), np.float32)
+    jit.load("pool").global_avg_pool2d(out, pooled, 0, out.shape[0] * out.shape[1])
+    return pooled.reshape(-1)
+
+
+def _nan_means(out_shape) -> tuple[np.ndarray, np.ndarray]:
+    return np.full(out_shape[0] * out_shape[1], np.nan, np.float32), np.full(out_shape[0] * out_shape[1], np.nan,
+                                                                               np.float32)
+
+
 @pytest.mark.parametrize("ways", [1, 2, 3])
 @pytest.mark.parametrize("shape", [(1, 7, 9, 9), (2, 5, 3, 3), (1, 3, 14, 10)])
 def test_depthwise_same_team_equals_serial(kernels, shape, ways):
@@ -47,9 +60,12 @@ def test_depthwise_same_team_equals_serial(kernels, shape, ways):
     x, w, b = _rand(*shape), _rand(shape[1], 1, 3, 3, seed=1), _rand(shape[1], seed=2)
     expected, got = np.empty_like(x), np.empty_like(x)
     act = _act(ways)
-    conv.depthwise3x3_same(x, w, b, expected, *act, 0, shape[0] * shape[1])
-    team.depthwise3x3_same(x, w, b, got, *act, ways)
+    means_serial, means_team = _nan_means(shape)
+    conv.depthwise3x3_same(x, w, b, expected, means_serial, *act, 0, shape[0] * shape[1])
+    team.depthwise3x3_same(x, w, b, got, means_team, *act, ways)
     np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(means_serial, _means_of(expected))
+    np.testing.assert_array_equal(means_team, means_serial)
 
 
 @pytest.mark.parametrize("ways", [1, 2, 3])
@@ -73,9 +89,12 @@ def test_depthwise_stride2_team_equals_serial(kernels, ways):
     x, w, b = _rand(2, 5, 14, 10), _rand(5, 1, 3, 3, seed=1), np.empty(0, np.float32)
     out_shape = (2, 5, 7, 5)
     expected, got = np.empty(out_shape, np.float32), np.empty(out_shape, np.float32)
-    conv.depthwise3x3_s2(x, w, b, np.empty(4 * 35, np.float32), expected, *_act(1), 0, 10)
-    team.depthwise3x3_s2(x, w, b, np.empty((ways, 4 * 35), np.float32), got, *_act(1), ways)
+    means_serial, means_team = _nan_means(out_shape)
+    conv.depthwise3x3_s2(x, w, b, np.empty(4 * 35, np.float32), expected, means_serial, *_act(1), 0, 10)
+    team.depthwise3x3_s2(x, w, b, np.empty((ways, 4 * 35), np.float32), got, means_team, *_act(1), ways)
     np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(means_serial, _means_of(expected))
+    np.testing.assert_array_equal(means_team, means_serial)
 
 
 @pytest.mark.parametrize("ways", [2, 3])
@@ -93,11 +112,14 @@ def test_depthwise_blocked_team_equals_serial(kernels, ways, channels, kernel, s
     expected, got = np.empty((2, channels, *out_hw), np.float32), np.empty((2, channels, *out_hw), np.float32)
     from lowerkit.backend.cpu.jit.depthwise import NO_BLOCKS, blocked_weights
 
-    conv.depthwise_blocked(x, w, b, NO_BLOCKS, table, np.empty(floats, np.float32), expected, stride, pad, pad,
-                           *_act(3), 0, 2 * channels)
-    team.depthwise_blocked(x, w, b, blocked_weights(w, b), table, np.empty((ways, floats), np.float32), got, stride,
-                           pad, pad, *_act(3), ways)
+    means_serial, means_team = _nan_means((2, channels))
+    conv.depthwise_blocked(x, w, b, NO_BLOCKS, table, np.empty(floats, np.float32), expected, means_serial, stride, pad,
+                           pad, *_act(3), 0, 2 * channels)
+    team.depthwise_blocked(x, w, b, blocked_weights(w, b), table, np.empty((ways, floats), np.float32), got, means_team,
+                           stride, pad, pad, *_act(3), ways)
     np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(means_serial, _means_of(expected))
+    np.testing.assert_array_equal(means_team, means_serial)
 
 
 @pytest.mark.parametrize("ways", [2, 3])

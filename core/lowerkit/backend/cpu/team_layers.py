@@ -31,7 +31,7 @@ from .calls import sequence
 from .channel_direct import ChannelDirectConv, StripWeight
 from .direct import DirectConv
 from .direct import fits as direct_fits
-from .jit.depthwise import NO_BLOCKS
+from .jit.depthwise import NO_BLOCKS, NO_MEANS
 
 NO_RESIDUAL = np.empty((0, 0, 0, 0), np.float32)  # the Winograd output's residual argument: none
 from .team import Team
@@ -261,19 +261,22 @@ def plane_cuts(planes: int, channels: int, ways: int) -> list[int]:
 
 def run_depthwise(team: Team, algorithm: str, x: np.ndarray, w: np.ndarray, bias: np.ndarray, out: np.ndarray,
                   table: np.ndarray | None, scratch: np.ndarray | None, stride: int, padding,
-                  act: tuple[int, float, float], blocks: np.ndarray | None = None) -> None:
+                  act: tuple[int, float, float], blocks: np.ndarray | None = None,
+                  means: np.ndarray | None = None) -> None:
     """A depthwise convolution of ``DEPTHWISE_ALGORITHMS`` in bands of planes on ``team``
     (``table`` and ``scratch`` from :func:`depthwise_scratch`; ``blocks``, for
-    ``depthwise_blocked``, ``jit.depthwise.blocked_weights`` of ``w`` and ``bias``, if made)."""
+    ``depthwise_blocked``, ``jit.depthwise.blocked_weights`` of ``w`` and ``bias``, if made;
+    ``means``, float32 [N * C], where each output plane's mean is wanted too)."""
     kernels, ways = team.kernels(), team.ways
     pt, pl = tuple(padding)[:2]
+    means = NO_MEANS if means is None else means
     if algorithm == "depthwise3x3_same":
-        kernels.depthwise3x3_same(x, w, bias, out, *act, ways)
+        kernels.depthwise3x3_same(x, w, bias, out, means, *act, ways)
     elif algorithm == "depthwise3x3_s2":
-        kernels.depthwise3x3_s2(x, w, bias, scratch, out, *act, ways)
+        kernels.depthwise3x3_s2(x, w, bias, scratch, out, means, *act, ways)
     elif algorithm == "depthwise_blocked":
-        kernels.depthwise_blocked(x, w, bias, NO_BLOCKS if blocks is None else blocks, table, scratch, out, stride,
-                                  pt, pl, *act, ways)
+        kernels.depthwise_blocked(x, w, bias, NO_BLOCKS if blocks is None else blocks, table, scratch, out, means,
+                                  stride, pt, pl, *act, ways)
     else:
         raise ValueError(f"no team form for depthwise algorithm {algorithm!r}; expected one of {DEPTHWISE_ALGORITHMS}")
 

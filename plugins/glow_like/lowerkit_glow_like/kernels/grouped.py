@@ -26,17 +26,20 @@ from lowerkit.backend.cpu.jit.depthwise import (
     DepthwiseGeometry,
     blocked_weights,
     copy_in_channels_last,
+    NO_MEANS,
     copy_out_channels_last,
     depthwise_cl_band,
 )
 from lowerkit.backend.cpu import team_layers
 from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
 
-from ._base import scratch_array
+from ._base import kernel, scratch_array
 
 DIRECT_MAX_TAPS = 64
 PARALLEL_MIN_MACS = 1_500_000  # smaller layers run on the calling thread (team mode: team_layers.MIN_DEPTHWISE_MACS)
 ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_blocked", "depthwise_cl", "grouped")
+# The kernels that also write each plane's mean (``means``), for ``glow.depthwise_mean``.
+MEAN_ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_blocked")
 
 
 def _geometry(attrs):
@@ -76,15 +79,27 @@ def channels_last_weights(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(w.reshape(w.shape[0], -1).T, dtype=np.float32)
 
 
-def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: str | None = None, team=None):
+def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: str | None = None, team=None,
+                    means: np.ndarray | None = None):
     """Bind a grouped convolution to the compiled kernel :func:`grouped_algorithm` picks
-    (its team form with ``team``, for layers of at least ``team_layers.MIN_DEPTHWISE_MACS``)."""
+    (its team form with ``team``, for layers of at least ``team_layers.MIN_DEPTHWISE_MACS``);
+    with ``means`` (float32 [N * C]) each output plane's mean too: written by the kernels of
+    :data:`MEAN_ALGORITHMS`, by a pass over the output after the others."""
+    algorithm = algorithm or grouped_algorithm(inputs[0].shape, inputs[1].shape, outputs[0].shape, attrs)
+    if means is not None and algorithm not in MEAN_ALGORITHMS:
+        run = prepare_grouped(inputs, outputs, attrs, scratch, parallel, algorithm, team)
+        planes = outputs[0].reshape(means.size, -1)
+
+        def run_then_mean() -> None:
+            run()
+            np.mean(planes, axis=1, out=means)
+
+        return run_then_mean
     from lowerkit.backend.cpu import jit
 
     kernels = jit.load("conv")
     x, w = inputs[0], inputs[1]
     (out,) = outputs
-    algorithm = algorithm or grouped_algorithm(x.shape, w.shape, out.shape, attrs)
     bias = inputs[2].reshape(-1) if len(inputs) > 2 else np.empty(0, np.float32)
     code, p0, p1 = jit.activation_code(attrs)
     (sh, sw), (pt, pl, _, _), (dh, dw), groups = _geometry(attrs)
@@ -93,8 +108,9 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
     macs = out.size * w[0].size
     ways = parallel.ways if parallel is not None and macs >= PARALLEL_MIN_MACS else 1
     if team is not None and macs >= team_layers.MIN_DEPTHWISE_MACS and x.flags.c_contiguous:
-        serial = prepare_grouped(inputs, outputs, attrs, scratch, None, algorithm)
-        return _team_form(inputs, outputs, attrs, scratch, algorithm, team, serial)
+        serial = prepare_grouped(inputs, outputs, attrs, scratch, None, algorithm, means=means)
+        return _team_form(inputs, outputs, attrs, scratch, algorithm, team, serial, means)
+    means = NO_MEANS if means is None else means
 
     if algorithm == "depthwise_cl":
         wt = channels_last_weights(w)  # bound once per thread: depthwise weights are small
@@ -113,19 +129,19 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
         cut = team_layers.plane_cuts(planes, oc, ways)
         if algorithm == "depthwise3x3_same":
             def band(j: int) -> None:
-                kernels.depthwise3x3_same(x, w, bias, out, code, p0, p1, cut[j], cut[j + 1])
+                kernels.depthwise3x3_same(x, w, bias, out, means, code, p0, p1, cut[j], cut[j + 1])
         elif algorithm == "depthwise3x3_s2":
             phases = [np.empty(4 * out.shape[2] * out.shape[3], np.float32) for _ in range(ways)]
 
             def band(j: int) -> None:
-                kernels.depthwise3x3_s2(x, w, bias, phases[j], out, code, p0, p1, cut[j], cut[j + 1])
+                kernels.depthwise3x3_s2(x, w, bias, phases[j], out, means, code, p0, p1, cut[j], cut[j + 1])
         elif algorithm == "depthwise_blocked":
             table, shape = team_layers.depthwise_scratch(algorithm, x.shape[2:], out.shape[2:], kh, sh, (pt, pl), ways)
             buffers = np.empty(shape, np.float32)
             blocks = blocked_weights(w, bias)
 
             def band(j: int) -> None:
-                kernels.depthwise_blocked(x, w, bias, blocks, table, buffers[j], out, sh, pt, pl, code, p0, p1,
+                kernels.depthwise_blocked(x, w, bias, blocks, table, buffers[j], out, means, sh, pt, pl, code, p0, p1,
                                           cut[j], cut[j + 1])
         else:
             def band(j: int) -> None:
@@ -137,7 +153,7 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
     return lambda: parallel(band)
 
 
-def _team_form(inputs, outputs, attrs, scratch, algorithm: str, team, serial):
+def _team_form(inputs, outputs, attrs, scratch, algorithm: str, team, serial, means=None):
     """One team region per call (``lowerkit.backend.cpu.jit.team``): bands of planes, or of
     channels for the channels-last kernel, whose copies in and out stay on the calling thread."""
     from lowerkit.backend.cpu import jit
@@ -170,7 +186,7 @@ def _team_form(inputs, outputs, attrs, scratch, algorithm: str, team, serial):
 
         def region():
             team_layers.run_depthwise(team, algorithm, x, w, bias, out, table, buffers, sh, (pt, pl),
-                                      (code, p0, p1), blocks)
+                                      (code, p0, p1), blocks, means)
     else:
         def region():
             kernels.conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1, ways)
@@ -182,3 +198,21 @@ def _team_form(inputs, outputs, attrs, scratch, algorithm: str, team, serial):
             serial()
 
     return run
+
+
+def prepare_depthwise_mean(inputs, outputs, attrs, scratch, parallel=None, team=None):
+    """``glow.depthwise_mean(x, w[, bias])``: the depthwise convolution into ``outputs[0]`` and
+    its planes' means into ``outputs[1]`` [N, C, 1, 1] (``passes.means`` made the instruction
+    from a convolution and the global average pool of its output)."""
+    out, pooled = outputs
+    means = pooled.reshape(-1)
+    if not np.shares_memory(means, pooled):
+        raise ValueError("glow.depthwise_mean: the means output must be contiguous")
+    return prepare_grouped(inputs, [out], attrs, scratch, parallel, team=team, means=means)
+
+
+def _depthwise_mean_scratch(in_types, out_types, attrs) -> int:
+    return grouped_scratch_bytes(in_types[0].shape, in_types[1].shape, out_types[0].shape, attrs)
+
+
+kernel("glow.depthwise_mean", scratch_bytes=_depthwise_mean_scratch, parallel=True, team=True)(prepare_depthwise_mean)

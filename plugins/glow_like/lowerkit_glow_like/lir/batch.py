@@ -23,15 +23,16 @@ from .program import Program
 # Ops that compute each sample independently when their constant operands are not
 # per-sample (checked below) and their axis attributes (below) leave the batch alone.
 _PER_SAMPLE_OPS = frozenset({
-    "conv2d", "glow.conv2d", "glow.gated_conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
-    "glow.fc", "linear", "glow.chain", "glow.add", "add", "sub", "mul", "div",
+    "conv2d", "glow.conv2d", "glow.gated_conv2d", "glow.depthwise_mean", "conv_transpose2d", "max_pool2d", "avg_pool2d",
+    "global_avg_pool2d", "glow.fc", "linear", "glow.chain", "glow.add", "add", "sub", "mul", "div",
     "relu", "relu6", "clip", "sigmoid", "tanh", "silu", "gelu", "hardswish", "hardsigmoid",
     "leaky_relu", "erf", "exp", "sqrt", "neg", "batch_norm", "interpolate",
     "concat", "split", "transpose", "softmax", "log_softmax", "layer_norm", "scaled_dot_product_attention",
 })
 # Ops whose operands after the first must be constants (weights and biases): an activation
 # there could be a whole-batch matrix.
-_CONSTANT_OPERANDS = frozenset({"conv2d", "glow.conv2d", "conv_transpose2d", "glow.fc", "linear", "batch_norm"})
+_CONSTANT_OPERANDS = frozenset({"conv2d", "glow.conv2d", "glow.depthwise_mean", "conv_transpose2d", "glow.fc", "linear",
+                                "batch_norm"})
 # Ops with an axis attribute (name, default) that must not be the batch axis.
 _AXIS_ATTRS = {"concat": ("dim", 0), "split": ("dim", 0), "softmax": ("dim", -1), "log_softmax": ("dim", -1),
                "layer_norm": ("axis", -1)}
@@ -88,8 +89,8 @@ def batch_sliceable(program: Program) -> bool:
 
 # The ops whose 4-d operands are maps [N, C, H, W] (others, such as a channels-last
 # ``glow.fc`` over [N, H, W, C], have no pixels to count).
-_SPATIAL_OPS = frozenset({"conv2d", "glow.conv2d", "glow.gated_conv2d", "conv_transpose2d", "max_pool2d",
-                          "avg_pool2d", "global_avg_pool2d", "interpolate"})
+_SPATIAL_OPS = frozenset({"conv2d", "glow.conv2d", "glow.gated_conv2d", "glow.depthwise_mean", "conv_transpose2d",
+                          "max_pool2d", "avg_pool2d", "global_avg_pool2d", "interpolate"})
 
 
 def head_length(program: Program, min_pixels: int = HEAD_MIN_PIXELS) -> int:

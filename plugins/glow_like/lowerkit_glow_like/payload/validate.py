@@ -39,6 +39,7 @@ _EXTRAS: dict[str, tuple[str, ...]] = {
     "conv2d": _ACT + ("algo",),
     "glow.conv2d": _ACT + ("algo", "residual"),
     "glow.gated_conv2d": _ACT + ("residual",),
+    "glow.depthwise_mean": _ACT,
     "glow.fc": _ACT,
     "glow.add": _ACT,
     "glow.qconv2d": ("x_zp", "out_zp", "qmin", "qmax", "x_scale", "out_scale"),
@@ -59,6 +60,8 @@ def check_instruction(
 
         return check_chain(inputs, attrs, outputs)
     extras = _check_extras(op, attrs)
+    if op == "glow.depthwise_mean":
+        return {**_check_depthwise_mean(inputs, attrs, outputs), **extras}
     if op in _SAME_SHAPE:
         if len(inputs) != 1 or len(outputs) != 1:
             raise ShapeError(f"{op}: takes 1 input and 1 output, got {len(inputs)} and {len(outputs)}")
@@ -88,6 +91,23 @@ def check_instruction(
         if not applicable(inputs[1].shape, checked):
             raise ShapeError(f"{op}: algo 'winograd' needs a 3x3, stride-1, undilated, dense convolution")
     return {**checked, **extras}
+
+
+def _check_depthwise_mean(inputs: Sequence[TensorType], attrs: Mapping[str, object],
+                          outputs: Sequence[TensorType]) -> dict:
+    """``glow.depthwise_mean(x, w[, bias])``: a float depthwise convolution (one input channel
+    per group, as many outputs as inputs) and, second, its planes' means [N, C, 1, 1]."""
+    if len(outputs) != 2:
+        raise ShapeError(f"glow.depthwise_mean: has 2 outputs (the map and its means), got {len(outputs)}")
+    checked = check_op_types("conv2d", inputs, attrs, outputs[:1])
+    x, w, out = inputs[0], inputs[1], outputs[0]
+    if x.dtype != "f32" or w.shape[1] != 1 or int(checked.get("groups", 1)) != x.shape[1] or w.shape[0] != x.shape[1]:
+        raise ShapeError(f"glow.depthwise_mean: must be a float depthwise convolution, got x {x}, w {w}, "
+                         f"groups {checked.get('groups', 1)}")
+    expected = TensorType("f32", (out.shape[0], out.shape[1], 1, 1))
+    if outputs[1] != expected:
+        raise ShapeError(f"glow.depthwise_mean: the means must be {expected}, got {outputs[1]}")
+    return checked
 
 
 def _check_gated(inputs: Sequence[TensorType], attrs: Mapping[str, object]) -> None:

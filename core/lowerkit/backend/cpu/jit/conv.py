@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit, types
 
 from ._act import act_span
+from .pool import plane_mean
 from ._simd import split_pairs, take_evens
 from .dwblock import depthwise_blocked  # noqa: F401  (re-exported: see the list above)
 from ._types import f8, i8, ro, rw
@@ -82,11 +83,11 @@ def conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1
 _U = np.uint64
 
 
-_SIG_SAME = types.void(ro(4), ro(4), ro(1), rw(4), i8, f8, f8, i8, i8)
+_SIG_SAME = types.void(ro(4), ro(4), ro(1), rw(4), rw(1), i8, f8, f8, i8, i8)
 
 
 @njit(_SIG_SAME, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def depthwise3x3_same(x, w, bias, out, code, p0, p1, first, last):
+def depthwise3x3_same(x, w, bias, out, means, code, p0, p1, first, last):
     """Depthwise 3x3, stride 1, padding 1 on every side (output plane = input plane, at
     least 3x3), planes [first, last): each plane in flat passes that vectorise whole.
 
@@ -145,13 +146,15 @@ def depthwise3x3_same(x, w, bias, out, code, p0, p1, first, last):
         a = o + _U(hw) - u1  # bottom-right corner
         of[a] = b + w00 * xf[a - uw - u1] + w01 * xf[a - uw] + w10 * xf[a - u1] + w11 * xf[a]
         act_span(of, p * hw, (p + 1) * hw, code, p0, p1)
+        if means.shape[0] > 0:
+            means[p] = plane_mean(of, p * hw, (p + 1) * hw)
 
 
-_SIG_S2 = types.void(ro(4), ro(4), ro(1), rw(1), rw(4), i8, f8, f8, i8, i8)
+_SIG_S2 = types.void(ro(4), ro(4), ro(1), rw(1), rw(4), rw(1), i8, f8, f8, i8, i8)
 
 
 @njit(_SIG_S2, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def depthwise3x3_s2(x, w, bias, phases, out, code, p0, p1, first, last):
+def depthwise3x3_s2(x, w, bias, phases, out, means, code, p0, p1, first, last):
     """Depthwise 3x3, stride 2, padding 1 at the top and left, even input sides (output
     H/2 x W/2, at least 2x2), planes [first, last): polyphase.
 
@@ -161,7 +164,8 @@ def depthwise3x3_s2(x, w, bias, phases, out, code, p0, p1, first, last):
     most of the layer); on them the stride-2 window is a stride-1 stencil of nine taps at
     offsets 0, -1, -OW, -OW-1 of the output's flat index, run as flat passes like
     :func:`depthwise3x3_same` (the first column of each row again without its left taps).
-    Instead of nine stride-2 loads on rows of OW outputs.
+    Instead of nine stride-2 loads on rows of OW outputs. ``means``: as
+    :func:`depthwise3x3_same`'s.
     """
     h, wd = x.shape[2], x.shape[3]
     c_n = x.shape[1]
@@ -200,6 +204,8 @@ def depthwise3x3_s2(x, w, bias, phases, out, code, p0, p1, first, last):
                          + w10 * eo[f - u1] + w20 * oo[f - u1])
         of[o] = b + w11 * ee[0] + w12 * eo[0] + w21 * oe[0] + w22 * oo[0]
         act_span(of, p * n_out, (p + 1) * n_out, code, p0, p1)
+        if means.shape[0] > 0:
+            means[p] = plane_mean(of, p * n_out, (p + 1) * n_out)
 
 
 _SIGCL = types.void(ro(4), ro(2), ro(1), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8, i8)

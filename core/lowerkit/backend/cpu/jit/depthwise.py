@@ -77,3 +77,6 @@ def blocked_weights(w: np.ndarray, bias: np.ndarray) -> np.ndarray:
 
 NO_BLOCKS = np.empty((0, 0, 8), np.float32)  # dwblock.depthwise_blocked's blocks where none were made
 NO_BLOCKS.flags.writeable = False
+# The depthwise kernels' ``means`` where the plane means are not wanted (an empty array: the
+# kernels write nothing there; never written, but numba's signature takes a writable array).
+NO_MEANS = np.empty(0, np.float32)

@@ -35,6 +35,7 @@ from numba import njit, types
 from numba.core.extending import intrinsic
 
 from ._act import act_span
+from .pool import plane_mean
 from ._simd import _I32, _I64, _V8, fmuladd8
 from ._types import f8, i8, ro, rw
 
@@ -199,17 +200,18 @@ def blocked_scratch(in_hw, out_hw, kernel: int, stride: int, padding) -> int:
 
 
 _TABLE = types.Array(types.uint64, 1, "C", readonly=True)
-_SIG = types.void(ro(4), ro(4), ro(1), ro(3), _TABLE, rw(1), rw(4), i8, i8, i8, i8, f8, f8, i8, i8)
+_SIG = types.void(ro(4), ro(4), ro(1), ro(3), _TABLE, rw(1), rw(4), rw(1), i8, i8, i8, i8, f8, f8, i8, i8)
 
 
 @njit(_SIG, nogil=True, cache=True, error_model="numpy")
-def depthwise_blocked(x, w, bias, blocks, table, scratch, out, stride, pt, pl, code, p0, p1, first, last):
+def depthwise_blocked(x, w, bias, blocks, table, scratch, out, means, stride, pt, pl, code, p0, p1, first, last):
     """Depthwise ``k`` x ``k`` convolution (``w`` [C, 1, k, k], k in 3, 5, 7), stride 1 or 2,
     padding (pt, pl) at the top and left, with bias (empty: none) and activation ``code``,
     planes [first, last) of ``out`` (plane p = image p // C, channel p % C). ``blocks``:
     ``depthwise.blocked_weights`` of ``w`` and ``bias``, or empty (``depthwise.NO_BLOCKS``:
     each block then gathers its weights from ``w``). ``table`` and ``scratch`` (at least
-    :func:`blocked_scratch` floats) from the functions above."""
+    :func:`blocked_scratch` floats) from the functions above. ``means`` (one float per plane of
+    ``out``, or empty): each plane's mean as well, while the block is in cache."""
     c_n, h, wd = x.shape[1], x.shape[2], x.shape[3]
     oh, ow = out.shape[2], out.shape[3]
     k, s = w.shape[2], stride
@@ -277,4 +279,7 @@ def depthwise_blocked(x, w, bias, blocks, table, scratch, out, stride, pt, pl, c
                 for q in range(n_out):
                     of[(p + i) * n_out + q] = acc[q * 8 + i]
         act_span(of, p * n_out, (p + m) * n_out, code, p0, p1)
+        if means.shape[0] > 0:
+            for i in range(p, p + m):
+                means[i] = plane_mean(of, i * n_out, (i + 1) * n_out)
         p += m

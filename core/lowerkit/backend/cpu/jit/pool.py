@@ -118,16 +118,24 @@ def max_pool3x3(x, out, stride, pt, pl, first, last):
                     of[ud + i] = _max(_max(c0, c1), c2)
 
 
-@njit(_GLOBAL, nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
+@njit(types.float32(ro(1), i8, i8), nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
+def plane_mean(a, lo, hi):
+    """The mean of ``a[lo:hi]``, summed in float64 lanes (reassociated: vectorised). The global
+    average pool and the depthwise kernels' fused means (``means``) both call it, so a plane's
+    mean is the same bits either way."""
+    src = a[lo:hi]
+    acc = 0.0
+    for i in range(src.shape[0]):
+        acc += src[i]
+    return np.float32(acc / (hi - lo))
+
+
+@njit(_GLOBAL, nogil=True, cache=True, error_model="numpy")
 def global_avg_pool2d(x, out, first, last):
-    """out[n, c, 0, 0] = mean of plane (n, c), for planes [first, last); summed in float64 lanes."""
+    """out[n, c, 0, 0] = mean of plane (n, c), for planes [first, last) (:func:`plane_mean`)."""
     c_n = x.shape[1]
     size = x.shape[2] * x.shape[3]
-    planes = x.reshape(x.shape[0] * c_n, size)
+    flat = x.reshape(-1)
     for p in range(first, last):
-        src = planes[p]
-        acc = 0.0
-        for i in range(size):
-            acc += src[i]
         n = p // c_n
-        out[n, p - n * c_n, 0, 0] = np.float32(acc / size)
+        out[n, p - n * c_n, 0, 0] = plane_mean(flat, p * size, (p + 1) * size)

@@ -66,30 +66,30 @@ def _columns_epilogue(of, bias, rows, n, c0, c1, code, p0, p1):
         act_span(of, lo, hi, code, p0, p1)
 
 
-@njit(types.void(ro(4), ro(4), ro(1), rw(4), i8, f8, f8, i8), **_FLAGS)
-def depthwise3x3_same(x, w, bias, out, code, p0, p1, ways):
+@njit(types.void(ro(4), ro(4), ro(1), rw(4), rw(1), i8, f8, f8, i8), **_FLAGS)
+def depthwise3x3_same(x, w, bias, out, means, code, p0, p1, ways):
     """:func:`.conv.depthwise3x3_same` on ``ways`` bands of planes."""
     planes = out.shape[0] * out.shape[1]
     for j in prange(ways):
         first, last = _band(planes, j, ways)
-        conv.depthwise3x3_same(x, w, bias, out, code, p0, p1, first, last)
+        conv.depthwise3x3_same(x, w, bias, out, means, code, p0, p1, first, last)
 
 
-@njit(types.void(ro(4), ro(4), ro(1), rw(2), rw(4), i8, f8, f8, i8), **_FLAGS)
-def depthwise3x3_s2(x, w, bias, phases, out, code, p0, p1, ways):
+@njit(types.void(ro(4), ro(4), ro(1), rw(2), rw(4), rw(1), i8, f8, f8, i8), **_FLAGS)
+def depthwise3x3_s2(x, w, bias, phases, out, means, code, p0, p1, ways):
     """:func:`.conv.depthwise3x3_s2` on ``ways`` bands of planes; ``phases`` [ways, 4*OH*OW]
     holds each thread's phase scratch."""
     planes = out.shape[0] * out.shape[1]
     for j in prange(ways):
         first, last = _band(planes, j, ways)
-        conv.depthwise3x3_s2(x, w, bias, phases[j], out, code, p0, p1, first, last)
+        conv.depthwise3x3_s2(x, w, bias, phases[j], out, means, code, p0, p1, first, last)
 
 
 _TABLE = types.Array(types.uint64, 1, "C", readonly=True)
 
 
-@njit(types.void(ro(4), ro(4), ro(1), ro(3), _TABLE, rw(2), rw(4), i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
-def depthwise_blocked(x, w, bias, blocks, table, scratch, out, stride, pt, pl, code, p0, p1, ways):
+@njit(types.void(ro(4), ro(4), ro(1), ro(3), _TABLE, rw(2), rw(4), rw(1), i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
+def depthwise_blocked(x, w, bias, blocks, table, scratch, out, means, stride, pt, pl, code, p0, p1, ways):
     """:func:`.dwblock.depthwise_blocked` on ``ways`` bands of planes, cut at whole blocks of 8
     when the channels are a multiple of 8 (else a block across a cut runs as two partial
     ones; the pool's bands are cut the same way, ``team_layers.plane_cuts``); ``scratch``
@@ -100,7 +100,8 @@ def depthwise_blocked(x, w, bias, blocks, table, scratch, out, stride, pt, pl, c
         first, last = _band(planes // 8 if aligned else planes, j, ways)
         if aligned:
             first, last = first * 8, last * 8
-        conv.depthwise_blocked(x, w, bias, blocks, table, scratch[j], out, stride, pt, pl, code, p0, p1, first, last)
+        conv.depthwise_blocked(x, w, bias, blocks, table, scratch[j], out, means, stride, pt, pl, code, p0, p1, first,
+                               last)
 
 
 @njit(types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
