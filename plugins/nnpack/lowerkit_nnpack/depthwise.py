@@ -126,14 +126,21 @@ class DepthwiseConv2d:
             raise GeometryError(f"out must be a C-ordered float32 [{n}, {c}, {oh}, {ow}] array, got {out.shape}")
         return self._run(x, w, b, out, residual, self.weight_t if weight is None else None)
 
-    def run_into(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> np.ndarray:
+    def run_into(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None,
+                 means: np.ndarray | None = None) -> np.ndarray:
         """A plan's call (the layer's own weight and bias, ``out`` a C-contiguous float32 buffer
-        of the output's shape): straight to the kernels, without :meth:`__call__`'s checks."""
+        of the output's shape): straight to the kernels, without :meth:`__call__`'s checks.
+        ``means`` (float32 [N, C, 1, 1], contiguous; no ``residual`` with it): each output
+        plane's mean as well, a squeeze-excitation pool fused into the layer (the plan's)."""
         if x.dtype is not _FLOAT32 or not x.flags.c_contiguous or self.weight is None:
-            return self(x, residual=residual, out=out)
-        return self._run(x, self.weight, self.bias, out, residual, self.weight_t)
+            self(x, residual=residual, out=out)
+            if means is not None:
+                _plane_means(out, means)
+            return out
+        return self._run(x, self.weight, self.bias, out, residual, self.weight_t, means)
 
-    def bind(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> Call | None:
+    def bind(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None,
+             means: np.ndarray | None = None) -> Call | None:
         """:meth:`run_into` on these very arrays as a zero-argument call (see :mod:`.bound`):
         the compiled kernel's call with its arguments gathered, for a layer that stays on the
         calling thread on one of the plane kernels; else None."""
@@ -144,15 +151,16 @@ class DepthwiseConv2d:
         code, p0, p1 = self.activation if residual is None else (0, 0.0, 0.0)
         k, w, b = self.kernels, self.weight, self.bias
         sh, (pt, pl) = self.geom.stride[0], self.geom.padding[:2]
+        means = NO_MEANS if means is None else means.reshape(-1)
         if self.algorithm == "depthwise3x3_same":
-            call = partial(k.depthwise3x3_same, x, w, b, out, NO_MEANS, code, p0, p1, 0, n * c)
+            call = partial(k.depthwise3x3_same, x, w, b, out, means, code, p0, p1, 0, n * c)
         elif self.algorithm == "depthwise3x3_s2":
             phases = self.ws.get("dw_phases", (1, 4 * self._out_hw[0] * self._out_hw[1]))
-            call = partial(k.depthwise3x3_s2, x, w, b, phases[0], out, NO_MEANS, code, p0, p1, 0, n * c)
+            call = partial(k.depthwise3x3_s2, x, w, b, phases[0], out, means, code, p0, p1, 0, n * c)
         elif self.algorithm == "depthwise_blocked":
             buffers = self.ws.get("dw_blocked", (1, self.scratch_floats))
             blocks = NO_BLOCKS if self.blocks is None else self.blocks
-            call = partial(k.depthwise_blocked, x, w, b, blocks, self.table, buffers[0], out, NO_MEANS, sh, pt, pl,
+            call = partial(k.depthwise_blocked, x, w, b, blocks, self.table, buffers[0], out, means, sh, pt, pl,
                            code, p0, p1, 0, n * c)
         else:
             return None
@@ -165,27 +173,28 @@ class DepthwiseConv2d:
         return self.options.workers if large else 1
 
     def _run(self, x: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray, residual: np.ndarray | None,
-             wt: np.ndarray | None) -> np.ndarray:
+             wt: np.ndarray | None, means: np.ndarray | None = None) -> np.ndarray:
         """The convolution of a checked, C-contiguous float32 ``x`` into ``out`` (``wt``: ``w``
         channels-last, or None to make it here): one team region where the layer has a team
         and the call is large enough (the team's stall guard times every such call, and
         while it holds the team off the pool's workers take it), else :meth:`_run_pool`."""
         form = self._team_form
         if form is None or x.shape[0] * self._macs_per_image < team_layers.MIN_DEPTHWISE_MACS:
-            return self._run_pool(x, w, b, out, residual, wt)
+            return self._run_pool(x, w, b, out, residual, wt, means)
         guard = form.team.guard
         start = guard.begin()
         if form.team.usable():
-            form._region(x, out, residual, w, b)
+            form._region(x, out, residual, w, b, means)
         else:
-            self._run_pool(x, w, b, out, residual, wt)
+            self._run_pool(x, w, b, out, residual, wt, means)
         guard.end(start)
         return out
 
     def _run_pool(self, x: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray, residual: np.ndarray | None,
-                  wt: np.ndarray | None) -> np.ndarray:
+                  wt: np.ndarray | None, means: np.ndarray | None = None) -> np.ndarray:
         """:meth:`_run` on the calling thread, or in bands on the pool's workers from
         :data:`DEPTHWISE_PARALLEL_MIN_FLOPS` or :data:`DEPTHWISE_PARALLEL_MIN_INPUTS`."""
+        kernel_means = NO_MEANS if means is None or self.algorithm not in MEAN_ALGORITHMS else means.reshape(-1)
         g = self.geom
         n, c = x.shape[0], g.in_channels
         (oh, ow), (kh, kw), (sh, sw) = self._out_hw, g.kernel, g.stride
@@ -207,14 +216,15 @@ class DepthwiseConv2d:
 
             run_parallel(workers, band, split(c, workers))
         elif self.algorithm == "depthwise3x3_same":
-            run_parallel(workers, lambda s: k.depthwise3x3_same(x, w, b, out, NO_MEANS, code, p0, p1, s.start, s.stop),
+            run_parallel(workers, lambda s: k.depthwise3x3_same(x, w, b, out, kernel_means, code, p0, p1, s.start,
+                                                                      s.stop),
                          split(n * c, workers))
         elif self.algorithm == "depthwise3x3_s2":
             phases = self.ws.get("dw_phases", (workers, 4 * oh * ow))  # one row per worker
             parts = split(n * c, workers, keep_empty=True)
 
             def phase_band(j: int) -> None:
-                k.depthwise3x3_s2(x, w, b, phases[j], out, NO_MEANS, code, p0, p1, parts[j].start, parts[j].stop)
+                k.depthwise3x3_s2(x, w, b, phases[j], out, kernel_means, code, p0, p1, parts[j].start, parts[j].stop)
 
             run_parallel(workers, phase_band, range(workers))
         elif self.algorithm == "depthwise_blocked":
@@ -222,13 +232,14 @@ class DepthwiseConv2d:
             buffers = self.ws.get("dw_blocked", (workers, self.scratch_floats))  # a row per worker
             blocks = self.blocks if w is self.weight and b is self.bias and self.blocks is not None else NO_BLOCKS
             if workers == 1:  # the small layers: no band machinery (~2 us of Python a call)
-                k.depthwise_blocked(x, w, b, blocks, table, buffers[0], out, NO_MEANS, sh, pt, pl, code, p0, p1, 0, n * c)
+                k.depthwise_blocked(x, w, b, blocks, table, buffers[0], out, kernel_means, sh, pt, pl, code, p0, p1, 0,
+                                    n * c)
             else:
                 cuts = team_layers.plane_cuts(n * c, c, workers)
 
                 def blocked_band(j: int) -> None:
-                    k.depthwise_blocked(x, w, b, blocks, table, buffers[j], out, NO_MEANS, sh, pt, pl, code, p0, p1, cuts[j],
-                                        cuts[j + 1])
+                    k.depthwise_blocked(x, w, b, blocks, table, buffers[j], out, kernel_means, sh, pt, pl, code, p0, p1,
+                                        cuts[j], cuts[j + 1])
 
                 run_parallel(workers, blocked_band, range(workers))
         else:
@@ -236,4 +247,17 @@ class DepthwiseConv2d:
                                                              s.start, s.stop), split(n * c, workers))
         if residual is not None:  # the kernels end with the activation: sum, then activate
             add_activate(out, residual, self.activation)
+        if means is not None and kernel_means is NO_MEANS:  # a kernel without means
+            _plane_means(out, means)
         return out
+
+
+# The kernels that write each plane's mean as they go (``means``); the others get a pass after.
+MEAN_ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_blocked")
+
+
+def _plane_means(out: np.ndarray, means: np.ndarray) -> None:
+    """``means`` [N, C, 1, 1] = the mean of each plane of ``out`` (the global pool's kernel)."""
+    from lowerkit.backend.cpu import jit
+
+    jit.load("pool").global_avg_pool2d(out, means, 0, out.shape[0] * out.shape[1])

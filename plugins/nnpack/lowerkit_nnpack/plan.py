@@ -31,13 +31,14 @@ from lowerkit.backend.cpu import (
     team_layers,
     team_off,
 )
+from lowerkit.backend.cpu.jit.select import depthwise_algorithm
 from lowerkit.errors import LowerkitError, NodeExecutionError, UnsupportedOperatorError
 from lowerkit.ir.graph import Graph
 from lowerkit.ir.interpreter import last_uses
 from lowerkit.ir.node import Node, Value
 
 from .conv import Conv2d, RunOptions
-from .depthwise import DepthwiseConv2d
+from .depthwise import MEAN_ALGORITHMS, DepthwiseConv2d
 from .geometry import GeometryError
 from .grad import Conv2dInputGrad, Conv2dWeightGrad
 from .activations import NONE, activation_of, apply
@@ -167,9 +168,10 @@ class Plan:
             reason = support_reason(node)
             if reason is not None:
                 raise UnsupportedOperatorError(f"nnpack cannot run {node.where()}: {reason}")
-            add_node = act_node = residual = None
+            add_node = act_node = residual = pool = None
             if node.op == "conv2d":
                 add_node, residual, act_node = _epilogue_of(node, users, graph_outputs, position)
+                pool = self._pooled_by(node, act_node or add_node or node, residual, users, graph_outputs)
             act = NONE if act_node is None else activation_of(act_node)
             # A step may bind its arrays unless they are the caller's: an input of the call,
             # or the value the call returns.
@@ -179,7 +181,7 @@ class Plan:
             if node.op == "mul" and _scales_in_place(node, dying, filled, users, graph_outputs):
                 kernel, runtime_inputs = _multiply_in_place, list(node.inputs)
             else:
-                kernel, runtime_inputs = self._kernel(node, act, residual, gates.get(node), bind_key)
+                kernel, runtime_inputs = self._kernel(node, act, residual, gates.get(node), bind_key, pool is not None)
             outputs = tuple(v for v in node.outputs)
             dying = list(dying) + late_dying.get(node, [])
             for extra in (add_node, act_node):
@@ -187,12 +189,37 @@ class Plan:
                     fused.add(extra)
                     outputs = (extra.output,)
                     dying += dead[position[extra]]
+            if pool is not None:  # a depthwise layer's pool: its means come second
+                fused.add(pool)
+                outputs += (pool.output,)
+                dying += dead[position[pool]]
             dying = [v for v in dying if v not in graph_outputs]  # the call returns those
             fills = node.op in ("conv2d", "mul") or node in squeezes
             if fills:
                 filled.update(outputs)
             self.steps.append(Step(node, kernel, tuple(runtime_inputs), outputs, tuple(dying), fills=fills))
         self._number_values()
+
+    def _pooled_by(self, conv: Node, last: Node, residual: Value | None, users: dict,
+                   graph_outputs: set) -> Node | None:
+        """The ``global_avg_pool2d`` of depthwise convolution ``conv``'s output (``last``: the
+        last node fused into it) that its step can compute as well — each plane's mean while
+        the plane is in cache (the kernels of ``depthwise.MEAN_ALGORITHMS``) — or None:
+        squeeze-excitation blocks pool their depthwise layer's activated map (glow_like's
+        ``fuse_plane_means``, the same kernels)."""
+        if not is_depthwise(conv) or residual is not None or self._const(conv, 1) is None:
+            return None
+        if len(conv.inputs) > 2 and self._const(conv, 2) is None:
+            return None
+        geom = conv_geometry(conv)
+        algorithm = depthwise_algorithm(geom.out_hw, geom.kernel, geom.stride, tuple(attrs_of(conv)["dilation"]),
+                                        geom.padding, geom.in_hw)
+        if algorithm not in MEAN_ALGORITHMS or last.output in graph_outputs:
+            return None
+        pools = [u for u in users.get(last.output, []) if u.op == "global_avg_pool2d"]
+        if len(pools) != 1 or pools[0].output in graph_outputs:
+            return None
+        return pools[0]
 
     def _number_values(self) -> None:
         """Give every value a slot of the call's value list: the constants first (their arrays
@@ -239,12 +266,13 @@ class Plan:
 
     def _kernel(
         self, node: Node, act: tuple[int, float, float], residual: Value | None = None, gate: Node | None = None,
-        bind_key: int | None = None,
+        bind_key: int | None = None, means: bool = False,
     ) -> tuple[StepKernel, list[Value]]:
         """The closure for ``node`` and the inputs it reads at run time; a convolution with a
         fused ``residual`` add reads that value last; one fed by a folded gate multiply
         ``gate`` reads that multiply's map and gate instead of its own input. ``bind_key``:
-        the step's key for its bound calls, None if it must not bind (see :func:`_bound_step`)."""
+        the step's key for its bound calls, None if it must not bind (see :func:`_bound_step`).
+        ``means``: a depthwise layer (:meth:`_pooled_by`) returns its planes' means second."""
         opts, run = self.options, self.run_options
         ids = list(node.inputs)
         attrs = attrs_of(node)
@@ -293,7 +321,7 @@ class Plan:
                 return run_gated, live
 
             if weight is not None and (not has_bias or bias is not None) and isinstance(conv, BOUND_LAYERS):
-                return _bound_step(conv, residual is not None, bind_key), live
+                return _bound_step(conv, residual is not None, bind_key, means), live
             if weight is not None and (not has_bias or bias is not None):  # the usual case: both constant
                 def run_conv(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
                     x = args[0]
@@ -538,15 +566,37 @@ BOUND_LAYERS = (TeamConv, TeamDepthwise, PooledPointwise, Conv2d, DepthwiseConv2
 
 
 def _bound_step(layer: TeamConv | TeamDepthwise | PooledPointwise | Conv2d | DepthwiseConv2d,
-                with_residual: bool, key: int | None) -> StepKernel:
+                with_residual: bool, key: int | None, means: bool = False) -> StepKernel:
     """The step of a layer of :data:`BOUND_LAYERS` with constant weights: its output buffer
     from the spares, then ``run_into`` — or, from the second call that hands the step the
     same arrays (``x``, the output buffer, the residual: arena views), the layer's bound call
     for them (:mod:`.bound`; ``run_into`` on those arrays where the layer cannot bind), kept
     per thread in ``spares.bound[key]``. ``key`` None: never bound (a step reading the
-    call's inputs or writing its outputs, arrays the plan must not hold)."""
+    call's inputs or writing its outputs, arrays the plan must not hold). ``means`` (a
+    depthwise layer, no residual): a second output from the spares, [N, C, 1, 1], the planes'
+    means (``run_into``'s and ``bind``'s ``means``)."""
     tail = layer.output_shape(1)[1:]
     run = layer.run_into
+    if means:
+        pooled = (tail[0], 1, 1)
+
+        def run_means(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
+            x = args[0]
+            out, pool = spares.take((x.shape[0], *tail)), spares.take((x.shape[0], *pooled))
+            entry = None if key is None else spares.bound.get(key)
+            if entry is not None and entry[0] is x and entry[1] is out and entry[2] is pool:
+                call = entry[3]
+                if call is None:  # the second time these arrays came: bind them
+                    call = layer.bind(x, out, None, pool) or partial(run, x, out, None, pool)
+                    spares.bound[key] = (x, out, pool, call)
+                call()
+            else:
+                run(x, out, None, pool)
+                if key is not None:
+                    spares.bound[key] = (x, out, pool, None)
+            return [out, pool]
+
+        return run_means
     if key is None:
         if with_residual:
             def run_with_residual(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:

@@ -239,23 +239,26 @@ class TeamDepthwise:
             out = aligned_empty(conv.output_shape(x.shape[0]))
         return self._region(x, out, residual)
 
-    def run_into(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> np.ndarray:
-        """A plan's call, as :meth:`TeamConv.run_into`."""
+    def run_into(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None,
+                 means: np.ndarray | None = None) -> np.ndarray:
+        """A plan's call, as :meth:`TeamConv.run_into`; ``means`` as the layer's ``run_into``."""
         if x.dtype is _FLOAT32 and x.flags.c_contiguous:
             if self.team.usable():
-                return self._region(x, out, residual)
-            return self.conv.run_into(x, out, residual)
-        return self(x, residual=residual, out=out)
+                return self._region(x, out, residual, means=means)
+            return self.conv.run_into(x, out, residual, means)
+        return self.conv.run_into(x, out, residual, means)
 
-    def bind(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> Call | None:
+    def bind(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None,
+             means: np.ndarray | None = None) -> Call | None:
         """:meth:`run_into` on these very arrays as a zero-argument call, as :meth:`TeamConv.bind`."""
         if not (x.dtype is _FLOAT32 and x.flags.c_contiguous):
             return None
         conv = self.conv
         act = NONE if residual is not None else conv.activation
         region = partial(team_layers.run_depthwise, self.team, conv.algorithm, x, conv.weight, conv.bias, out,
-                         self.table, self._scratch(), self.stride, self.padding, act, conv.blocks)
-        serial = conv.bind(x, out, residual) or partial(conv.run_into, x, out, residual)
+                         self.table, self._scratch(), self.stride, self.padding, act, conv.blocks,
+                         None if means is None else means.reshape(-1))
+        serial = conv.bind(x, out, residual, means) or partial(conv.run_into, x, out, residual, means)
         return on_team(self.team, with_residual(region, out, residual, conv.activation), serial)
 
     def _scratch(self) -> np.ndarray | None:
@@ -263,16 +266,18 @@ class TeamDepthwise:
         return None if self.scratch_shape is None else self.conv.ws.get("team_dw_scratch", self.scratch_shape)
 
     def _region(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None,
-                weight: np.ndarray | None = None, bias: np.ndarray | None = None) -> np.ndarray:
+                weight: np.ndarray | None = None, bias: np.ndarray | None = None,
+                means: np.ndarray | None = None) -> np.ndarray:
         """The region on ``x`` (float32, C-contiguous), then the residual; ``weight`` and
-        ``bias`` (float32, contiguous) replace the layer's for this call (the kernel API's)."""
+        ``bias`` (float32, contiguous) replace the layer's for this call (the kernel API's);
+        ``means`` [N, C, 1, 1], where wanted, each output plane's mean (no residual with it)."""
         conv = self.conv
         act = NONE if residual is not None else conv.activation
         w = conv.weight if weight is None else weight
         b = conv.bias if bias is None else bias
         blocks = conv.blocks if weight is None and bias is None else None  # the layer's own weights only
         team_layers.run_depthwise(self.team, conv.algorithm, x, w, b, out, self.table, self._scratch(),
-                                  self.stride, self.padding, act, blocks)
+                                  self.stride, self.padding, act, blocks, None if means is None else means.reshape(-1))
         if residual is not None:
             add_activate(out, residual, conv.activation)
         return out
