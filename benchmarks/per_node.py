@@ -33,6 +33,11 @@ from peers import blas_lines, settle
 _PEER_CONVS = ("Conv", "FusedConv")  # ONNX Runtime's convolution kernels (FusedConv: with its activation)
 
 
+def _convolution(op: str) -> bool:
+    """glow_like's convolution instructions (``glow.depthwise_mean``: one with its pool fused)."""
+    return "conv" in op or op == "glow.depthwise_mean"
+
+
 def ort_sessions(module: lk.Module, threads: int, profile_dir: str):
     """Two ONNX Runtime sessions on the exported model: one profiling every node, one plain."""
     import onnxruntime as ort
@@ -149,7 +154,7 @@ def main() -> None:
 
     mine = [(statistics.median(t[warmup:]) * 1e3, ins) for t, ins in zip(kernel_times, program.instructions)]
     glow_convs = [((tuple(program.buffers[ins.outputs[0]].shape), tuple(program.buffers[ins.inputs[1]].shape)), (ms, ins))
-                  for ms, ins in mine if "conv" in ins.op]
+                  for ms, ins in mine if _convolution(ins.op)]
     peer_convs = [(shape, ms) for _, op, shape, ms in peer_nodes if op in _PEER_CONVS]
     print(f"\n{args.model}, batch {args.batch}, {args.threads} thread(s), {args.rounds} rounds: whole call "
           f"glow_like best {min(whole_glow) * 1e3:.2f} / median {statistics.median(whole_glow) * 1e3:.2f} ms, "
@@ -169,7 +174,7 @@ def main() -> None:
     for excess, mine_ms, peer_ms, ins in sorted(pairs, key=lambda p: -p[0])[: args.top]:
         shape = list(program.buffers[ins.outputs[0]].shape)
         print(f"  {excess:+7.3f} {mine_ms:9.3f} {peer_ms:7.3f}  {ins.op} -> {shape}  {ins.scope}")
-    others = [(ms, ins) for ms, ins in mine if "conv" not in ins.op]
+    others = [(ms, ins) for ms, ins in mine if not _convolution(ins.op)]
     print("\nglow_like's other instructions: " + ", ".join(
         f"{op} {sum(ms for ms, ins in others if ins.op == op):.3f}" for op in sorted({ins.op for _, ins in others})))
     print("ONNX Runtime's other nodes: " + ", ".join(
