@@ -12,19 +12,26 @@ import pytest
 pytest.importorskip("numba")
 
 
-def _erf32_over(xs: np.ndarray) -> np.ndarray:
+def scalar_over(name: str, xs: np.ndarray) -> np.ndarray:
+    """``jit._act.<name>`` (a scalar float32 function the kernels inline) on every value of ``xs``."""
     from numba import njit
 
-    from lowerkit.backend.cpu.jit._act import erf32
+    from lowerkit.backend.cpu.jit import _act
+
+    function = getattr(_act, name)
 
     @njit
     def run(a, out):
         for i in range(a.shape[0]):
-            out[i] = erf32(a[i])
+            out[i] = function(a[i])
 
     out = np.empty_like(xs)
     run(xs, out)
     return out
+
+
+def _erf32_over(xs: np.ndarray) -> np.ndarray:
+    return scalar_over("erf32", xs)
 
 
 def test_erf32_matches_math_erf():

@@ -9,20 +9,11 @@ import pytest
 
 pytest.importorskip("numba")
 
+from tests.backend.cpu.test_cpu_jit_erf import scalar_over  # noqa: E402
+
 
 def _exp32_over(xs: np.ndarray) -> np.ndarray:
-    from numba import njit
-
-    from lowerkit.backend.cpu.jit._act import exp32
-
-    @njit
-    def run(a, out):
-        for i in range(a.shape[0]):
-            out[i] = exp32(a[i])
-
-    out = np.empty_like(xs)
-    run(xs, out)
-    return out
+    return scalar_over("exp32", xs)
 
 
 def test_exp32_within_1e_7_of_exp_over_its_range():
