@@ -132,6 +132,8 @@ class DepthwiseConv2d:
         of the output's shape): straight to the kernels, without :meth:`__call__`'s checks.
         ``means`` (float32 [N, C, 1, 1], contiguous; no ``residual`` with it): each output
         plane's mean as well, a squeeze-excitation pool fused into the layer (the plan's)."""
+        if means is not None and residual is not None:
+            raise GeometryError("a depthwise layer's plane means are of its activated output: no residual with them")
         if x.dtype is not _FLOAT32 or not x.flags.c_contiguous or self.weight is None:
             self(x, residual=residual, out=out)
             if means is not None:
@@ -216,9 +218,10 @@ class DepthwiseConv2d:
 
             run_parallel(workers, band, split(c, workers))
         elif self.algorithm == "depthwise3x3_same":
-            run_parallel(workers, lambda s: k.depthwise3x3_same(x, w, b, out, kernel_means, code, p0, p1, s.start,
-                                                                      s.stop),
-                         split(n * c, workers))
+            def same_band(s: slice) -> None:
+                k.depthwise3x3_same(x, w, b, out, kernel_means, code, p0, p1, s.start, s.stop)
+
+            run_parallel(workers, same_band, split(n * c, workers))
         elif self.algorithm == "depthwise3x3_s2":
             phases = self.ws.get("dw_phases", (workers, 4 * oh * ow))  # one row per worker
             parts = split(n * c, workers, keep_empty=True)

@@ -23,10 +23,10 @@ from __future__ import annotations
 import numpy as np
 
 from lowerkit.backend.cpu.jit.depthwise import (
+    NO_MEANS,
     DepthwiseGeometry,
     blocked_weights,
     copy_in_channels_last,
-    NO_MEANS,
     copy_out_channels_last,
     depthwise_cl_band,
 )
