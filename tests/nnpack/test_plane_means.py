@@ -60,6 +60,16 @@ def test_the_depthwise_step_computes_its_pool(geometry, batch, threads):
     np.testing.assert_allclose(serial, expected, rtol=0, atol=1e-4 * scale)
 
 
+def test_the_switch_keeps_the_pool_step(monkeypatch):
+    monkeypatch.setenv("LOWERKIT_PLANE_MEANS", "0")
+    module = _squeeze_excite(1, 16, 20, 1)
+    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    assert any(step.node.op == "global_avg_pool2d" for step in _plan(lowered).steps)
+    x = np.random.default_rng(6).standard_normal((1, 16, 20, 20)).astype(np.float32)
+    expected = module(x)
+    np.testing.assert_allclose(lowered(x), expected, rtol=0, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
+
+
 def test_a_depthwise_kernel_without_means_keeps_the_pool_step():
     module = _squeeze_excite(1, 16, 20, 1, kernel=4)  # an even kernel: the channels-last one
     lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})

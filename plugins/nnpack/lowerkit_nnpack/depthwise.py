@@ -18,7 +18,15 @@ from functools import partial
 import numpy as np
 
 from lowerkit.backend.cpu import make_team, run_parallel, split, team_layers
-from lowerkit.backend.cpu.jit.depthwise import NO_BLOCKS, NO_MEANS, DepthwiseGeometry, blocked_weights, depthwise_cl_band
+from lowerkit.backend.cpu.jit.depthwise import (
+    MEAN_ALGORITHMS,
+    NO_BLOCKS,
+    NO_MEANS,
+    DepthwiseGeometry,
+    blocked_weights,
+    depthwise_cl_band,
+    plane_means,
+)
 from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
 
 from .activations import NONE, RELU, add_activate
@@ -137,7 +145,7 @@ class DepthwiseConv2d:
         if x.dtype is not _FLOAT32 or not x.flags.c_contiguous or self.weight is None:
             self(x, residual=residual, out=out)
             if means is not None:
-                _plane_means(out, means)
+                plane_means(out, means)
             return out
         return self._run(x, self.weight, self.bias, out, residual, self.weight_t, means)
 
@@ -251,16 +259,6 @@ class DepthwiseConv2d:
         if residual is not None:  # the kernels end with the activation: sum, then activate
             add_activate(out, residual, self.activation)
         if means is not None and kernel_means is NO_MEANS:  # a kernel without means
-            _plane_means(out, means)
+            plane_means(out, means)
         return out
 
-
-# The kernels that write each plane's mean as they go (``means``); the others get a pass after.
-MEAN_ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_blocked")
-
-
-def _plane_means(out: np.ndarray, means: np.ndarray) -> None:
-    """``means`` [N, C, 1, 1] = the mean of each plane of ``out`` (the global pool's kernel)."""
-    from lowerkit.backend.cpu import jit
-
-    jit.load("pool").global_avg_pool2d(out, means, 0, out.shape[0] * out.shape[1])

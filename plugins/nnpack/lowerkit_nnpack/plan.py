@@ -31,6 +31,7 @@ from lowerkit.backend.cpu import (
     team_layers,
     team_off,
 )
+from lowerkit.backend.cpu.jit.depthwise import MEAN_ALGORITHMS, means_fused
 from lowerkit.backend.cpu.jit.select import depthwise_algorithm
 from lowerkit.errors import LowerkitError, NodeExecutionError, UnsupportedOperatorError
 from lowerkit.ir.graph import Graph
@@ -38,7 +39,7 @@ from lowerkit.ir.interpreter import last_uses
 from lowerkit.ir.node import Node, Value
 
 from .conv import Conv2d, RunOptions
-from .depthwise import MEAN_ALGORITHMS, DepthwiseConv2d
+from .depthwise import DepthwiseConv2d
 from .geometry import GeometryError
 from .grad import Conv2dInputGrad, Conv2dWeightGrad
 from .activations import NONE, activation_of, apply
@@ -204,10 +205,10 @@ class Plan:
                    graph_outputs: set) -> Node | None:
         """The ``global_avg_pool2d`` of depthwise convolution ``conv``'s output (``last``: the
         last node fused into it) that its step can compute as well — each plane's mean while
-        the plane is in cache (the kernels of ``depthwise.MEAN_ALGORITHMS``) — or None:
+        the plane is in cache (the kernels of ``jit.depthwise.MEAN_ALGORITHMS``) — or None:
         squeeze-excitation blocks pool their depthwise layer's activated map (glow_like's
         ``fuse_plane_means``, the same kernels)."""
-        if not is_depthwise(conv) or residual is not None or self._const(conv, 1) is None:
+        if not means_fused() or not is_depthwise(conv) or residual is not None or self._const(conv, 1) is None:
             return None
         if len(conv.inputs) > 2 and self._const(conv, 2) is None:
             return None

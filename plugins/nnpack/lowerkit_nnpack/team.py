@@ -246,6 +246,8 @@ class TeamDepthwise:
             if self.team.usable():
                 return self._region(x, out, residual, means=means)
             return self.conv.run_into(x, out, residual, means)
+        if means is None:
+            return self(x, residual=residual, out=out)
         return self.conv.run_into(x, out, residual, means)
 
     def bind(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None,

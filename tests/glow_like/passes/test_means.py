@@ -89,6 +89,15 @@ def test_an_unoptimised_program_keeps_the_pool():
     assert "global_avg_pool2d" in ops and "glow.depthwise_mean" not in ops
 
 
+def test_the_switch_keeps_the_pool(monkeypatch):
+    monkeypatch.setenv("LOWERKIT_PLANE_MEANS", "0")
+    module, x = _squeeze_excite(1, 16, 20, 3, 1, pooled_out=True), rand(1, 16, 20, 20, seed=9)
+    program = compile_method(module, "forward", Options())
+    ops = [ins.op for ins in program.instructions]
+    assert "global_avg_pool2d" in ops and "glow.depthwise_mean" not in ops
+    assert_close(run_glow(module, x), reference(module, x))
+
+
 def _t(*shape, dtype="f32"):
     return TensorType(dtype, shape)
 

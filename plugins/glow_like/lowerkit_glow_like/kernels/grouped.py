@@ -23,12 +23,14 @@ from __future__ import annotations
 import numpy as np
 
 from lowerkit.backend.cpu.jit.depthwise import (
+    MEAN_ALGORITHMS,
     NO_MEANS,
     DepthwiseGeometry,
     blocked_weights,
     copy_in_channels_last,
     copy_out_channels_last,
     depthwise_cl_band,
+    plane_means,
 )
 from lowerkit.backend.cpu import team_layers
 from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
@@ -38,8 +40,6 @@ from ._base import kernel, scratch_array
 DIRECT_MAX_TAPS = 64
 PARALLEL_MIN_MACS = 1_500_000  # smaller layers run on the calling thread (team mode: team_layers.MIN_DEPTHWISE_MACS)
 ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_blocked", "depthwise_cl", "grouped")
-# The kernels that also write each plane's mean (``means``), for ``glow.depthwise_mean``.
-MEAN_ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_blocked")
 
 
 def _geometry(attrs):
@@ -84,15 +84,14 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
     """Bind a grouped convolution to the compiled kernel :func:`grouped_algorithm` picks
     (its team form with ``team``, for layers of at least ``team_layers.MIN_DEPTHWISE_MACS``);
     with ``means`` (float32 [N * C]) each output plane's mean too: written by the kernels of
-    :data:`MEAN_ALGORITHMS`, by a pass over the output after the others."""
+    ``jit.depthwise.MEAN_ALGORITHMS``, by the pool's kernel after the others."""
     algorithm = algorithm or grouped_algorithm(inputs[0].shape, inputs[1].shape, outputs[0].shape, attrs)
     if means is not None and algorithm not in MEAN_ALGORITHMS:
         run = prepare_grouped(inputs, outputs, attrs, scratch, parallel, algorithm, team)
-        planes = outputs[0].reshape(means.size, -1)
 
         def run_then_mean() -> None:
             run()
-            np.mean(planes, axis=1, out=means)
+            plane_means(outputs[0], means)
 
         return run_then_mean
     from lowerkit.backend.cpu import jit

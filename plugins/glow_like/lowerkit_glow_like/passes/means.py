@@ -8,20 +8,24 @@ by plane — and costs a team region; the compiled depthwise kernels can sum eac
 after its activation instead, while it is in L1 (``plane_mean``, shared with the pool kernel,
 so the means are the same bits either way). Only for the kernels that take ``means``:
 ``depthwise3x3_same``, ``depthwise3x3_s2`` and ``depthwise_blocked``. fp32 programs only (an
-int8 program quantizes the convolution).
+int8 program quantizes the convolution). ``LOWERKIT_PLANE_MEANS=0`` (read at compile) keeps
+the pools apart.
 """
 
 from __future__ import annotations
 
+from lowerkit.backend.cpu.jit.depthwise import MEAN_ALGORITHMS, means_fused
 from lowerkit.ir import Graph
 from lowerkit.passes import const_value
 
-from ..kernels.grouped import MEAN_ALGORITHMS, grouped_algorithm
+from ..kernels.grouped import grouped_algorithm
 
 
 def fuse_plane_means(graph: Graph) -> bool:
     """Fold every ``global_avg_pool2d`` of a depthwise convolution (constant weight) into the
     convolution; True if any was folded."""
+    if not means_fused():
+        return False
     changed = False
     for pool in list(graph.nodes):
         if pool.op != "global_avg_pool2d":

@@ -10,6 +10,7 @@ the copy in becomes a row copy, and the kernel writes straight into the output's
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,3 +81,23 @@ NO_BLOCKS.flags.writeable = False
 # The depthwise kernels' ``means`` where the plane means are not wanted (an empty array: the
 # kernels write nothing there; never written, but numba's signature takes a writable array).
 NO_MEANS = np.empty(0, np.float32)
+# The kernels that take ``means`` (each output plane's mean, written while the plane is in
+# cache): a global average pool of their output can be part of the layer (glow_like's
+# ``fuse_plane_means``, nnpack's plans).
+MEAN_ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_blocked")
+MEANS_ENV = "LOWERKIT_PLANE_MEANS"  # "0" (read when a program or plan is built): keep the pools apart
+
+
+def means_fused() -> bool:
+    """Whether a depthwise layer of :data:`MEAN_ALGORITHMS` computes the pool of its output
+    (``$LOWERKIT_PLANE_MEANS`` is not ``0``)."""
+    return os.environ.get(MEANS_ENV, "") != "0"
+
+
+def plane_means(out: np.ndarray, means: np.ndarray) -> None:
+    """``means`` [N, C, 1, 1] (or [N * C]) = the mean of each plane of ``out`` [N, C, H, W], by
+    the global average pool's kernel: for a layer whose kernel has no ``means``."""
+    from . import load
+
+    load("pool").global_avg_pool2d(out, means.reshape(out.shape[0], out.shape[1], 1, 1), 0,
+                                   out.shape[0] * out.shape[1])
