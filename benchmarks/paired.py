@@ -1,7 +1,7 @@
 """One switch, both ways, in one process: a zoo model lowered twice to the same backends with an
 environment variable set to each of two values while compiling (``LOWERKIT_CHANNEL_DIRECT``,
-``LOWERKIT_TEAM_PINNING``, ``LOWERKIT_PANEL_RULES``, ``LOWERKIT_PLANE_MEANS``, ...), then called alternately, in pairs
-whose order flips each time. Prints each handle's best and median call and the median of the
+``LOWERKIT_TEAM_PINNING``, ``LOWERKIT_PANEL_RULES``, ``LOWERKIT_PLANE_MEANS``, ...), then
+called alternately, in pairs whose order flips each time. Prints each handle's best and median call and the median of the
 per-pair ratios (second value / first): on a shared machine whose speed drifts, the pairs see
 the same drift, so their ratio is the figure to read.
 
