@@ -64,7 +64,7 @@ def test_a_serial_plan_binds_its_steps_and_computes_the_same_bits(rng):
     # every convolution but the first (it reads the call's input) and the last (its output
     # is read through flatten's view, so it is a new buffer every call) runs its bound call
     entries = _bound_entries(plan)
-    assert len(entries) == 7 and sum(entry[3] is not None for entry in entries) == 6, [e[3] for e in entries]
+    assert len(entries) == 7 and sum(entry.call is not None for entry in entries) == 6, [e.call for e in entries]
 
 
 def test_bound_steps_skip_run_into(monkeypatch, rng):
@@ -88,6 +88,31 @@ def test_bound_steps_skip_run_into(monkeypatch, rng):
     assert entries == ["Conv2d", "PooledPointwise"], entries  # the expansion and the head
 
 
+def test_the_plans_loop_runs_bound_calls_itself(monkeypatch, rng):
+    """Steady-state calls run a bound step's call from the plan's loop, not through the step's
+    kernel; the results are the same bits, and a step handed other arrays runs its kernel."""
+    module = _serial_net(seed=4)
+    x = rng.standard_normal((1, 8, 32, 32)).astype(np.float32)
+    lowered = lk.to_backend(module, ["nnpack"], {"forward": {"nnpack": {"threads": 1}}})
+    plan = _plan(lowered.regions["forward_region0"])
+    expected = np.asarray(lowered(x))
+    for _ in range(2):
+        lowered(x)
+    ran: list[str] = []
+    for step in plan.steps:
+        object.__setattr__(step, "kernel", lambda *a, _k=step.kernel, _op=step.node.op: (ran.append(_op), _k(*a))[1])
+    np.testing.assert_array_equal(np.asarray(lowered(x)), expected)
+    # 6 of the 8 convolutions run from the loop; the expansion (it reads the call's input) and
+    # the head (flatten's view of its output makes it a new buffer every call) run their kernels
+    assert ran.count("conv2d") == 2 and len(plan.steps) - len(ran) == 6, ran
+    spares = plan._local.spares
+    key, entry = next((k, e) for k, e in spares.bound.items() if e.call is not None)
+    spares.bound[key] = entry._replace(x=entry.x.copy())  # the step now sees other arrays
+    ran.clear()
+    np.testing.assert_array_equal(np.asarray(lowered(x)), expected)
+    assert len(plan.steps) - len(ran) == 5, ran  # that step ran its kernel (and rebinds)
+
+
 def test_steps_never_hold_the_callers_arrays(rng):
     module = _serial_net(seed=2)
     lowered = lk.to_backend(module, ["nnpack"], {"forward": {"nnpack": {"threads": 1}}})
@@ -96,7 +121,7 @@ def test_steps_never_hold_the_callers_arrays(rng):
     for _ in range(4):
         inputs.append(rng.standard_normal((1, 8, 32, 32)).astype(np.float32))
         outputs.append(np.asarray(lowered(inputs[-1])))
-    held = [array for entry in _bound_entries(plan) for array in entry[:3]]
+    held = [array for entry in _bound_entries(plan) for array in (entry.x, entry.residual, *entry.outputs)]
     assert not any(a is b for a in held for b in inputs + outputs)
     for x, got in zip(inputs, outputs):
         np.testing.assert_allclose(got, module(x), rtol=1e-4, atol=1e-5)
@@ -119,7 +144,7 @@ def test_a_team_plan_binds_its_steps_and_follows_the_guard(monkeypatch):
         np.testing.assert_array_equal(np.asarray(lowered(x)), first)
     entries = _bound_entries(plan)
     # expand, depthwise 3x3 and 5x5, project, Winograd, strided conv, strided depthwise
-    assert len(entries) == 7 and all(entry[3] is not None for entry in entries), [e[3] for e in entries]
+    assert len(entries) == 7 and all(entry.call is not None for entry in entries), [e.call for e in entries]
     ran = record_team_calls(monkeypatch)
     np.testing.assert_array_equal(np.asarray(lowered(x)), first)
     assert {"team_gemm", "depthwise3x3_same", "depthwise_blocked", "winograd_input",
@@ -154,4 +179,4 @@ def test_threads_keep_their_own_bound_calls(rng):
     for i in range(8):
         for got in results[i]:
             np.testing.assert_allclose(got, expected[i], rtol=1e-4, atol=1e-5)
-        assert sum(entry[3] is not None for entry in spares[i].bound.values()) == 6
+        assert sum(entry.call is not None for entry in spares[i].bound.values()) == 6

@@ -45,7 +45,7 @@ from .grad import Conv2dInputGrad, Conv2dWeightGrad
 from .activations import NONE, activation_of, apply
 from .layers import Linear, MaxPool2d, PooledPointwise, softmax
 from .selection import select_algorithm
-from .spares import Spares
+from .spares import Bound, Spares
 from .team import ALGORITHMS as TEAM_ALGORITHMS, TeamConv, TeamDepthwise, TeamLinear
 from .support import (
     ACTIVATION_OPS,
@@ -78,6 +78,7 @@ class Step:
     reads: tuple[int, ...] = ()
     writes: tuple[int, ...] = ()
     frees: tuple[int, ...] = ()  # the dying values a step wrote or the call was given
+    key: int | None = None  # its bound call's key in Spares.bound (see _bound_step), if it may bind
 
 
 class Plan:
@@ -198,7 +199,8 @@ class Plan:
             fills = node.op in ("conv2d", "mul") or node in squeezes
             if fills:
                 filled.update(outputs)
-            self.steps.append(Step(node, kernel, tuple(runtime_inputs), outputs, tuple(dying), fills=fills))
+            self.steps.append(Step(node, kernel, tuple(runtime_inputs), outputs, tuple(dying), fills=fills,
+                                   key=bind_key))
         self._number_values()
 
     def _pooled_by(self, conv: Node, last: Node, residual: Value | None, users: dict,
@@ -495,10 +497,23 @@ class Plan:
     def _run_steps(self, steps: Sequence[Step], values: list, spares: Spares) -> None:
         """``steps`` on the call's value list ``values`` (see :meth:`_run`)."""
         first_runtime = self._first_runtime
+        bound = spares.bound
         for step in steps:
-            args = [values[i] for i in step.reads]
+            # A step bound to this call's very arrays: the loop runs its bound call itself —
+            # what the step's kernel would do (the same call, the same arena views) without
+            # the layers of Python around it (~3 us a step inside a model).
+            entry = None if step.key is None else bound.get(step.key)
+            replay = (entry is not None and entry.call is not None and spares.replays(entry)
+                      and values[step.reads[0]] is entry.x
+                      and (entry.residual is None or values[step.reads[1]] is entry.residual))
+            args = None if replay else [values[i] for i in step.reads]
             try:
-                results = step.kernel(args, spares) if step.fills else step.kernel(args)
+                if replay:
+                    spares.taken += len(entry.outputs)  # the takes its kernel would have made
+                    entry.call()
+                    results = entry.outputs
+                else:
+                    results = step.kernel(args, spares) if step.fills else step.kernel(args)
             except (LowerkitError, GeometryError) as err:
                 raise NodeExecutionError(step.node.debug_handle, f"{step.node.where()}: {err}") from err
             except Exception as err:
@@ -572,43 +587,27 @@ def _bound_step(layer: TeamConv | TeamDepthwise | PooledPointwise | Conv2d | Dep
     from the spares, then ``run_into`` — or, from the second call that hands the step the
     same arrays (``x``, the output buffer, the residual: arena views), the layer's bound call
     for them (:mod:`.bound`; ``run_into`` on those arrays where the layer cannot bind), kept
-    per thread in ``spares.bound[key]``. ``key`` None: never bound (a step reading the
-    call's inputs or writing its outputs, arrays the plan must not hold). ``means`` (a
-    depthwise layer, no residual): a second output from the spares, [N, C, 1, 1], the planes'
-    means (``run_into``'s and ``bind``'s ``means``)."""
+    per thread in ``spares.bound[key]`` (a :class:`~.spares.Bound`, which the plan's loop
+    then calls itself: :meth:`Plan._run_steps`). ``key`` None: never bound (a step reading
+    the call's inputs or writing its outputs, arrays the plan must not hold). ``means`` (a
+    depthwise layer, no residual): a second output from the spares, [N, C, 1, 1], the
+    planes' means (``run_into``'s and ``bind``'s ``means``)."""
     tail = layer.output_shape(1)[1:]
     run = layer.run_into
-    if means:
-        pooled = (tail[0], 1, 1)
-
-        def run_means(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
-            x = args[0]
-            out, pool = spares.take((x.shape[0], *tail)), spares.take((x.shape[0], *pooled))
-            entry = None if key is None else spares.bound.get(key)
-            if entry is not None and entry[0] is x and entry[1] is out and entry[2] is pool:
-                call = entry[3]
-                if call is None:  # the second time these arrays came: bind them
-                    call = layer.bind(x, out, None, pool) or partial(run, x, out, None, pool)
-                    spares.bound[key] = (x, out, pool, call)
-                call()
-            else:
-                run(x, out, None, pool)
-                if key is not None:
-                    spares.bound[key] = (x, out, pool, None)
-            return [out, pool]
-
-        return run_means
+    pooled = (tail[0], 1, 1)
     if key is None:
-        if with_residual:
-            def run_with_residual(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
+        if means:
+            def run_means_unbound(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
                 x = args[0]
-                return [run(x, spares.take((x.shape[0], *tail)), args[1])]
+                out, pool = spares.take((x.shape[0], *tail)), spares.take((x.shape[0], *pooled))
+                run(x, out, None, pool)
+                return [out, pool]
 
-            return run_with_residual
+            return run_means_unbound
 
         def run_unbound(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
             x = args[0]
-            return [run(x, spares.take((x.shape[0], *tail)))]
+            return [run(x, spares.take((x.shape[0], *tail)), args[1] if with_residual else None)]
 
         return run_unbound
 
@@ -616,19 +615,24 @@ def _bound_step(layer: TeamConv | TeamDepthwise | PooledPointwise | Conv2d | Dep
 
     def run_bound(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
         x = args[0]
-        out = spares.take((x.shape[0], *tail))
+        first = spares.taken
+        outputs = (spares.take((x.shape[0], *tail)),)
+        if means:
+            outputs += (spares.take((x.shape[0], *pooled)),)
         residual = args[1] if with_residual else None
+        extra = (residual,) if not means else (None, outputs[1])  # run_into's and bind's tail
         entry = spares.bound.get(key)
-        if entry is not None and entry[0] is x and entry[1] is out and entry[2] is residual:
-            call = entry[3]
+        if (entry is not None and entry.x is x and entry.residual is residual
+                and all(a is b for a, b in zip(entry.outputs, outputs))):
+            call = entry.call
             if call is None:  # the second time these arrays came: bind them
-                call = bind(x, out, residual) or partial(run, x, out, residual)
-                spares.bound[key] = (x, out, residual, call)
+                call = bind(x, outputs[0], *extra) or partial(run, x, outputs[0], *extra)
+                spares.bound[key] = Bound(x, residual, outputs, call, first, spares.arena_in_use())
             call()
         else:
-            run(x, out, residual)
-            spares.bound[key] = (x, out, residual, None)
-        return [out]
+            run(x, outputs[0], *extra)
+            spares.bound[key] = Bound(x, residual, outputs, None, first, None)
+        return list(outputs)
 
     return run_bound
 

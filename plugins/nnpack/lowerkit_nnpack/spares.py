@@ -11,14 +11,26 @@ layers paid for the memory traffic.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from math import prod
+from typing import NamedTuple
 
 import numpy as np
 
 from lowerkit.backend.cpu import ALIGNMENT, aligned_empty, pack_lifetimes
 
-__all__ = ["Spares", "plan_offsets"]
+__all__ = ["Bound", "Spares", "plan_offsets"]
+
+class Bound(NamedTuple):
+    """A step's bound call and the arrays it was bound to (``Spares.bound``)."""
+
+    x: np.ndarray
+    residual: np.ndarray | None
+    outputs: tuple[np.ndarray, ...]  # what the step's takes gave it, in order
+    call: Callable[[], object] | None  # None: the arrays came once; bound the second time
+    first_take: int  # the call's takes before the step's first
+    arena: np.ndarray | None  # the arena its outputs view (Spares.arena_in_use), else None
+
 
 # A buffer of a value that died: (byte buffer of aligned_empty, where its aligned part begins,
 # its aligned bytes).
@@ -46,7 +58,7 @@ class Spares:
     (a fresh 1.6 MB output cost ~25-35 us a layer in page faults).
     """
 
-    __slots__ = ("_free", "_owned", "_lent", "_log", "_recording", "_clock", "_takes", "_slots", "_arena", "_views",
+    __slots__ = ("_free", "_owned", "_lent", "_log", "_recording", "_clock", "taken", "_slots", "_arena", "_views",
                  "tracking", "bound")
     # Freed buffers kept, the least recently freed dropped first: at 8, EfficientNet-B0
     # allocated 32 fresh maps a call (1-5 MB each, in page faults); from 32 no zoo model did.
@@ -61,7 +73,7 @@ class Spares:
         self._log: list[list] = []  # per take of the recorded call: [bytes, taken at, freed at or None]
         self._recording = False  # this call runs without a plan from its first take: log it
         self._clock = 0  # takes and frees so far in this call
-        self._takes = 0
+        self.taken = 0  # takes so far in this call
         self._slots: list[tuple[int, int] | None] | None = None  # per take: (bytes, arena offset)
         self._arena: np.ndarray | None = None
         self._views: list[np.ndarray | None] = []  # per take: its arena view, made on first use
@@ -69,10 +81,10 @@ class Spares:
         # a buffer. Steady-state calls take arena views, which nobody tracks: the plan's loop
         # then skips both calls.
         self.tracking = False
-        # This thread's bound calls (see .bound), by step: (x, out, residual, call or None).
-        # A call is used only while its step sees the same array objects again — arena views
-        # from the second call on — and holds them, and the arena they view, until replaced.
-        self.bound: dict[int, tuple] = {}
+        # This thread's bound calls (see .bound), by step (a :class:`Bound` each). A call is
+        # used only while its step sees the same array objects again — arena views from the
+        # second call on — and holds them, and the arena they view, until replaced.
+        self.bound: dict[int, Bound] = {}
 
     def start_call(self) -> None:
         """A new call: only arrays this call's steps produce count as owned. A call recorded
@@ -90,13 +102,24 @@ class Spares:
                 self._slots = None
         self._log = []
         self._recording = self._slots is None
-        self._clock = self._takes = 0
+        self._clock = self.taken = 0
+
+    def arena_in_use(self) -> np.ndarray | None:
+        """The arena every take of this call so far came from, or None (no plan yet, or a
+        take fell back to the freed buffers): what a :class:`Bound` records as its ``arena``."""
+        return None if self.tracking else self._arena
+
+    def replays(self, entry: Bound) -> bool:
+        """Whether the step bound in ``entry`` would take the same arena views now: this
+        call's plan is the one it was bound under and has made as many takes before it. Its
+        inputs the plan checks (see ``Plan._run_steps``)."""
+        return entry.arena is not None and entry.arena is self._arena and entry.first_take == self.taken
 
     def take(self, shape: tuple[int, ...]) -> np.ndarray:
         """A float32 C-contiguous, cache-line-aligned array of ``shape`` in memory nobody
         reads any more (a new one where no spare buffer holds it)."""
         nbytes = 4 * prod(shape)
-        k, self._takes = self._takes, self._takes + 1
+        k, self.taken = self.taken, self.taken + 1
         self._clock += 1
         slots = self._slots
         if slots is not None:

@@ -302,11 +302,14 @@ class TeamLinear:
             return self.layer(x, weight, bias)
         rows = x.size // wt.shape[0]
         if rows == 1 and self.team.usable() and team_layers.row_on_team(rows, wt.size):
-            out = aligned_empty((1, wt.shape[1]))
+            # numpy's own allocation: the kernel needs no alignment for one row, and finding
+            # an address to align costs (aligned_empty's ``ctypes.data``) took 15-40 us here
+            # inside a model, where the code path is cold after the layers before it.
+            out = np.empty((1, wt.shape[1]), np.float32)
             self.layer.bands().run_team(np.ascontiguousarray(x, dtype=np.float32).reshape(1, -1), out, NONE, self.team.ways)
             return out.reshape(*x.shape[:-1], wt.shape[1])
         if rows == 1:  # a matrix-vector product: BLAS's gemv here (see team_layers.linear_on_team)
-            out = aligned_empty((1, wt.shape[1]))
+            out = np.empty((1, wt.shape[1]), np.float32)
             np.matmul(np.asarray(x, dtype=np.float32).reshape(1, -1), wt, out=out)
             if self.bias.size:
                 np.add(out, self.bias, out=out)
