@@ -139,13 +139,14 @@ def test_a_team_plan_binds_its_steps_and_follows_the_guard(monkeypatch):
     lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
     plan = _plan(lowered)
     assert plan.team is not None and "wt6x6" in plan.algorithms.values()
+    ran = record_team_calls(monkeypatch)  # before any binding: bound calls hold the kernels they reach
     first = np.asarray(lowered(x))
     for _ in range(3):
         np.testing.assert_array_equal(np.asarray(lowered(x)), first)
     entries = _bound_entries(plan)
     # expand, depthwise 3x3 and 5x5, project, Winograd, strided conv, strided depthwise
     assert len(entries) == 7 and all(entry.call is not None for entry in entries), [e.call for e in entries]
-    ran = record_team_calls(monkeypatch)
+    ran.clear()
     np.testing.assert_array_equal(np.asarray(lowered(x)), first)
     assert {"team_gemm", "depthwise3x3_same", "depthwise_blocked", "winograd_input",
             "winograd_products_output", "im2col"} <= set(ran), ran

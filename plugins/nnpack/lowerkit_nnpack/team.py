@@ -257,9 +257,9 @@ class TeamDepthwise:
             return None
         conv = self.conv
         act = NONE if residual is not None else conv.activation
-        region = partial(team_layers.run_depthwise, self.team, conv.algorithm, x, conv.weight, conv.bias, out,
-                         self.table, self._scratch(), self.stride, self.padding, act, conv.blocks,
-                         None if means is None else means.reshape(-1))
+        region = team_layers.bind_depthwise(self.team, conv.algorithm, x, conv.weight, conv.bias, out, self.table,
+                                            self._scratch(), self.stride, self.padding, act, conv.blocks,
+                                            None if means is None else means.reshape(-1))
         serial = conv.bind(x, out, residual, means) or partial(conv.run_into, x, out, residual, means)
         return on_team(self.team, with_residual(region, out, residual, conv.activation), serial)
 

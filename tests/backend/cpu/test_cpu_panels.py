@@ -524,9 +524,13 @@ def test_glow_like_runs_a_gated_1x1_layer_on_the_panel_gemm_in_a_team(monkeypatc
     team_on_small_layers(monkeypatch)
     monkeypatch.setattr(panels, "_WIDE_TILE", [True])  # the panel GEMM takes every layer
     ran: list[int] = []
-    original = panels.PackedWeight.run_team_gated
-    monkeypatch.setattr(panels.PackedWeight, "run_team_gated",
-                        lambda self, *a: (ran.append(self.k), original(self, *a))[1])
+    original = panels.PackedWeight.bind_team_gated
+
+    def spy(self, *args):  # glow_like binds the gated region once; record each call of it
+        call = original(self, *args)
+        return lambda: (ran.append(self.k), call())
+
+    monkeypatch.setattr(panels.PackedWeight, "bind_team_gated", spy)
 
     from lowerkit.models._common import SqueezeExcitation
 

@@ -257,8 +257,8 @@ def test_fused_gated_programs_match_reference(monkeypatch, n, threads, wide_tile
 
 def test_on_a_team_the_gated_panel_gemm_adds_the_residual_and_off_it_a_pass_does(monkeypatch):
     """Batch 1 on two threads, the panel GEMM taking the projection: the residual goes into
-    run_team_gated; with the handle's stall guard off, the serial form runs and then glow.add's
-    kernel — the same outputs."""
+    the gated kernel's bound call (bind_team_gated); with the handle's stall guard off, the
+    serial form runs and then glow.add's kernel — the same outputs."""
     from lowerkit.backend.cpu import make_team, panels
     from tests.team_calls import team_on_small_layers
 
@@ -267,9 +267,13 @@ def test_on_a_team_the_gated_panel_gemm_adds_the_residual_and_off_it_a_pass_does
     team_on_small_layers(monkeypatch)
     monkeypatch.setattr(panels, "_WIDE_TILE", [True])
     residuals = []
-    original = panels.PackedWeight.run_team_gated
-    monkeypatch.setattr(panels.PackedWeight, "run_team_gated",
-                        lambda self, *a: (residuals.append(a[-1] is not None), original(self, *a))[1])
+    original = panels.PackedWeight.bind_team_gated
+
+    def spy(self, *args):
+        call, added = original(self, *args), args[-1] is not None
+        return lambda: (residuals.append(added), call())
+
+    monkeypatch.setattr(panels.PackedWeight, "bind_team_gated", spy)
     module, x = _gated_block(act=True)
     import lowerkit_glow_like as glow
 

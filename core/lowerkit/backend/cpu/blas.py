@@ -14,8 +14,10 @@ threadpoolctl does the setting; it is imported on first use, never at import of
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from .cores import cpu_count
@@ -29,17 +31,18 @@ class BlasLimiter:
     ``threadpool_limits`` contexts from several threads would restore in the wrong order.
     threadpoolctl (>= 3.6) also lets only one "controlling" thread change OpenBLAS's
     process-wide pool and silently ignores the others; the first and last regions here may
-    be in different threads, so control is released around every change.
+    be in different threads, so control is released around every change — or, for an
+    OpenBLAS on its own threads (the usual wheel), its two C entry points are called
+    directly (:class:`_Control`).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._depth = 0
-        self._context: Any = None
         self._controller: Any = None
         self._rescan_pending = False
-        self._libs: list[Any] | None = None  # the BLAS libraries' controllers, found once
-        self._restore: list[tuple[Any, int]] = []  # (library, threads it had) to put back
+        self._libs: list[_Control] | None = None  # the BLAS libraries' controls, found once
+        self._restore: list[tuple[_Control, int]] = []  # (library, threads it had) to put back
         self._in_force: int | None = None  # the limit while any region is inside
 
     @property
@@ -52,24 +55,25 @@ class BlasLimiter:
         """The BLAS threads the regions inside run under; None while no region is inside."""
         return self._in_force
 
-    @contextmanager
-    def limit(self, blas_threads: int) -> Iterator[None]:
+    def limit(self, blas_threads: int) -> AbstractContextManager[None]:
         """Context: BLAS runs on ``blas_threads`` threads (or the limit already in force) inside."""
+        return _Region(self, blas_threads)
+
+    def _acquire(self, blas_threads: int) -> None:
         with self._lock:
             if self._depth == 0:
                 self._in_force = max(1, int(blas_threads))
                 self._restore = self._enter(self._in_force)
             self._depth += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._depth -= 1
-                if self._depth == 0:
-                    self._in_force = None
-                    if self._restore:
-                        _set_threads(self._restore)
-                        self._restore = []
+
+    def _release(self) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                self._in_force = None
+                for control, threads in self._restore:
+                    control.set(threads)
+                self._restore = []
 
     def rescan(self) -> None:
         """Inspect the loaded libraries again at the next region: call after loading code that
@@ -80,7 +84,7 @@ class BlasLimiter:
             else:
                 self._rescan_pending = True
 
-    def _enter(self, blas_threads: int) -> list[tuple[Any, int]]:
+    def _enter(self, blas_threads: int) -> list[tuple[_Control, int]]:
         """Set every BLAS library to ``blas_threads``; returns what to restore on exit.
 
         The hot path of every backend call: the libraries are inspected once (threadpoolctl's
@@ -93,15 +97,57 @@ class BlasLimiter:
             # Found on first use: threadpoolctl inspects the libraries loaded by then.
             if self._controller is None:
                 self._controller = _threadpoolctl().ThreadpoolController()
-            self._libs = list(self._controller.select(user_api="blas").lib_controllers)
+            self._libs = [_Control.of(lib) for lib in self._controller.select(user_api="blas").lib_controllers]
         restore = []
-        for lib in self._libs:
-            current = lib.get_num_threads()
+        for control in self._libs:
+            current = control.get()
             if current is not None and current != blas_threads:
-                restore.append((lib, current))
-        if restore:
-            _set_threads([(lib, blas_threads) for lib, _ in restore])
+                restore.append((control, current))
+                control.set(blas_threads)
         return restore
+
+
+class _Region:
+    """One region inside a :class:`BlasLimiter` (a plain context manager: entered on every
+    backend call, where a generator-based one cost more)."""
+
+    __slots__ = ("_limiter", "_threads")
+
+    def __init__(self, limiter: BlasLimiter, blas_threads: int) -> None:
+        self._limiter, self._threads = limiter, blas_threads
+
+    def __enter__(self) -> None:
+        self._limiter._acquire(self._threads)
+
+    def __exit__(self, *exc: object) -> None:
+        self._limiter._release()
+
+
+@dataclass(frozen=True)
+class _Control:
+    """How to read and set one BLAS library's threads.
+
+    An OpenBLAS on its own thread pool (not OpenMP's): its C functions
+    ``openblas_get_num_threads`` / ``openblas_set_num_threads``, found once through
+    threadpoolctl (which knows the symbols' prefixes and suffixes). threadpoolctl's own
+    methods run its controlling-thread bookkeeping in Python on every call: a region's
+    enter and exit cost ~12 µs hot and 50-70 µs inside a model, where that code runs cold
+    (glow_like's MobileNetV2 and EfficientNet-B0 calls, batch 1). Any other library goes
+    through threadpoolctl, control released around each change.
+    """
+
+    get: Callable[[], int | None]
+    set: Callable[[int], object]
+
+    @classmethod
+    def of(cls, lib: Any) -> _Control:
+        if getattr(lib, "internal_api", None) == "openblas" and getattr(lib, "threading_layer", None) != "openmp":
+            symbol = getattr(lib, "_get_symbol", None)  # threadpoolctl's own lookup (>= 3.2)
+            if symbol is not None:
+                get, set_ = symbol("openblas_get_num_threads"), symbol("openblas_set_num_threads")
+                if get is not None and set_ is not None:
+                    return cls(get, set_)
+        return cls(lib.get_num_threads, partial(_set_threads, lib))
 
 
 def _threadpoolctl() -> Any:
@@ -114,11 +160,10 @@ def _threadpoolctl() -> Any:
     return threadpoolctl
 
 
-def _set_threads(settings: list[tuple[Any, int]]) -> None:
-    """``lib.set_num_threads(n)`` for each pair, free to run from any thread."""
+def _set_threads(lib: Any, threads: int) -> None:
+    """``lib.set_num_threads(threads)`` through threadpoolctl, free to run from any thread."""
     _release_control()
-    for lib, threads in settings:
-        lib.set_num_threads(threads)
+    lib.set_num_threads(threads)
     _release_control()
 
 

@@ -242,6 +242,13 @@ class PackedWeight:
         self.kernels.team_gated_gemm(self.panels, gate, copies, self.bias, x, out, self._strips(ways), self.k,
                                      self.m, self.columns, *act, ways, x.shape[1] >= self.m, _added(residual, 2))
 
+    def bind_team_gated(self, gate: np.ndarray, copies: np.ndarray, x: np.ndarray, out: np.ndarray,
+                        act: tuple[int, float, float], ways: int,
+                        residual: np.ndarray | None = None) -> Callable[[], None]:
+        """:meth:`run_team_gated` on these arrays as a zero-argument call (see :meth:`bind`)."""
+        return partial(self.kernels.team_gated_gemm, self.panels, gate, copies, self.bias, x, out, self._strips(ways),
+                       self.k, self.m, self.columns, *act, ways, x.shape[1] >= self.m, _added(residual, 2))
+
     def bind(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
              residual: np.ndarray | None = None) -> Callable[[], None]:
         """:meth:`run` on these arrays as a zero-argument call (for a caller that runs the same

@@ -267,18 +267,26 @@ def run_depthwise(team: Team, algorithm: str, x: np.ndarray, w: np.ndarray, bias
     (``table`` and ``scratch`` from :func:`depthwise_scratch`; ``blocks``, for
     ``depthwise_blocked``, ``jit.depthwise.blocked_weights`` of ``w`` and ``bias``, if made;
     ``means``, float32 [N * C], where each output plane's mean is wanted too)."""
+    bind_depthwise(team, algorithm, x, w, bias, out, table, scratch, stride, padding, act, blocks, means)()
+
+
+def bind_depthwise(team: Team, algorithm: str, x: np.ndarray, w: np.ndarray, bias: np.ndarray, out: np.ndarray,
+                   table: np.ndarray | None, scratch: np.ndarray | None, stride: int, padding,
+                   act: tuple[int, float, float], blocks: np.ndarray | None = None,
+                   means: np.ndarray | None = None) -> Callable[[], object]:
+    """:func:`run_depthwise` on these very arrays as a zero-argument call: the team kernel with
+    its arguments gathered (a bound call then reaches compiled code through no Python of ours)."""
     kernels, ways = team.kernels(), team.ways
     pt, pl = tuple(padding)[:2]
     means = NO_MEANS if means is None else means
     if algorithm == "depthwise3x3_same":
-        kernels.depthwise3x3_same(x, w, bias, out, means, *act, ways)
-    elif algorithm == "depthwise3x3_s2":
-        kernels.depthwise3x3_s2(x, w, bias, scratch, out, means, *act, ways)
-    elif algorithm == "depthwise_blocked":
-        kernels.depthwise_blocked(x, w, bias, NO_BLOCKS if blocks is None else blocks, table, scratch, out, means,
-                                  stride, pt, pl, *act, ways)
-    else:
-        raise ValueError(f"no team form for depthwise algorithm {algorithm!r}; expected one of {DEPTHWISE_ALGORITHMS}")
+        return partial(kernels.depthwise3x3_same, x, w, bias, out, means, *act, ways)
+    if algorithm == "depthwise3x3_s2":
+        return partial(kernels.depthwise3x3_s2, x, w, bias, scratch, out, means, *act, ways)
+    if algorithm == "depthwise_blocked":
+        return partial(kernels.depthwise_blocked, x, w, bias, NO_BLOCKS if blocks is None else blocks, table, scratch,
+                       out, means, stride, pt, pl, *act, ways)
+    raise ValueError(f"no team form for depthwise algorithm {algorithm!r}; expected one of {DEPTHWISE_ALGORITHMS}")
 
 
 def winograd_shapes(c: int, oc: int, tiles: int, tile_width: int, ways: int) -> dict[str, tuple[int, ...]]:

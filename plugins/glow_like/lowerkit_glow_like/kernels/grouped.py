@@ -183,9 +183,8 @@ def _team_form(inputs, outputs, attrs, scratch, algorithm: str, team, serial, me
         buffers = None if shape is None else np.empty(shape, np.float32)
         blocks = blocked_weights(w, bias) if algorithm == "depthwise_blocked" else None
 
-        def region():
-            team_layers.run_depthwise(team, algorithm, x, w, bias, out, table, buffers, sh, (pt, pl),
-                                      (code, p0, p1), blocks, means)
+        region = team_layers.bind_depthwise(team, algorithm, x, w, bias, out, table, buffers, sh, (pt, pl),
+                                            (code, p0, p1), blocks, means)
     else:
         def region():
             kernels.conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1, ways)
