@@ -623,7 +623,7 @@ def test_glow_like_keeps_its_pool_forms_for_1x1_layers_and_takes_the_panel_gemm_
     w.flags.writeable = b.flags.writeable = False  # constants, as glow_like binds them
     expected = np.einsum("ok,nkp->nop", w[:, :, 0, 0].astype(np.float64), x.reshape(2, 64, -1)) + b[:, None]
     ran: list[int] = []
-    for name in ("run", "run_images"):  # one image at a time, or the batch in one call
+    for name in ("run", "bind_images"):  # one image at a time, or the batch in one (bound) call
         original = getattr(panels.PackedWeight, name)
         monkeypatch.setattr(panels.PackedWeight, name, lambda self, *a, _f=original: (ran.append(1), _f(self, *a))[1])
     for parallel, on_panel in ((Parallel(2), False), (None, True)):

@@ -268,7 +268,7 @@ def _prepare_panel(x, w, bias, out, attrs, columns, residual=None):
     added = None if residual is None else residual.reshape(n, oc, pixels)
     if columns is None:
         images = x.reshape(n, c, pixels)
-        return lambda: packed.run_images(images, outs, act, added)
+        return packed.bind_images(images, outs, act, added)  # the kernel's call itself
 
     def run_columns():
         for i in range(n):
