@@ -107,7 +107,7 @@ def test_the_plans_loop_runs_bound_calls_itself(monkeypatch, rng):
     assert ran.count("conv2d") == 2 and len(plan.steps) - len(ran) == 6, ran
     spares = plan._local.spares
     key, entry = next((k, e) for k, e in spares.bound.items() if e.call is not None)
-    spares.bound[key] = entry._replace(x=entry.x.copy())  # the step now sees other arrays
+    spares.bound[key] = entry._replace(inputs=(entry.inputs[0].copy(), *entry.inputs[1:]))  # other arrays now
     ran.clear()
     np.testing.assert_array_equal(np.asarray(lowered(x)), expected)
     assert len(plan.steps) - len(ran) == 5, ran  # that step ran its kernel (and rebinds)
@@ -121,7 +121,7 @@ def test_steps_never_hold_the_callers_arrays(rng):
     for _ in range(4):
         inputs.append(rng.standard_normal((1, 8, 32, 32)).astype(np.float32))
         outputs.append(np.asarray(lowered(inputs[-1])))
-    held = [array for entry in _bound_entries(plan) for array in (entry.x, entry.residual, *entry.outputs)]
+    held = [array for entry in _bound_entries(plan) for array in (*entry.inputs, *entry.outputs)]
     assert not any(a is b for a in held for b in inputs + outputs)
     for x, got in zip(inputs, outputs):
         np.testing.assert_allclose(got, module(x), rtol=1e-4, atol=1e-5)
@@ -181,3 +181,59 @@ def test_threads_keep_their_own_bound_calls(rng):
         for got in results[i]:
             np.testing.assert_allclose(got, expected[i], rtol=1e-4, atol=1e-5)
         assert sum(entry.call is not None for entry in spares[i].bound.values()) == 6
+
+
+def _gated_net(seed: int = 0) -> Module:
+    """A squeeze-excitation block whose gate folds into the projection, with a residual that
+    is no input of the call (a 1x1 layer of it), then a last 1x1 layer: the gated step binds."""
+    g, params = Graph(), {}
+    param = _param_maker(g, params, seed)
+    x = g.add_input("x", TensorType("f32", (1, 8, 12, 12)))
+    r = _add(g, "conv2d", [x, param("stem", (8, 8, 1, 1))])
+    y = _add(g, "silu", [_add(g, "conv2d", [r, param("expand", (32, 8, 1, 1)), param("expand_b", (32,))])])
+    y = _add(g, "conv2d", [y, param("dw", (32, 1, 3, 3))], {"padding": (1, 1, 1, 1), "groups": 32})
+    s = _add(g, "global_avg_pool2d", [y])
+    s = _add(g, "relu", [_add(g, "conv2d", [s, param("se1", (4, 32, 1, 1)), param("se1_b", (4,))])])
+    s = _add(g, "sigmoid", [_add(g, "conv2d", [s, param("se2", (32, 4, 1, 1)), param("se2_b", (32,))])])
+    p = _add(g, "conv2d", [_add(g, "mul", [y, s]), param("project", (8, 32, 1, 1)), param("project_b", (8,))])
+    g.set_outputs([_add(g, "conv2d", [_add(g, "add", [p, r]), param("head", (8, 8, 1, 1))])])
+    for i, node in enumerate(g.nodes):
+        node.debug_handle = i + 1
+        node.attrs = get_schema(node.op).normalize_attrs(node.attrs)
+    return Module(params, {"forward": GraphMethod(g)}, name="GatedBlock")
+
+
+def test_a_gated_projection_binds_and_the_loop_runs_it(monkeypatch):
+    """The projection fed by a folded gate multiply, with its residual, on the team's gated
+    panel GEMM: bound from the second call, run from the plan's loop after that, the same
+    bits; with the guard holding the team off, its bound call takes the serial form."""
+    team_on_small_layers(monkeypatch)
+    from lowerkit.backend.cpu import panels
+
+    monkeypatch.setattr(panels, "_WIDE_TILE", [True])  # the panel GEMM takes the projection
+    bound_gated = []
+    real = panels.PackedWeight.bind_team_gated
+    monkeypatch.setattr(panels.PackedWeight, "bind_team_gated",
+                        lambda self, *a: (bound_gated.append(a[-1] is not None), real(self, *a))[1])
+    module = _gated_net()
+    x = np.random.default_rng(8).standard_normal((1, 8, 12, 12)).astype(np.float32)
+    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    plan = _plan(lowered)
+    assert plan.team is not None and not any(step.node.op == "mul" for step in plan.steps)
+    gated = next(step for step in plan.steps if len(step.reads) == 3)  # map, gate, residual
+    assert gated.key is not None
+    expected = np.asarray(module(x))
+    first = np.asarray(lowered(x))
+    np.testing.assert_allclose(first, expected, rtol=0, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
+    for _ in range(2):
+        np.testing.assert_array_equal(np.asarray(lowered(x)), first)
+    entry = plan._local.spares.bound[gated.key]
+    assert entry.call is not None and len(entry.inputs) == 3
+    assert bound_gated == [True]  # bound once, to the gated panel GEMM with the residual fused
+    ran = []
+    object.__setattr__(gated, "kernel", lambda *a, _k=gated.kernel: (ran.append(1), _k(*a))[1])
+    np.testing.assert_array_equal(np.asarray(lowered(x)), first)
+    assert ran == []  # the loop ran the bound call
+    guard = plan.team.guard
+    guard.on, guard._serial_left = False, 5
+    np.testing.assert_allclose(np.asarray(lowered(x)), first, rtol=0, atol=1e-5 * max(1.0, float(np.abs(first).max())))

@@ -178,12 +178,14 @@ class Plan:
             # A step may bind its arrays unless they are the caller's: an input of the call,
             # or the value the call returns.
             last = act_node or add_node or node
-            bind_key = None if (node.inputs[0] in call_inputs or residual in call_inputs
-                                or last.output in graph_outputs) else len(self.steps)
+            gate = gates.get(node)
+            reads_caller = (node.inputs[0] in call_inputs or residual in call_inputs
+                            or (gate is not None and any(v in call_inputs for v in gate.inputs)))
+            bind_key = None if reads_caller or last.output in graph_outputs else len(self.steps)
             if node.op == "mul" and _scales_in_place(node, dying, filled, users, graph_outputs):
                 kernel, runtime_inputs = _multiply_in_place, list(node.inputs)
             else:
-                kernel, runtime_inputs = self._kernel(node, act, residual, gates.get(node), bind_key, pool is not None)
+                kernel, runtime_inputs = self._kernel(node, act, residual, gate, bind_key, pool is not None)
             outputs = tuple(v for v in node.outputs)
             dying = list(dying) + late_dying.get(node, [])
             for extra in (add_node, act_node):
@@ -312,16 +314,7 @@ class Plan:
                 live.append(residual)
             if gate is not None and isinstance(conv, TeamConv) and conv.pointwise:
                 live[:1] = list(gate.inputs)  # the map and its gate
-
-                tail = conv.output_shape(1)[1:]
-                run_gated_into = conv.run_gated_into
-
-                def run_gated(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
-                    x = args[0]
-                    return [run_gated_into(x, args[1], spares.take((x.shape[0], *tail)),
-                                           args[2] if len(args) > 2 else None)]
-
-                return run_gated, live
+                return _bound_step(conv, residual is not None, bind_key, gated=True), live
 
             if weight is not None and (not has_bias or bias is not None) and isinstance(conv, BOUND_LAYERS):
                 return _bound_step(conv, residual is not None, bind_key, means), live
@@ -504,8 +497,7 @@ class Plan:
             # the layers of Python around it (~3 us a step inside a model).
             entry = None if step.key is None else bound.get(step.key)
             replay = (entry is not None and entry.call is not None and spares.replays(entry)
-                      and values[step.reads[0]] is entry.x
-                      and (entry.residual is None or values[step.reads[1]] is entry.residual))
+                      and _same(entry.inputs, [values[i] for i in step.reads]))
             args = None if replay else [values[i] for i in step.reads]
             try:
                 if replay:
@@ -582,59 +574,67 @@ BOUND_LAYERS = (TeamConv, TeamDepthwise, PooledPointwise, Conv2d, DepthwiseConv2
 
 
 def _bound_step(layer: TeamConv | TeamDepthwise | PooledPointwise | Conv2d | DepthwiseConv2d,
-                with_residual: bool, key: int | None, means: bool = False) -> StepKernel:
+                with_residual: bool, key: int | None, means: bool = False, gated: bool = False) -> StepKernel:
     """The step of a layer of :data:`BOUND_LAYERS` with constant weights: its output buffer
     from the spares, then ``run_into`` — or, from the second call that hands the step the
-    same arrays (``x``, the output buffer, the residual: arena views), the layer's bound call
-    for them (:mod:`.bound`; ``run_into`` on those arrays where the layer cannot bind), kept
-    per thread in ``spares.bound[key]`` (a :class:`~.spares.Bound`, which the plan's loop
-    then calls itself: :meth:`Plan._run_steps`). ``key`` None: never bound (a step reading
-    the call's inputs or writing its outputs, arrays the plan must not hold). ``means`` (a
-    depthwise layer, no residual): a second output from the spares, [N, C, 1, 1], the
-    planes' means (``run_into``'s and ``bind``'s ``means``)."""
+    same arrays (its inputs and output buffers: arena views), the layer's bound call for them
+    (:mod:`.bound`; ``run_into`` on those arrays where the layer cannot bind), kept per thread
+    in ``spares.bound[key]`` (a :class:`~.spares.Bound`, which the plan's loop then calls
+    itself: :meth:`Plan._run_steps`). ``key`` None: never bound (a step reading the call's
+    inputs or writing its outputs, arrays the plan must not hold).
+
+    The step reads ``[x]``, ``[x, residual]``, or with ``gated`` (a :class:`TeamConv` 1x1
+    layer fed by a folded gate multiply) ``[x, gate]`` / ``[x, gate, residual]`` —
+    ``run_gated_into`` and ``bind_gated`` then. ``means`` (a depthwise layer, no residual): a
+    second output from the spares, [N, C, 1, 1], the planes' means (``run_into``'s and
+    ``bind``'s ``means``)."""
     tail = layer.output_shape(1)[1:]
-    run = layer.run_into
     pooled = (tail[0], 1, 1)
-    if key is None:
+    run, bind = (layer.run_gated_into, layer.bind_gated) if gated else (layer.run_into, layer.bind)
+
+    def arguments(args: list[np.ndarray], outputs: tuple[np.ndarray, ...]) -> tuple:
+        """``run``'s and ``bind``'s arguments: the inputs and output buffers in their order."""
         if means:
-            def run_means_unbound(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
-                x = args[0]
-                out, pool = spares.take((x.shape[0], *tail)), spares.take((x.shape[0], *pooled))
-                run(x, out, None, pool)
-                return [out, pool]
+            return args[0], outputs[0], None, outputs[1]
+        residual = args[-1] if with_residual else None
+        if gated:
+            return args[0], args[1], outputs[0], residual
+        return args[0], outputs[0], residual
 
-            return run_means_unbound
+    def take(args: list[np.ndarray], spares: Spares) -> tuple[np.ndarray, ...]:
+        n = args[0].shape[0]
+        out = spares.take((n, *tail))
+        return (out, spares.take((n, *pooled))) if means else (out,)
 
+    if key is None:
         def run_unbound(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
-            x = args[0]
-            return [run(x, spares.take((x.shape[0], *tail)), args[1] if with_residual else None)]
+            outputs = take(args, spares)
+            run(*arguments(args, outputs))
+            return list(outputs)
 
         return run_unbound
 
-    bind = layer.bind
-
     def run_bound(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
-        x = args[0]
         first = spares.taken
-        outputs = (spares.take((x.shape[0], *tail)),)
-        if means:
-            outputs += (spares.take((x.shape[0], *pooled)),)
-        residual = args[1] if with_residual else None
-        extra = (residual,) if not means else (None, outputs[1])  # run_into's and bind's tail
+        outputs = take(args, spares)
         entry = spares.bound.get(key)
-        if (entry is not None and entry.x is x and entry.residual is residual
-                and all(a is b for a, b in zip(entry.outputs, outputs))):
+        if entry is not None and _same(entry.inputs, args) and _same(entry.outputs, outputs):
             call = entry.call
             if call is None:  # the second time these arrays came: bind them
-                call = bind(x, outputs[0], *extra) or partial(run, x, outputs[0], *extra)
-                spares.bound[key] = Bound(x, residual, outputs, call, first, spares.arena_in_use())
+                call = bind(*arguments(args, outputs)) or partial(run, *arguments(args, outputs))
+                spares.bound[key] = Bound(tuple(args), outputs, call, first, spares.arena_in_use())
             call()
         else:
-            run(x, outputs[0], *extra)
-            spares.bound[key] = Bound(x, residual, outputs, None, first, None)
+            run(*arguments(args, outputs))
+            spares.bound[key] = Bound(tuple(args), outputs, None, first, None)
         return list(outputs)
 
     return run_bound
+
+
+def _same(held: Sequence[np.ndarray | None], given: Sequence[np.ndarray | None]) -> bool:
+    """Whether two sequences hold the very same objects, in order."""
+    return len(held) == len(given) and all(a is b for a, b in zip(held, given))
 
 
 def _gated_convolutions(graph: Graph, users: dict, graph_outputs: set) -> dict[Node, Node]:

@@ -24,8 +24,7 @@ __all__ = ["Bound", "Spares", "plan_offsets"]
 class Bound(NamedTuple):
     """A step's bound call and the arrays it was bound to (``Spares.bound``)."""
 
-    x: np.ndarray
-    residual: np.ndarray | None
+    inputs: tuple[np.ndarray, ...]  # what the step read, in its order (the map first)
     outputs: tuple[np.ndarray, ...]  # what the step's takes gave it, in order
     call: Callable[[], object] | None  # None: the arrays came once; bound the second time
     first_take: int  # the call's takes before the step's first

@@ -26,6 +26,7 @@ from functools import partial
 import numpy as np
 
 from lowerkit.backend.cpu import Team, aligned_empty, team_layers
+from lowerkit.backend.cpu.calls import sequence
 from lowerkit.backend.cpu.gemm import matmul_into
 
 from .activations import NONE, add_activate
@@ -152,6 +153,26 @@ class TeamConv:
                 return self._regions(x, out, residual, gate)
             return self._gated_serial(x, gate, residual, out)
         return self(x, residual=residual, out=out, gate=gate)
+
+    def bind_gated(self, x: np.ndarray, gate: np.ndarray, out: np.ndarray,
+                   residual: np.ndarray | None = None) -> Call | None:
+        """:meth:`run_gated_into` on these very arrays as a zero-argument call (as :meth:`bind`):
+        per image the gated panel GEMM's kernel with its arguments gathered, or the serial
+        form while the team is off; None where :meth:`run_gated_into` would not take the
+        gated panel GEMM straight."""
+        if not (x.dtype is _FLOAT32 and x.flags.c_contiguous and gate.dtype is _FLOAT32 and gate.flags.c_contiguous
+                and self.pointwise and self.packed is not None):
+            return None
+        fused = self._fuses(residual, gate)
+        act = NONE if residual is not None and not fused else self.activation
+        packed, ways, oc, c = self.packed, self.team.ways, self.w2.shape[0], x.shape[1]
+        copies = self.ws.get("team_gated_copies", (ways, packed.panels.size))
+        regions = sequence(*[packed.bind_team_gated(gate[i].reshape(c), copies, x[i].reshape(c, -1),
+                                                    out[i].reshape(oc, -1), act, ways,
+                                                    residual[i].reshape(oc, -1) if fused else None)
+                             for i in range(x.shape[0])])
+        serial = partial(self._gated_serial, x, gate, residual, out)
+        return on_team(self.team, with_residual(regions, out, None if fused else residual, self.activation), serial)
 
     def _regions(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None,
                  gate: np.ndarray | None = None) -> np.ndarray:
