@@ -497,7 +497,7 @@ class Plan:
             # the layers of Python around it (~3 us a step inside a model).
             entry = None if step.key is None else bound.get(step.key)
             replay = (entry is not None and entry.call is not None and spares.replays(entry)
-                      and _same(entry.inputs, [values[i] for i in step.reads]))
+                      and _holds(values, step.reads, entry.inputs))
             args = None if replay else [values[i] for i in step.reads]
             try:
                 if replay:
@@ -630,6 +630,15 @@ def _bound_step(layer: TeamConv | TeamDepthwise | PooledPointwise | Conv2d | Dep
         return list(outputs)
 
     return run_bound
+
+
+def _holds(values: list, reads: tuple[int, ...], inputs: tuple[np.ndarray, ...]) -> bool:
+    """Whether the call's ``values`` at slots ``reads`` are the very arrays ``inputs`` (a
+    binding's, made for the same step: as many)."""
+    for i, array in zip(reads, inputs):
+        if values[i] is not array:
+            return False
+    return True
 
 
 def _same(held: Sequence[np.ndarray | None], given: Sequence[np.ndarray | None]) -> bool:
