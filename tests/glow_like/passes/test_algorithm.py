@@ -42,6 +42,41 @@ def test_leaves_narrow_strided_or_few_tile_convs_alone():
         assert select_conv_algorithm(work) is False
 
 
+def test_a_partial_winograd_chunk_multiplies_only_its_images_columns(monkeypatch):
+    """The last chunk of a batch (here 1 image of 2) multiplies its own images' columns of the
+    transformed input, not the whole chunk's (the others hold a previous chunk's data), with
+    the same results, serial, on workers and on a team."""
+    from lowerkit_glow_like.kernels import KERNELS, winograd
+    from lowerkit.backend.cpu import Parallel, make_team
+
+    monkeypatch.setattr(winograd, "_TILES", 600)  # 17x16 tiles per image: 2 images per chunk
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 4, 64, 63)).astype(np.float32)
+    w = rng.standard_normal((5, 4, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    attrs = {"stride": (1, 1), "padding": (1, 0, 2, 2), "dilation": (1, 1), "groups": 1, "act": "relu"}
+    expected = np.empty((3, 5, 65, 63), np.float32)
+    KERNELS["conv2d"].prepare([x, w, b], [expected], attrs, None)()
+    columns: list[int] = []
+    matmul = np.matmul
+
+    def spy(a, b, *args, **kwargs):
+        if np.ndim(b) == 3 and b.shape[0] == 36:  # a band's 36 channel GEMMs
+            columns.append(b.shape[2])
+        return matmul(a, b, *args, **kwargs)
+
+    monkeypatch.setattr(winograd.np, "matmul", spy)
+    team = make_team(2)
+    forms = [{}, {"parallel": Parallel(2)}] + ([{"team": team}] if team is not None else [])
+    for form in forms:
+        columns.clear()
+        got = np.empty_like(expected)
+        KERNELS["conv2d"].prepare([x, w, b], [got], {**attrs, "algo": "winograd"}, None, **form)()
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+        if not form:
+            assert columns == [2 * 17 * 16, 17 * 16]  # two images, then the last one alone
+
+
 def test_winograd_kernel_matches_im2col_with_partial_chunks_and_workers(monkeypatch):
     from lowerkit_glow_like.kernels import KERNELS, winograd
     from lowerkit.backend.cpu import Parallel

@@ -124,9 +124,10 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None, 
             return
         o0, o1 = out_bands[j]
         m, s, y = out_buffers[j]
-        # All t columns, also those of images past k in a partial last chunk (their results
-        # are never read): the GEMMs keep one shape.
-        np.matmul(u[:, o0:o1], v, out=m)
+        # The chunk's images' columns only: in a partial last chunk the others hold whatever
+        # the scratch held (their products were work thrown away, and could be NaN).
+        cols = current[1] * th * tw
+        np.matmul(u[:, o0:o1], v[:, :, :cols], out=m[:, :, :cols])
         kernels.winograd_output(m, bias, out, o0, o1, current[0], current[1], th, tw, code, p0, p1, s, y, added)
 
     def run() -> None:

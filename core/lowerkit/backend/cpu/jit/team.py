@@ -190,13 +190,14 @@ def _winograd_products_output(u, v, bias, out, m, s, y, i0, k, th, tw, code, p0,
     at least the largest band), ``s`` and ``y`` are each thread's buffers."""
     oc, c = u.shape[1], u.shape[2]
     t = v.shape[2]
+    cols = k * th * tw  # the chunk's images' columns: a partial last chunk leaves the rest unwritten
     rows = m.shape[2]
     for j in prange(ways):
         o0, o1 = _band(oc, j, ways)
         if o1 > o0:
             mj = m[j]
             for a in range(36):
-                gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, o1 - o0, t, c, np.float32(1.0),
+                gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, o1 - o0, cols, c, np.float32(1.0),
                      u.ctypes.data + np.uint64(4 * (a * oc + o0) * c), c, v.ctypes.data + np.uint64(4 * a * c * t), t,
                      np.float32(0.0), mj.ctypes.data + np.uint64(4 * a * rows * t), t)
             winograd.winograd_output(mj, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s[j], y[j], residual)
