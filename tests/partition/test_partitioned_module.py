@@ -148,6 +148,25 @@ def test_backend_error_names_the_node_and_source_line(cnn, subset_backends):
     assert "max_pool2d kernel crashed" in message
 
 
+def test_a_model_one_region_takes_whole_is_called_straight_and_reports_as_the_glue_does(cnn, subset_backends):
+    """A method that is one region's call (the glue has nothing else) calls the region
+    without the interpreter: the same outputs, and a failure names its region and node."""
+    module, x = cnn
+    subset_backends("everything", CONV_OPS | OTHER_OPS)
+    lowered = lk.to_backend(module, ["everything"], optimize=False)
+    assert [r.name for r in lowered.partition_report().regions] == ["forward_region0"]
+    assert lowered._whole["forward"] == ("forward_region0", "forward")
+    np.testing.assert_allclose(lowered(x), module(x), rtol=1e-5, atol=1e-5)
+    subset_backends("failing", CONV_OPS | OTHER_OPS, fail_on="max_pool2d")
+    failing = lk.to_backend(module, ["failing"], optimize=False)
+    assert failing._whole["forward"] is not None
+    with pytest.raises(BackendExecutionError) as info:
+        failing(x)
+    message = str(info.value)
+    assert "region 'forward_region0'" in message and "backend 'failing'" in message
+    assert "node max_pool2d" in message and "max_pool2d kernel crashed" in message
+
+
 def test_single_node_region_failure_names_its_node_without_a_handle(cnn, subset_backends):
     module, x = cnn
     subset_backends("convy", CONV_OPS)

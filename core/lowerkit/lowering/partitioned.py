@@ -54,6 +54,9 @@ class PartitionedModule(Lowered):
         self._interpreter: Interpreter | None = (
             _RegionCaller(outer, self) if glue_ops <= STRUCTURAL_OPS else None
         )
+        # A method that is one region called on the method's inputs, returning its outputs (a
+        # model one backend takes whole): called straight, not through the interpreter.
+        self._whole = {name: _whole_region(m.graph, outer.submodules) for name, m in outer.methods.items()}
 
     # -- what it is -----------------------------------------------------------------------
     @property
@@ -110,7 +113,21 @@ class PartitionedModule(Lowered):
     def _execute(self, method: str, sig: Signature, arrays: list[np.ndarray]) -> Any:
         if self._interpreter is None:  # selective lowering: un-lowered nodes run on reference
             return self._outer.run(method, *arrays)
+        whole = self._whole.get(method)
+        if whole is not None:
+            region, inner = whole
+            result = self._call_region(region, inner, arrays)
+            return format_outputs(method, sig, list(result) if isinstance(result, tuple) else [result])
         return format_outputs(method, sig, self._interpreter.run(method, arrays))
+
+    def _call_region(self, region: str, method: str, args: list[np.ndarray]) -> Any:
+        """``method`` of region ``region`` (a method that is that call alone); a failure is
+        reported with the node it names, as :class:`_RegionCaller` reports it."""
+        try:
+            return self._outer.submodules[region].run(method, *args)
+        except BackendExecutionError as err:
+            _raise_described(self, region, err)
+            raise
 
     def __copy__(self) -> PartitionedModule:
         # Regions are copied (each compiles its own handles); glue graphs and report are shared.
@@ -146,10 +163,30 @@ class _RegionCaller(Interpreter):
         try:
             return super().call(node, args)
         except BackendExecutionError as err:
-            region = node.attrs.get("module", "")
-            if region not in self._owner.regions:
-                raise
-            raise BackendExecutionError(_describe_failure(self._owner, region, err)) from err
+            _raise_described(self._owner, node.attrs.get("module", ""), err)
+            raise
+
+
+def _whole_region(graph: Any, submodules: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(region, method)`` where ``graph`` is one call of a region's method (one of
+    ``submodules``) on the graph's inputs, in order, returning its outputs, in order; else
+    None (the interpreter runs the glue, and reports a missing region as it does)."""
+    if len(graph.nodes) != 1:
+        return None
+    (node,) = graph.nodes
+    region = node.attrs.get("module", "") if node.op == "call" else ""
+    if region not in submodules or list(node.inputs) != list(graph.inputs):
+        return None
+    if list(node.outputs) != list(graph.outputs):
+        return None
+    return region, node.attrs["method"]
+
+
+def _raise_described(owner: PartitionedModule, region: str, err: BackendExecutionError) -> None:
+    """Raise ``err`` again, described with the original node it names, where ``region`` is
+    one of ``owner``'s regions; else return (the caller re-raises it as it is)."""
+    if region in owner.regions:
+        raise BackendExecutionError(_describe_failure(owner, region, err)) from err
 
 
 def _describe_failure(owner: PartitionedModule, region: str, err: BackendExecutionError) -> str:
