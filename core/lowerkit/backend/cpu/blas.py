@@ -142,7 +142,7 @@ class _Control:
     @classmethod
     def of(cls, lib: Any) -> _Control:
         if getattr(lib, "internal_api", None) == "openblas" and getattr(lib, "threading_layer", None) != "openmp":
-            symbol = getattr(lib, "_get_symbol", None)  # threadpoolctl's own lookup (>= 3.2)
+            symbol = getattr(lib, "_get_symbol", None)  # threadpoolctl's own lookup (private: else the generic path)
             if symbol is not None:
                 get, set_ = symbol("openblas_get_num_threads"), symbol("openblas_set_num_threads")
                 if get is not None and set_ is not None:
