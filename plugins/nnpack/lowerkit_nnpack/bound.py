@@ -11,14 +11,13 @@ A layer's ``bind(x, out, residual)`` returns such a call, or None where its path
 per call; the plan keeps the call per thread with the arrays it was bound to and uses it
 only while the same array objects come back (:func:`lowerkit_nnpack.plan._bound_step`).
 Team forms check ``Team.usable()`` on every call and run the layer's serial form while the
-team is off (the stall guard, batch slices, a forked child).
+team is off (the stall guard, batch slices, a forked child): ``lowerkit.backend.cpu.calls.on_team``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.backend.cpu import Team
 from lowerkit.backend.cpu.calls import Call, sequence
 
 from .activations import Activation, add_activate_call
@@ -28,16 +27,3 @@ def with_residual(call: Call, out: np.ndarray, residual: np.ndarray | None, act:
     """``call`` (which wrote ``out`` without the activation), then the residual sum and ``act``;
     ``call`` alone without a residual."""
     return call if residual is None else sequence(call, add_activate_call(out, residual, act))
-
-
-def on_team(team: Team, regions: Call, serial: Call) -> Call:
-    """``regions`` while the team can run, else ``serial`` (decided on every call)."""
-    usable = team.usable
-
-    def run() -> None:
-        if usable():
-            regions()
-        else:
-            serial()
-
-    return run

@@ -26,11 +26,11 @@ from functools import partial
 import numpy as np
 
 from lowerkit.backend.cpu import Team, aligned_empty, team_layers
-from lowerkit.backend.cpu.calls import sequence
+from lowerkit.backend.cpu.calls import on_team
 from lowerkit.backend.cpu.gemm import matmul_into
 
 from .activations import NONE, add_activate
-from .bound import Call, on_team, with_residual
+from .bound import Call, with_residual
 
 # The shared choices (sizes below which a layer stays on the calling thread, tiling, column
 # bands) are ``lowerkit.backend.cpu.team_layers``'s, as glow_like's team forms use them.
@@ -165,12 +165,11 @@ class TeamConv:
             return None
         fused = self._fuses(residual, gate)
         act = NONE if residual is not None and not fused else self.activation
-        packed, ways, oc, c = self.packed, self.team.ways, self.w2.shape[0], x.shape[1]
+        packed, ways, n, oc = self.packed, self.team.ways, x.shape[0], self.w2.shape[0]
         copies = self.ws.get("team_gated_copies", (ways, packed.panels.size))
-        regions = sequence(*[packed.bind_team_gated(gate[i].reshape(c), copies, x[i].reshape(c, -1),
-                                                    out[i].reshape(oc, -1), act, ways,
-                                                    residual[i].reshape(oc, -1) if fused else None)
-                             for i in range(x.shape[0])])
+        regions = packed.bind_team_gated(gate.reshape(n, -1), copies, x.reshape(n, x.shape[1], -1),
+                                         out.reshape(n, oc, -1), act, ways,
+                                         residual.reshape(n, oc, -1) if fused else None)
         serial = partial(self._gated_serial, x, gate, residual, out)
         return on_team(self.team, with_residual(regions, out, None if fused else residual, self.activation), serial)
 

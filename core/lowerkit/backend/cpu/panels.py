@@ -41,6 +41,7 @@ from functools import partial
 import numpy as np
 
 from .aligned import thread_buffer
+from .calls import sequence
 
 SERIAL_MAX_INPUTS = 128  # one thread: the panel GEMM up to this many rows of columns, or any
 SERIAL_ANY_PIXELS = 784  # on maps of at most this many pixels (28x28 and smaller)
@@ -242,12 +243,18 @@ class PackedWeight:
         self.kernels.team_gated_gemm(self.panels, gate, copies, self.bias, x, out, self._strips(ways), self.k,
                                      self.m, self.columns, *act, ways, x.shape[1] >= self.m, _added(residual, 2))
 
-    def bind_team_gated(self, gate: np.ndarray, copies: np.ndarray, x: np.ndarray, out: np.ndarray,
+    def bind_team_gated(self, gates: np.ndarray, copies: np.ndarray, x: np.ndarray, out: np.ndarray,
                         act: tuple[int, float, float], ways: int,
                         residual: np.ndarray | None = None) -> Callable[[], None]:
-        """:meth:`run_team_gated` on these arrays as a zero-argument call (see :meth:`bind`)."""
-        return partial(self.kernels.team_gated_gemm, self.panels, gate, copies, self.bias, x, out, self._strips(ways),
-                       self.k, self.m, self.columns, *act, ways, x.shape[1] >= self.m, _added(residual, 2))
+        """:meth:`run_team_gated` of every image as a zero-argument call for these arrays (see
+        :meth:`bind`): ``gates`` [N, K], ``x`` [N, K, P], ``out`` and ``residual`` [N, M, P],
+        one region per image."""
+        strips = self._strips(ways)
+        return sequence(*[
+            partial(self.kernels.team_gated_gemm, self.panels, gates[i], copies, self.bias, x[i], out[i], strips,
+                    self.k, self.m, self.columns, *act, ways, x.shape[2] >= self.m,
+                    _added(None if residual is None else residual[i], 2))
+            for i in range(x.shape[0])])
 
     def bind(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
              residual: np.ndarray | None = None) -> Callable[[], None]:

@@ -16,7 +16,7 @@ from functools import partial
 import numpy as np
 
 from lowerkit.backend.cpu import channel_direct, direct, im2col_view, pad_into, panels, split, team_layers
-from lowerkit.backend.cpu.calls import sequence
+from lowerkit.backend.cpu.calls import on_team, sequence
 from lowerkit.backend.cpu.gemm import matmul_into
 
 from . import grouped, winograd
@@ -406,15 +406,7 @@ def _prepare_team(inputs, outputs, attrs, scratch, team, serial, residual=None):
         # The layer's compiled call(s) with their arguments gathered now (a 1x1 layer: the panel
         # GEMM's kernel itself): no Python layers between the program's loop and the kernel,
         # whose cost inside a model is several µs a layer (MobileNetV2: 3.5% of a call).
-        regions = form.bind(team, x, w2, bias, out, act, cols, packed, residual)
-
-        def run():
-            if team.usable():
-                regions()
-            else:
-                serial()
-
-        return run
+        return on_team(team, form.bind(team, x, w2, bias, out, act, cols, packed, residual), serial)
 
     def run_filled():
         if not team.usable():
@@ -603,8 +595,8 @@ def _prepare_gated(inputs, outputs, attrs, scratch, team, residual=None):
     w2 = w.reshape(oc, c)
     scaled = scratch_array(scratch, np.float32, (oc, c))
     gates = gate.reshape(n, 1, c)
-    on_team = team is not None and 2 * oc * c * h * wd >= team_layers.MIN_FLOPS and x.flags.c_contiguous
-    if residual is not None and not on_team:
+    teamed = team is not None and 2 * oc * c * h * wd >= team_layers.MIN_FLOPS and x.flags.c_contiguous
+    if residual is not None and not teamed:
         return None
     epilogue = _epilogue(attrs if residual is None else _without_activation(attrs), bias, out.dtype)
 
@@ -616,34 +608,25 @@ def _prepare_gated(inputs, outputs, attrs, scratch, team, residual=None):
             if epilogue is not None:
                 epilogue(dst)
 
-    if not on_team:
+    if not teamed:
         return serial
     from lowerkit.backend.cpu import jit
 
     kernels, team_bias = team.kernels(), _team_bias(inputs)
     act = jit.activation_code(attrs)
     # The panel GEMM on a constant weight: each thread scales its own copy of the packed
-    # weight (PackedWeight.run_team_gated); else the weight scaled here, GEMM bands.
+    # weight (PackedWeight.bind_team_gated); else the weight scaled here, GEMM bands.
     packed = panels.PackedWeight.shared(w, bias) if panels.fits(c, h * wd, team=True) else None
     if residual is not None and packed is None:
         return None
     copies = packed.gated_copies(team.ways) if packed is not None else None
     flat_gates = gate.reshape(n, c)
-    added = [None] * n if residual is None else [residual[i].reshape(oc, h * wd) for i in range(n)]
     off_team = serial if residual is None else _then_residual(serial, outputs, residual, attrs, scratch)
 
     if packed is not None:  # the kernel's calls with their arguments gathered (see _prepare_team)
-        regions = sequence(*[packed.bind_team_gated(flat_gates[i], copies, x[i].reshape(c, h * wd),
-                                                    out[i].reshape(oc, h * wd), act, team.ways, added[i])
-                             for i in range(n)])
-
-        def run_bound():
-            if team.usable():
-                regions()
-            else:
-                off_team()
-
-        return run_bound
+        regions = packed.bind_team_gated(flat_gates, copies, x.reshape(n, c, h * wd), out.reshape(n, oc, h * wd), act,
+                                         team.ways, None if residual is None else residual.reshape(n, oc, h * wd))
+        return on_team(team, regions, off_team)
 
     def run_team():
         if not team.usable():

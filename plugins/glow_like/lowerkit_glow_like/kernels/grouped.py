@@ -33,6 +33,7 @@ from lowerkit.backend.cpu.jit.depthwise import (
     plane_means,
 )
 from lowerkit.backend.cpu import team_layers
+from lowerkit.backend.cpu.calls import on_team
 from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
 
 from ._base import kernel, scratch_array
@@ -189,13 +190,7 @@ def _team_form(inputs, outputs, attrs, scratch, algorithm: str, team, serial, me
         def region():
             kernels.conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1, ways)
 
-    def run():
-        if team.usable():
-            region()
-        else:
-            serial()
-
-    return run
+    return on_team(team, region, serial)
 
 
 def prepare_depthwise_mean(inputs, outputs, attrs, scratch, parallel=None, team=None):
