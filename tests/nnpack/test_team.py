@@ -286,3 +286,37 @@ def test_a_one_row_linear_layer_is_numpys_matrix_vector_product(monkeypatch):
     assert general == []  # the one row took numpy's product directly, not the general layer
     expected = lk.to_backend(module, "reference")(xv)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_wt6x6_channel_gemms_on_the_packed_kernel(monkeypatch):
+    """A wt6x6 layer of 128 input channels on a 14x14 map (``panels.tuples_fit``) multiplies
+    its transformed kernel packed for the panel GEMM: in the team regions at batch 1 and in
+    the serial form of a one-thread plan at batch 2, each matching the reference."""
+    from lowerkit.backend.cpu import panels
+    from lowerkit_nnpack import selection
+
+    monkeypatch.setattr(panels, "wide_tile", lambda: True)  # the rule as measured, on any CPU
+    monkeypatch.setattr(selection, "TEAM_WINOGRAD_MIN_TILES", 16)
+    runs: list[int] = []
+    original = panels.PackedTuples.run
+    monkeypatch.setattr(panels.PackedTuples, "run", lambda self, *a: (runs.append(a[2]), original(self, *a))[1])
+    for batch, threads in ((1, 2), (2, 1)):
+        g, params = Graph(), {}
+        param = _param_maker(g, params, seed=5)
+        x = g.add_input("x", TensorType("f32", (batch, 128, 14, 14)))
+        y = _add(g, "conv2d", [x, param("w", (132, 128, 3, 3), 0.05), param("b", (132,))], {"padding": (1, 1, 1, 1)})
+        g.set_outputs([_add(g, "relu", [y])])
+        for i, node in enumerate(g.nodes):
+            node.debug_handle = i + 1
+        module = Module(params, {"forward": GraphMethod(g)}, name="Wino")
+        lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": threads}})
+        assert "wt6x6" in _plan(lowered).algorithms.values()
+        ran = record_team_calls(monkeypatch)
+        runs.clear()
+        data = np.random.default_rng(6).standard_normal((batch, 128, 14, 14)).astype(np.float32)
+        expected = module(data)
+        np.testing.assert_allclose(lowered(data), expected, rtol=0, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
+        if threads == 2:
+            assert "winograd_panels_output" in ran and "winograd_products_output" not in ran, ran
+        else:
+            assert runs == [batch * 16], runs  # both images' tiles, all panels at once

@@ -80,9 +80,14 @@ class TeamConv:
         shapes = team_layers.winograd_shapes(x.shape[1], self.u.shape[1], x.shape[0] * th * tw, tw, self.team.ways)
         return {name: self.ws.get("team_" + name, shape) for name, shape in shapes.items()}
 
+    def _winograd_weights(self, x: np.ndarray):
+        """``u`` as the regions multiply it for ``x`` (team_layers.winograd_weights)."""
+        th, tw = self.tiles
+        return team_layers.winograd_weights(self.u, x.shape[0] * th * tw)
+
     def _winograd(self, x: np.ndarray, out: np.ndarray, act, residual: np.ndarray | None = None) -> None:
-        team_layers.run_winograd(self.team, x, self.u, self.bias, out, self.padding, self.tiles, act,
-                                 self._winograd_buffers(x), 0, x.shape[0], residual)
+        team_layers.run_winograd(self.team, x, self._winograd_weights(x), self.bias, out, self.padding, self.tiles,
+                                 act, self._winograd_buffers(x), 0, x.shape[0], residual)
 
     @staticmethod
     def fits(conv) -> bool:
@@ -127,8 +132,9 @@ class TeamConv:
         fused = self._fuses(residual)
         act = NONE if residual is not None and not fused else self.activation
         if self.winograd:
-            regions = partial(team_layers.run_winograd, self.team, x, self.u, self.bias, out, self.padding, self.tiles,
-                              act, self._winograd_buffers(x), 0, x.shape[0], residual if fused else None)
+            regions = partial(team_layers.run_winograd, self.team, x, self._winograd_weights(x), self.bias, out,
+                              self.padding, self.tiles, act, self._winograd_buffers(x), 0, x.shape[0],
+                              residual if fused else None)
         else:
             cols = None if self.form.cols_shape is None else self.ws.get("team_cols", self.form.cols_shape)
             regions = self.form.bind(self.team, x, self.w2, self.bias, out, act, cols, self.packed,

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("numba")
 
-from lowerkit.backend.cpu import blas_limit, jit  # noqa: E402
+from lowerkit.backend.cpu import blas_limit, jit, team_layers  # noqa: E402
 from lowerkit.backend.cpu.jit.cblas import sgemm  # noqa: E402
 from lowerkit.backend.cpu.jit.layer import team_ready  # noqa: E402
 
@@ -262,3 +262,50 @@ def test_winograd_team_equals_serial_transforms_and_products(kernels, ways):
                                       np.empty((ways, 6, 4, tw), np.float32), np.empty((ways, 4, 4, tw), np.float32),
                                       0, n, th, tw, *act, ways, sgemm().function, np.empty((0, 0, 0, 0), np.float32))
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("ways", [1, 2, 3])
+def test_winograd_panels_team_equals_the_serial_tuple_gemms(kernels, ways):
+    """The team form on the packed U (bands of 6-channel panels) equals, bit for bit, the
+    serial tuple GEMMs on all panels followed by the output transform, and matches U @ V."""
+    from lowerkit.backend.cpu.panels import PackedTuples
+
+    team, _ = kernels
+    wino = jit.load("winograd")
+    n, c, oc, h, w_ = 1, 20, 17, 9, 10  # 17 channels: a partial last panel
+    th, tw = 3, 3
+    t = n * th * tw + 2  # two columns past the images' (a chunk buffer wider than its images)
+    u = _rand(36, oc, c, seed=3)
+    u.flags.writeable = False
+    packed = PackedTuples.shared(u)
+    v = _rand(36, c, t, seed=4)
+    bias, residual = _rand(oc, seed=5), _rand(n, oc, h, w_, seed=6)
+    act = jit.activation_code({"act": "relu"})
+    cols = n * th * tw
+    m = np.full((36, oc, t), np.nan, np.float32)
+    packed.run(v, m, cols)
+    np.testing.assert_allclose(m[:, :, :cols], np.matmul(u, v[:, :, :cols]), rtol=1e-5, atol=1e-4)
+    assert np.isnan(m[:, :, cols:]).all()  # columns past the images' are never written
+    expected, got = np.empty((n, oc, h, w_), np.float32), np.empty((n, oc, h, w_), np.float32)
+    wino.winograd_output(m, bias, expected, 0, oc, 0, n, th, tw, *act, np.empty((6, 4, tw), np.float32),
+                         np.empty((4, 4, tw), np.float32), residual)
+    shapes = team_layers.winograd_shapes(c, oc, t, tw, ways)
+    team.winograd_panels_output(packed.panels, packed.zeros, v, bias, got, np.empty(shapes["m"], np.float32),
+                                np.empty(shapes["s"], np.float32), np.empty(shapes["y"], np.float32), 0, n, th, tw,
+                                *act, ways, packed.columns, residual)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_tuple_gemms_fill_only_their_band_of_panels():
+    """A band of panels [first, last) lands in rows 0.. of each tuple's product, and the rows
+    past the band are left alone."""
+    from lowerkit.backend.cpu.panels import PackedTuples
+
+    c, oc, t = 12, 23, 7
+    u = _rand(36, oc, c, seed=7)
+    v = _rand(36, c, t, seed=8)
+    packed = PackedTuples.of(u)
+    m = np.full((36, 13, t), np.nan, np.float32)
+    packed.run(v, m, t, 2, 4)  # panels 2 and 3: channels 12-22 (the last panel has 5)
+    np.testing.assert_allclose(m[:, :11], np.matmul(u[:, 12:23], v), rtol=1e-5, atol=1e-4)
+    assert np.isnan(m[:, 11:]).all()

@@ -650,3 +650,20 @@ def test_glow_like_runs_a_batch_of_7x7_maps_image_by_image_on_the_panel_gemm(mon
     got = lk.to_backend(module, "glow_like", {"forward": {"threads": 1}})(x)
     np.testing.assert_allclose(np.asarray(got), np.asarray(lk.to_backend(module, "reference")(x)), rtol=1e-4, atol=1e-4)
     assert ran and set(ran) == {49} and len(ran) % 3 == 0  # per image, on its 49 columns (per run)
+
+
+def test_winograd_tuples_take_the_panel_gemm_from_128_inputs_up_to_256_tiles_with_the_wide_tile(monkeypatch):
+    monkeypatch.setattr(panels, "wide_tile", lambda: True)
+    assert panels.tuples_fit(128, 16) and panels.tuples_fit(512, 256)
+    assert not panels.tuples_fit(64, 196)  # sgemm held its own with 64 inputs ...
+    assert not panels.tuples_fit(128, 784)  # ... and over many tiles
+    monkeypatch.setattr(panels, "wide_tile", lambda: False)
+    assert not panels.tuples_fit(256, 16)  # measured with the wide tile only
+
+
+def test_packed_tuples_are_shared_for_a_constant_weight_and_never_made_for_a_writable_one():
+    u = np.random.default_rng(0).standard_normal((36, 7, 5)).astype(np.float32)
+    assert panels.PackedTuples.shared(u) is None
+    u.flags.writeable = False
+    first = panels.PackedTuples.shared(u)
+    assert first is panels.PackedTuples.shared(u) and (first.m, first.k, first.count) == (7, 5, 2)

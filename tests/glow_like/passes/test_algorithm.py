@@ -93,3 +93,47 @@ def test_winograd_kernel_matches_im2col_with_partial_chunks_and_workers(monkeypa
         got = np.empty_like(expected)
         KERNELS["conv2d"].prepare([x, w, b], [got], {**attrs, "algo": "winograd"}, None, parallel=parallel)()
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_winograd_channel_gemms_on_the_packed_weight_in_every_form(monkeypatch):
+    """Where ``panels.tuples_fit`` (128 inputs, 16 tiles: ResNet's 14x14 layers at batch 1),
+    the 36 channel GEMMs run on the packed transformed weight — serial, on workers (bands of
+    whole panels) and on a team — with the reference's results; a writable weight stays on
+    sgemm."""
+    from tests.team_calls import record_team_calls
+
+    from lowerkit.backend.cpu import Parallel, make_team, panels
+    from lowerkit_glow_like.kernels import KERNELS
+    from lowerkit_glow_like.kernels.winograd import winograd_weights
+
+    monkeypatch.setattr(panels, "wide_tile", lambda: True)  # the rule as measured, on any CPU
+    rng = np.random.default_rng(4)
+    c, oc = 128, 130  # 130 output channels: a partial last panel
+    x = rng.standard_normal((1, c, 14, 14)).astype(np.float32)
+    w = (rng.standard_normal((oc, c, 3, 3)) * 0.05).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    attrs = {"stride": (1, 1), "padding": (1, 1, 1, 1), "dilation": (1, 1), "groups": 1, "act": "relu"}
+    expected = np.empty((1, oc, 14, 14), np.float32)
+    KERNELS["conv2d"].prepare([x, w, b], [expected], attrs, None)()
+    u = winograd_weights(w, {"algo": "winograd"})
+    u.flags.writeable = False  # as a handle keeps its derived constants
+    runs: list[int] = []
+    original = panels.PackedTuples.run
+    monkeypatch.setattr(panels.PackedTuples, "run", lambda self, *a: (runs.append(a[2]), original(self, *a))[1])
+    ran = record_team_calls(monkeypatch)
+    team = make_team(2)
+    forms = [{}, {"parallel": Parallel(2)}] + ([{"team": team}] if team is not None else [])
+    for form in forms:
+        runs.clear()
+        ran.clear()
+        got = np.empty_like(expected)
+        KERNELS["conv2d"].prepare([x, u, b], [got], {**attrs, "algo": "winograd"}, None, **form)()
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+        if "team" in form:
+            assert ran == ["winograd_input", "winograd_panels_output"]
+        else:
+            assert runs == [16] * (2 if "parallel" in form else 1)  # each band: the image's 16 tiles
+    runs.clear()
+    writable = np.array(u)
+    KERNELS["conv2d"].prepare([x, writable, b], [np.empty_like(expected)], {**attrs, "algo": "winograd"}, None)()
+    assert runs == []

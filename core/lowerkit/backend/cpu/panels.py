@@ -313,9 +313,9 @@ _SHARED: dict[tuple, tuple] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def _shared(cls, w: np.ndarray, bias: np.ndarray | None):
-    """``cls.of(w, bias)``, made once for read-only ``w`` and ``bias`` and kept while ``w``
-    lives; None for a writable one (see :meth:`PackedWeight.shared`)."""
+def _shared(cls, w: np.ndarray, bias: np.ndarray | None, make: Callable | None = None):
+    """``cls.of(w, bias)`` (or ``make(w)``), made once for read-only ``w`` and ``bias`` and
+    kept while ``w`` lives; None for a writable one (see :meth:`PackedWeight.shared`)."""
     if w.flags.writeable or (bias is not None and bias.flags.writeable):
         return None
     b = None if bias is None else np.array(bias, np.float32).reshape(-1)
@@ -324,9 +324,76 @@ def _shared(cls, w: np.ndarray, bias: np.ndarray | None):
         entry = _SHARED.get(key)
         if entry is not None and entry[0]() is w and _equal(entry[1], b):
             return entry[2]
-        packed = cls.of(w, b)
+        packed = cls.of(w, b) if make is None else make(w)
         _SHARED[key] = (weakref.ref(w, lambda _, k=key: _SHARED.pop(k, None)), b, packed)
     return packed
+
+
+# Winograd's 36 channel GEMMs ``U[a] @ V[a]`` on the panel GEMM (:class:`PackedTuples`): BLAS's
+# sgemm packs its share of U on every call, and with few tiles (columns) that copy is most of
+# the work — U is read from memory, written packed, read again, for a few dozen columns. One
+# thread, the 36 GEMMs of one band, U cold (flushed) and V in cache, median ms, sgemm / panel
+# (AMD EPYC Zen 4 VM, the wide tile): rows x inputs x tiles 128x256x16 1.06 / 0.72 (ResNet's
+# 256x14x14 layers at batch 1, one team thread's band), 64x128x49 0.60 / 0.42, 256x256x64
+# 5.16 / 3.77 (a batch slice of 4 images), 128x128x196 3.46 / 3.32, 512x512x16 7.56 / 5.40;
+# with 64 inputs or 784 tiles sgemm held its own (32x64x196 0.52 / 0.64, 64x128x784 6.86 /
+# 6.92).
+TUPLES_MIN_INPUTS = 128
+TUPLES_MAX_COLUMNS = 256
+
+
+def tuples_fit(c: int, columns: int) -> bool:
+    """Whether Winograd's channel GEMMs of ``c`` input channels over ``columns`` tiles (a chunk
+    of images) run on :class:`PackedTuples` (the measurements above): at least
+    :data:`TUPLES_MIN_INPUTS` inputs and at most :data:`TUPLES_MAX_COLUMNS` tiles, with the
+    :func:`wide_tile` (measured there only)."""
+    return c >= TUPLES_MIN_INPUTS and columns <= TUPLES_MAX_COLUMNS and wide_tile()
+
+
+@dataclass(frozen=True, eq=False)
+class PackedTuples:
+    """Winograd's transformed weight ``U`` [36, OC, C] packed once for the panel GEMM: each of
+    its 36 ``[OC, C]`` matrices in panels as :class:`PackedWeight` packs a weight, one after
+    the other (``count`` panels each), then ``jit.panel.PAD`` floats; ``zeros`` is the bias the
+    kernel starts from. ``jit.panel.tuple_gemms`` multiplies a band of panels of every tuple
+    (the serial form: all of them), ``jit.team.winograd_panels_output`` bands of them as one
+    team region, each followed by the band's output transform."""
+
+    panels: np.ndarray
+    zeros: np.ndarray
+    m: int  # output channels
+    k: int  # input channels
+    columns: int  # block_columns(k)
+    count: int  # panels per tuple
+    kernels: object  # the jit.panel module
+
+    @classmethod
+    def of(cls, u: np.ndarray) -> PackedTuples:
+        """``u`` [36, OC, C], packed now."""
+        from . import jit
+
+        kernels = jit.load("panel")
+        rows, pad = kernels.ROWS, kernels.PAD
+        tuples, m, k = u.shape
+        count = -(-m // rows)
+        padded = np.zeros((tuples, count * rows, k), np.float32)
+        padded[:, :m] = u
+        panels = np.zeros(tuples * count * k * rows + pad, np.float32)
+        panels[: tuples * count * k * rows] = padded.reshape(tuples, count, rows, k).transpose(0, 1, 3, 2).reshape(-1)
+        return cls(panels, np.zeros(count * rows + pad, np.float32), m, k, block_columns(k), count, kernels)
+
+    @classmethod
+    def shared(cls, u: np.ndarray) -> PackedTuples | None:
+        """:meth:`of`, once for every thread binding the same read-only ``u``; None for a
+        writable one."""
+        return _shared(cls, u, None, cls.of)
+
+    def run(self, v: np.ndarray, m: np.ndarray, columns: int, first: int = 0, last: int | None = None) -> None:
+        """Rows ``6 * first`` to ``6 * last`` (at most OC; by default all) of ``U[a] @ v[a][:,
+        :columns]`` into rows 0.. of ``m[a]`` for the 36 tuples, on the calling thread (``v``
+        [36, C, T], ``m`` [36, rows, T], C order; columns past ``columns`` untouched)."""
+        self.kernels.tuple_gemms(self.panels, self.zeros, v, m, self.k, self.m, self.columns, first,
+                                 self.count if last is None else last, columns)
 
 
 BANDS_MIN_WEIGHTS = 65_536  # below, the weight sits in cache and BLAS's copy of it costs little

@@ -11,6 +11,8 @@ forms share (``lowerkit.backend.cpu.jit.team`` has the kernels; see docs/compile
   :func:`.channel_direct.fits` (given the image size) direct with its output channels in the
   vector lanes (:class:`.channel_direct.ChannelDirectConv`);
 - :func:`winograd_tiles` — from how many output tiles a 3x3 layer runs as Winograd;
+  :func:`winograd_weights` / :func:`run_winograd` — its team form, its channel GEMMs on BLAS
+  or on the panel GEMM;
 - :func:`depthwise_scratch` / :func:`run_depthwise` — the depthwise kernels with a team form;
 - the sizes below which a layer stays on the calling thread (a region costs ~3.5 us).
 
@@ -32,6 +34,7 @@ from .channel_direct import ChannelDirectConv, StripWeight
 from .direct import DirectConv
 from .direct import fits as direct_fits
 from .jit.depthwise import NO_BLOCKS, NO_MEANS
+from .panels import PackedTuples
 
 NO_RESIDUAL = np.empty((0, 0, 0, 0), np.float32)  # the Winograd output's residual argument: none
 from .team import Team
@@ -294,21 +297,36 @@ def winograd_shapes(c: int, oc: int, tiles: int, tile_width: int, ways: int) -> 
     ``tile_width`` tiles per row: the transformed input ``v``, each thread's channel products
     ``m`` and its transform rows ``rows``, ``tmp``, ``s``, ``y``."""
     wp = 4 * tile_width + 2
-    return {"v": (36, c, tiles), "m": (ways, 36, -(-oc // ways), tiles), "rows": (ways, 6, wp), "tmp": (ways, 6, wp),
+    rows = max(-(-oc // ways), 6 * -(-(-(-oc // 6)) // ways))  # a band of channels, or of 6-channel panels
+    return {"v": (36, c, tiles), "m": (ways, 36, rows, tiles), "rows": (ways, 6, wp), "tmp": (ways, 6, wp),
             "s": (ways, 6, 4, tile_width), "y": (ways, 4, 4, tile_width)}
 
 
-def run_winograd(team: Team, x: np.ndarray, u: np.ndarray, bias: np.ndarray, out: np.ndarray, padding,
-                 tiles_hw: tuple[int, int], act: tuple[int, float, float], buffers: dict[str, np.ndarray],
+def winograd_weights(u: np.ndarray, tiles: int) -> np.ndarray | PackedTuples:
+    """What :func:`run_winograd` multiplies for ``u`` = G g G^T [36, OC, C] over chunks of
+    ``tiles`` tiles: ``u`` packed for the panel GEMM where :func:`.panels.tuples_fit` and
+    ``u`` is read-only (a constant: packed once for every thread), else ``u`` itself (BLAS's
+    sgemm)."""
+    packed = PackedTuples.shared(u) if panels.tuples_fit(u.shape[2], tiles) else None
+    return u if packed is None else packed
+
+
+def run_winograd(team: Team, x: np.ndarray, u: np.ndarray | PackedTuples, bias: np.ndarray, out: np.ndarray,
+                 padding, tiles_hw: tuple[int, int], act: tuple[int, float, float], buffers: dict[str, np.ndarray],
                  first: int, count: int, residual: np.ndarray | None = None) -> None:
     """Winograd F(4x4, 3x3) of images [first, first + count) on ``team`` (``u`` = G g G^T,
-    [36, OC, C]): the input transform in bands of input channels, then per band of output
-    channels its 36 channel GEMMs and output transform — two regions. ``buffers`` has the
-    arrays of :func:`winograd_shapes`; ``residual`` (shaped like ``out``, C order) is added
-    before the activation."""
+    [36, OC, C], or packed: :func:`winograd_weights`): the input transform in bands of input
+    channels, then per band of output channels its 36 channel GEMMs and output transform —
+    two regions. ``buffers`` has the arrays of :func:`winograd_shapes`; ``residual`` (shaped
+    like ``out``, C order) is added before the activation."""
     kernels, ways = team.kernels(), team.ways
     (th, tw), (pt, pl) = tiles_hw, tuple(padding)[:2]
     b = buffers
+    added = NO_RESIDUAL if residual is None else residual
     kernels.winograd_input(x, b["v"], pt, pl, th, tw, first, count, b["rows"], b["tmp"], ways)
-    kernels.winograd_products_output(u, b["v"], bias, out, b["m"], b["s"], b["y"], first, count, th, tw, *act, ways,
-                                     team.sgemm, NO_RESIDUAL if residual is None else residual)
+    if isinstance(u, PackedTuples):
+        kernels.winograd_panels_output(u.panels, u.zeros, b["v"], bias, out, b["m"], b["s"], b["y"], first, count, th,
+                                       tw, *act, ways, u.columns, added)
+    else:
+        kernels.winograd_products_output(u, b["v"], bias, out, b["m"], b["s"], b["y"], first, count, th, tw, *act,
+                                         ways, team.sgemm, added)

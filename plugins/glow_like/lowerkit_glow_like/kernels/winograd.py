@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from lowerkit.backend.cpu import split, team_layers, winograd_matrices
+from lowerkit.backend.cpu.panels import PackedTuples
 
 from ._base import scratch_array
 
@@ -96,7 +97,11 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None, 
         return _team_form(x, u, bias, out, (pt, pl), (code, p0, p1), scratch, team, serial, residual)
     ways = parallel.ways if parallel is not None else 1
     in_bands = [(b.start, b.stop) for b in split(c, ways)]
-    out_bands = [(b.start, b.stop) for b in split(oc, ways)]
+    packed = team_layers.winograd_weights(np.ascontiguousarray(u, dtype=np.float32), t)
+    if isinstance(packed, PackedTuples):  # bands of whole panels (6 output channels)
+        out_bands = [(6 * b.start, min(oc, 6 * b.stop)) for b in split(packed.count, ways)]
+    else:
+        out_bands = [(b.start, b.stop) for b in split(oc, ways)]
     v = scratch_array(scratch, np.float32, (TILE * TILE, c, t))  # shared by both phases
     base = v.nbytes
     wp = OUT * tw + 2
@@ -127,7 +132,10 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None, 
         # The chunk's images' columns only: in a partial last chunk the others hold whatever
         # the scratch held (their products were work thrown away, and could be NaN).
         cols = current[1] * th * tw
-        np.matmul(u[:, o0:o1], v[:, :, :cols], out=m[:, :, :cols])
+        if isinstance(packed, PackedTuples):
+            packed.run(v, m, cols, o0 // 6, -(-o1 // 6))
+        else:
+            np.matmul(u[:, o0:o1], v[:, :, :cols], out=m[:, :, :cols])
         kernels.winograd_output(m, bias, out, o0, o1, current[0], current[1], th, tw, code, p0, p1, s, y, added)
 
     def run() -> None:
@@ -148,7 +156,7 @@ def _team_form(x, u, bias, out, padding, act, scratch, team, serial, residual=No
     the input transform in bands of input channels, then per band of output channels its 36
     channel GEMMs (jit.cblas.sgemm: MKL's or numpy's, BLAS at one thread) and its output transform."""
     n, c, h, wd, oc, oh, ow, th, tw, chunk = _plan(x.shape, out.shape)
-    u = np.ascontiguousarray(u, dtype=np.float32)
+    weights = team_layers.winograd_weights(np.ascontiguousarray(u, dtype=np.float32), chunk * th * tw)
     bias = np.ascontiguousarray(bias, dtype=np.float32)
     shapes = team_layers.winograd_shapes(c, oc, chunk * th * tw, tw, team.ways)
     buffers = {name: np.empty(shape, np.float32) for name, shape in shapes.items() if name != "v"}
@@ -158,7 +166,8 @@ def _team_form(x, u, bias, out, padding, act, scratch, team, serial, residual=No
         if not team.usable():
             return serial()
         for i0 in range(0, n, chunk):
-            team_layers.run_winograd(team, x, u, bias, out, padding, (th, tw), act, buffers, i0, min(chunk, n - i0),
+            team_layers.run_winograd(team, x, weights, bias, out, padding, (th, tw), act, buffers, i0,
+                                     min(chunk, n - i0),
                                      residual)
 
     return run

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from lowerkit.backend.cpu import merge_last, pad_into, tile_view, winograd_matrices
+from lowerkit.backend.cpu import team_layers
+from lowerkit.backend.cpu.panels import PackedTuples
 from lowerkit.backend.cpu.team_layers import NO_RESIDUAL
 
 from ..tiles import scatter_tiles, tile_counts
@@ -37,7 +39,9 @@ class Winograd(ConvAlgorithm):
         t = self.size
         if ws is None:  # precompute in float64: the G matrix has awkward fractions
             u = np.einsum("ar,ocrs,bs->aboc", self._G, weight.astype(np.float64), self._G)
-            return np.ascontiguousarray(u, dtype=np.float32).reshape(t * t, oc, ic)
+            u = np.ascontiguousarray(u, dtype=np.float32).reshape(t * t, oc, ic)
+            u.flags.writeable = False  # a constant: its panel-GEMM packing is made once (compute_output)
+            return u
         t1 = ws.get("kt1", (oc, ic, t, 3))
         np.matmul(self.g, weight, out=t1)
         t2 = ws.get("kt2", (oc, ic, t, t))
@@ -107,7 +111,8 @@ class Winograd6(Winograd):
     # The transforms run as the compiled passes of ``lowerkit.backend.cpu.jit.winograd``
     # (the same matrices): the input transform gathers, pads and transforms each tile row
     # in one pass; the output transform adds bias and ReLU and writes the cropped tiles
-    # straight into the output. The 36 channel GEMMs stay on BLAS.
+    # straight into the output. The 36 channel GEMMs run on BLAS, or on the packed kernel
+    # where ``team_layers.winograd_weights`` packs it (blocks of whole 6-channel panels).
     def __init__(self, *args, **kwargs) -> None:
         from lowerkit.backend.cpu import jit
 
@@ -133,7 +138,11 @@ class Winograd6(Winograd):
         o0, o1, _ = block.indices(self.geom.out_channels)
         r = state.shape[2]
         m = self.ws.get("m", (self.size * self.size, o1 - o0, r))
-        np.matmul(kernel[:, block], state, out=m)
+        packed = team_layers.winograd_weights(kernel, r)
+        if isinstance(packed, PackedTuples) and o0 % 6 == 0 and (o1 % 6 == 0 or o1 == self.geom.out_channels):
+            packed.run(state, m, r, o0 // 6, -(-o1 // 6))  # the channel GEMMs on the packed kernel
+        else:
+            np.matmul(kernel[:, block], state, out=m)
         th, tw = self.tiles
         s = self.ws.get("ws", (self.size, self.out, tw))
         y = self.ws.get("wy", (self.out, self.out, tw))

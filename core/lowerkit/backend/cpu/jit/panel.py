@@ -33,6 +33,8 @@ Kernels:
 - :func:`gemm` — panels [pa, pb) x columns [n0, n1) on the calling thread;
 - :func:`gemm_images` — every image of a batch on the calling thread, in one call;
 - :func:`conv_tiles` — an im2col convolution (a stem) in row tiles on the calling thread;
+- :func:`tuple_gemms` — Winograd's 36 channel GEMMs on its packed transformed weight, a band
+  of panels on the calling thread;
 - :func:`team_gemm` — one team region (see :mod:`.layer`), bands of columns or of panels;
   :func:`team_gated_gemm` — the same with the weight's columns scaled by a gate;
 - :func:`fc_rows` — a fully-connected layer of a few rows, the weight packed in bands
@@ -558,6 +560,21 @@ def gemm_images(panels, bias, x, out, strips, k, m, nc, code, p0, p1, residual):
     for i in range(x.shape[0]):
         added = residual[i] if residual.size > 0 else residual.reshape(0, 0)
         gemm(panels, bias, x[i], out[i], strips, k, m, nc, code, p0, p1, 0, count, 0, x.shape[2], added)
+
+
+@njit(types.void(ro(1), ro(1), ro(3), rw(3), i8, i8, i8, i8, i8, i8), nogil=True, cache=True, error_model="numpy")
+def tuple_gemms(panels, zeros, v, m, k, oc, nc, q0, q1, cols):
+    """Winograd's channel GEMMs on the packed ``U`` (``panels.PackedTuples``: 36 tuples of
+    ``-(-oc // ROWS)`` panels of ``k`` inputs each; ``zeros`` its zero bias): for every tuple a,
+    the rows of panels [q0, q1) of ``U[a] @ v[a][:, :cols]`` into rows 0.. of ``m[a]`` (``v``
+    [36, k, T], ``m`` [36, at least the band's rows, T], C order)."""
+    count = -(-oc // ROWS)
+    size = count * k * ROWS
+    rows = min(oc, q1 * ROWS) - q0 * ROWS
+    none, no_strips = np.empty((0, 0), np.float32), np.empty(0, np.float32)
+    for a in range(36):
+        start = a * size + q0 * k * ROWS
+        _gemm_at(panels[start:], zeros, v[a], m[a], no_strips, k, rows, nc, 0, 0.0, 0.0, 0, q1 - q0, 0, cols, 0, none)
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")

@@ -17,7 +17,9 @@ GEMM bands equal BLAS's result on those rows or columns).
 - :func:`fc_bias_activation` — a fully-connected layer in bands of output columns;
 - :func:`max_pool3x3` — the 3x3 max pool in bands of planes;
 - :func:`winograd_input` (bands of input channels) and :func:`winograd_products_output`
-  (bands of output channels: the band's 36 channel GEMMs, then its output transform);
+  (bands of output channels: the band's 36 channel GEMMs, then its output transform), or
+  :func:`winograd_panels_output` (the same on the packed transformed weight, the GEMMs by
+  :func:`.panel.tuple_gemms`, in bands of its panels);
 - :func:`pin_workers` — no work: each team thread but the caller's pins itself to a CPU
   (``lowerkit.backend.cpu.team.pin_team_workers`` says why).
 
@@ -34,7 +36,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.core.typing.ctypes_utils import make_function_type
 
-from . import conv, pool, winograd
+from . import conv, panel, pool, winograd
 from .cblas import NO_TRANS, ROW_MAJOR, sgemm
 from .layer import team_ready
 from ._act import act_span
@@ -181,6 +183,24 @@ def winograd_input(x, v, pt, pl, th, tw, i0, k, rows, tmp, ways):
         c0, c1 = _band(channels, j, ways)
         if c1 > c0:
             winograd.winograd_input(x, v, pt, pl, th, tw, i0, k, c0, c1, rows[j], tmp[j])
+
+
+@njit(types.void(ro(1), ro(1), ro(3), ro(1), rw(4), rw(4), rw(4), rw(4), i8, i8, i8, i8, i8, f8, f8, i8, i8, ro(4)),
+      **_FLAGS)
+def winograd_panels_output(panels, zeros, v, bias, out, m, s, y, i0, k, th, tw, code, p0, p1, ways, nc, residual):
+    """:func:`winograd_products_output` on the packed ``U`` (``panels.PackedTuples``): per
+    band of panels (6 output channels each), the band's channel GEMMs by
+    :func:`.panel.tuple_gemms`, then its output transform on the same thread. ``m`` [ways, 36,
+    rows, T] (rows at least 6 x the most panels a band takes)."""
+    oc, c = out.shape[1], v.shape[1]
+    count = -(-oc // panel.ROWS)
+    cols = k * th * tw
+    for j in prange(ways):
+        q0, q1 = _band(count, j, ways)
+        if q1 > q0:
+            panel.tuple_gemms(panels, zeros, v, m[j], c, oc, nc, q0, q1, cols)
+            winograd.winograd_output(m[j], bias, out, q0 * panel.ROWS, min(oc, q1 * panel.ROWS), i0, k, th, tw, code,
+                                     p0, p1, s[j], y[j], residual)
 
 
 def _winograd_products_output(u, v, bias, out, m, s, y, i0, k, th, tw, code, p0, p1, ways, gemm, residual):
