@@ -1,7 +1,8 @@
 """One switch, both ways, in one process: a zoo model lowered twice to the same backends with an
-environment variable set to each of two values while compiling (``LOWERKIT_CHANNEL_DIRECT``,
-``LOWERKIT_TEAM_PINNING``, ``LOWERKIT_PANEL_RULES``, ``LOWERKIT_PLANE_MEANS``, ...), then
-called alternately, in pairs whose order flips each time. Prints each handle's best and median call and the median of the
+environment variable set to each of two values while compiling and around each of the
+handle's calls (``LOWERKIT_CHANNEL_DIRECT``, ``LOWERKIT_TEAM_PINNING``, ``LOWERKIT_PANEL_RULES``,
+``LOWERKIT_PLANE_MEANS``, ``LOWERKIT_WINOGRAD_PANELS``, ...: a switch read when a call binds
+follows its handle too), then called alternately, in pairs whose order flips each time. Prints each handle's best and median call and the median of the
 per-pair ratios (second value / first): on a shared machine whose speed drifts, the pairs see
 the same drift, so their ratio is the figure to read.
 
@@ -15,6 +16,8 @@ import os
 import statistics
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -23,19 +26,32 @@ from lowerkit import models
 from peers import blas_lines
 
 
-def lowered(module: lk.Module, backends: list[str], variable: str, value: str):
-    """``module`` lowered to ``backends`` with ``variable`` set to ``value`` while it compiles."""
+@contextmanager
+def setting(variable: str, value: str) -> Iterator[None]:
+    """``variable`` set to ``value`` inside the block, as it was after."""
     before = os.environ.get(variable)
     os.environ[variable] = value
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return lk.to_backend(module, backends)
+        yield
     finally:
         if before is None:
             os.environ.pop(variable, None)
         else:
             os.environ[variable] = before
+
+
+def lowered(module: lk.Module, backends: list[str], variable: str, value: str):
+    """``module`` lowered to ``backends`` with ``variable`` set to ``value`` while it compiles,
+    as a call that sets it again around each call."""
+    with setting(variable, value), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        handle = lk.to_backend(module, backends)
+
+    def call(x: np.ndarray):
+        with setting(variable, value):
+            return handle(x)
+
+    return call
 
 
 def compare(name: str, batch: int, backends: list[str], variable: str, values: tuple[str, str], pairs: int) -> None:

@@ -340,14 +340,17 @@ def _shared(cls, w: np.ndarray, bias: np.ndarray | None, make: Callable | None =
 # 6.92).
 TUPLES_MIN_INPUTS = 128
 TUPLES_MAX_COLUMNS = 256
+TUPLES_ENV = "LOWERKIT_WINOGRAD_PANELS"  # "0": Winograd's channel GEMMs stay on sgemm
 
 
 def tuples_fit(c: int, columns: int) -> bool:
     """Whether Winograd's channel GEMMs of ``c`` input channels over ``columns`` tiles (a chunk
     of images) run on :class:`PackedTuples` (the measurements above): at least
     :data:`TUPLES_MIN_INPUTS` inputs and at most :data:`TUPLES_MAX_COLUMNS` tiles, with the
-    :func:`wide_tile` (measured there only)."""
-    return c >= TUPLES_MIN_INPUTS and columns <= TUPLES_MAX_COLUMNS and wide_tile()
+    :func:`wide_tile` (measured there only), unless ``$LOWERKIT_WINOGRAD_PANELS`` is ``0``
+    (read when a layer binds; nnpack's unbound calls ask on each call)."""
+    return (c >= TUPLES_MIN_INPUTS and columns <= TUPLES_MAX_COLUMNS and os.environ.get(TUPLES_ENV) != "0"
+            and wide_tile())
 
 
 @dataclass(frozen=True, eq=False)
