@@ -297,8 +297,8 @@ def test_winograd_panels_team_equals_the_serial_tuple_gemms(kernels, ways):
 
 
 def test_tuple_gemms_fill_only_their_band_of_panels():
-    """A band of panels [first, last) lands in rows 0.. of each tuple's product, and the rows
-    past the band are left alone."""
+    """A band of whole panels lands in rows 0.. of each tuple's product, and the rows past the
+    band are left alone; bands cover the channels in whole panels."""
     from lowerkit.backend.cpu.panels import PackedTuples
 
     c, oc, t = 12, 23, 7
@@ -306,6 +306,8 @@ def test_tuple_gemms_fill_only_their_band_of_panels():
     v = _rand(36, c, t, seed=8)
     packed = PackedTuples.of(u)
     m = np.full((36, 13, t), np.nan, np.float32)
-    packed.run(v, m, t, 2, 4)  # panels 2 and 3: channels 12-22 (the last panel has 5)
+    assert packed.takes(12, 23) and not packed.takes(12, 18 + 1) and not packed.takes(13, 18)
+    packed.run(v, m, t, 12, 23)  # panels 2 and 3: channels 12-22 (the last panel has 5)
     np.testing.assert_allclose(m[:, :11], np.matmul(u[:, 12:23], v), rtol=1e-5, atol=1e-4)
     assert np.isnan(m[:, 11:]).all()
+    assert packed.bands(3) == [(0, 12), (12, 18), (18, 23)] and packed.bands(4) == [(0, 6), (6, 12), (12, 18), (18, 23)]

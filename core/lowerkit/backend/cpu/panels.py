@@ -42,6 +42,7 @@ import numpy as np
 
 from .aligned import thread_buffer
 from .calls import sequence
+from .split import split
 
 SERIAL_MAX_INPUTS = 128  # one thread: the panel GEMM up to this many rows of columns, or any
 SERIAL_ANY_PIXELS = 784  # on maps of at most this many pixels (28x28 and smaller)
@@ -331,13 +332,13 @@ def _shared(cls, w: np.ndarray, bias: np.ndarray | None, make: Callable | None =
 
 # Winograd's 36 channel GEMMs ``U[a] @ V[a]`` on the panel GEMM (:class:`PackedTuples`): BLAS's
 # sgemm packs its share of U on every call, and with few tiles (columns) that copy is most of
-# the work — U is read from memory, written packed, read again, for a few dozen columns. One
-# thread, the 36 GEMMs of one band, U cold (flushed) and V in cache, median ms, sgemm / panel
-# (AMD EPYC Zen 4 VM, the wide tile): rows x inputs x tiles 128x256x16 1.06 / 0.72 (ResNet's
-# 256x14x14 layers at batch 1, one team thread's band), 64x128x49 0.60 / 0.42, 256x256x64
-# 5.16 / 3.77 (a batch slice of 4 images), 128x128x196 3.46 / 3.32, 512x512x16 7.56 / 5.40;
-# with 64 inputs or 784 tiles sgemm held its own (32x64x196 0.52 / 0.64, 64x128x784 6.86 /
-# 6.92).
+# the work — U is read from memory, written packed, read again, for a few dozen columns.
+# ``benchmarks/winograd_tuples.py``, one thread, the 36 GEMMs of one band, U flushed from the
+# caches and V in them, median ms, sgemm / panel (AMD EPYC Zen 4 VM, the wide tile), rows x
+# inputs x tiles: 128x256x16 0.846 / 0.482 (ResNet's 256x14x14 layers at batch 1, one team
+# thread's band), 64x128x49 0.500 / 0.318, 256x256x64 4.561 / 2.860 (a batch slice of four),
+# 512x512x16 7.295 / 4.621, 128x128x196 3.086 / 2.660; sgemm held its own with 64 inputs over
+# few tiles (32x64x196 0.305 / 0.343) and won over many (128x128x2048 32.7 / 39.3).
 TUPLES_MIN_INPUTS = 128
 TUPLES_MAX_COLUMNS = 256
 TUPLES_ENV = "LOWERKIT_WINOGRAD_PANELS"  # "0": Winograd's channel GEMMs stay on sgemm
@@ -391,12 +392,24 @@ class PackedTuples:
         writable one."""
         return _shared(cls, u, None, cls.of)
 
+    def bands(self, ways: int) -> list[tuple[int, int]]:
+        """Up to ``ways`` bands of output channels ``(first, last)``, each whole panels."""
+        rows = self.kernels.ROWS
+        return [(rows * b.start, min(self.m, rows * b.stop)) for b in split(self.count, ways)]
+
+    def takes(self, first: int, last: int) -> bool:
+        """Whether output channels [first, last) are whole panels (what :meth:`run` computes)."""
+        rows = self.kernels.ROWS
+        return first % rows == 0 and (last % rows == 0 or last == self.m)
+
     def run(self, v: np.ndarray, m: np.ndarray, columns: int, first: int = 0, last: int | None = None) -> None:
-        """Rows ``6 * first`` to ``6 * last`` (at most OC; by default all) of ``U[a] @ v[a][:,
-        :columns]`` into rows 0.. of ``m[a]`` for the 36 tuples, on the calling thread (``v``
-        [36, C, T], ``m`` [36, rows, T], C order; columns past ``columns`` untouched)."""
-        self.kernels.tuple_gemms(self.panels, self.zeros, v, m, self.k, self.m, self.columns, first,
-                                 self.count if last is None else last, columns)
+        """Output channels [first, last) (whole panels, :meth:`takes`; by default all) of ``U[a]
+        @ v[a][:, :columns]`` into rows 0.. of ``m[a]`` for the 36 tuples, on the calling thread
+        (``v`` [36, C, T], ``m`` [36, rows, T], C order; columns past ``columns`` untouched)."""
+        rows = self.kernels.ROWS
+        last = self.m if last is None else last
+        self.kernels.tuple_gemms(self.panels, self.zeros, v, m, self.k, self.m, self.columns, first // rows,
+                                 -(-last // rows), columns)
 
 
 BANDS_MIN_WEIGHTS = 65_536  # below, the weight sits in cache and BLAS's copy of it costs little

@@ -297,7 +297,8 @@ def winograd_shapes(c: int, oc: int, tiles: int, tile_width: int, ways: int) -> 
     ``tile_width`` tiles per row: the transformed input ``v``, each thread's channel products
     ``m`` and its transform rows ``rows``, ``tmp``, ``s``, ``y``."""
     wp = 4 * tile_width + 2
-    rows = max(-(-oc // ways), 6 * -(-(-(-oc // 6)) // ways))  # a band of channels, or of 6-channel panels
+    count = -(-oc // 6)  # panels: the packed weight's bands are whole 6-channel panels
+    rows = max(-(-oc // ways), 6 * -(-count // ways))
     return {"v": (36, c, tiles), "m": (ways, 36, rows, tiles), "rows": (ways, 6, wp), "tmp": (ways, 6, wp),
             "s": (ways, 6, 4, tile_width), "y": (ways, 4, 4, tile_width)}
 

@@ -8,9 +8,10 @@ once per handle) and V = B^T d B ([36, C, tiles]).
 
 The work runs in two parallel phases: input-channel bands (the compiled input transform
 of ``lowerkit.backend.cpu.jit.winograd``: pad, gather and B^T d B in one pass, into
-their rows of V), then output-channel bands (the band's 36 channel GEMMs on BLAS, then the
-compiled output transform with bias and activation fused, written straight into the
-output). Each band works in its own slice of the scratch.
+their rows of V), then output-channel bands (the band's 36 channel GEMMs on BLAS — or, where
+``lowerkit.backend.cpu.panels.tuples_fit``, on the panel GEMM over U packed once, in bands of
+whole 6-channel panels —, then the compiled output transform with bias and activation fused,
+written straight into the output). Each band works in its own slice of the scratch.
 """
 
 from __future__ import annotations
@@ -98,8 +99,8 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None, 
     ways = parallel.ways if parallel is not None else 1
     in_bands = [(b.start, b.stop) for b in split(c, ways)]
     packed = team_layers.winograd_weights(np.ascontiguousarray(u, dtype=np.float32), t)
-    if isinstance(packed, PackedTuples):  # bands of whole panels (6 output channels)
-        out_bands = [(6 * b.start, min(oc, 6 * b.stop)) for b in split(packed.count, ways)]
+    if isinstance(packed, PackedTuples):
+        out_bands = packed.bands(ways)  # whole panels of the packed weight
     else:
         out_bands = [(b.start, b.stop) for b in split(oc, ways)]
     v = scratch_array(scratch, np.float32, (TILE * TILE, c, t))  # shared by both phases
@@ -133,7 +134,7 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None, 
         # the scratch held (their products were work thrown away, and could be NaN).
         cols = current[1] * th * tw
         if isinstance(packed, PackedTuples):
-            packed.run(v, m, cols, o0 // 6, -(-o1 // 6))
+            packed.run(v, m, cols, o0, o1)
         else:
             np.matmul(u[:, o0:o1], v[:, :, :cols], out=m[:, :, :cols])
         kernels.winograd_output(m, bias, out, o0, o1, current[0], current[1], th, tw, code, p0, p1, s, y, added)
@@ -154,7 +155,8 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None, 
 def _team_form(x, u, bias, out, padding, act, scratch, team, serial, residual=None):
     """Two team regions per chunk of images (``lowerkit.backend.cpu.team_layers.run_winograd``):
     the input transform in bands of input channels, then per band of output channels its 36
-    channel GEMMs (jit.cblas.sgemm: MKL's or numpy's, BLAS at one thread) and its output transform."""
+    channel GEMMs (jit.cblas.sgemm — MKL's or numpy's, BLAS at one thread — or the panel GEMM
+    on the packed weight, ``team_layers.winograd_weights``) and its output transform."""
     n, c, h, wd, oc, oh, ow, th, tw, chunk = _plan(x.shape, out.shape)
     weights = team_layers.winograd_weights(np.ascontiguousarray(u, dtype=np.float32), chunk * th * tw)
     bias = np.ascontiguousarray(bias, dtype=np.float32)
@@ -167,7 +169,6 @@ def _team_form(x, u, bias, out, padding, act, scratch, team, serial, residual=No
             return serial()
         for i0 in range(0, n, chunk):
             team_layers.run_winograd(team, x, weights, bias, out, padding, (th, tw), act, buffers, i0,
-                                     min(chunk, n - i0),
-                                     residual)
+                                     min(chunk, n - i0), residual)
 
     return run

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.backend.cpu import merge_last, pad_into, tile_view, winograd_matrices
-from lowerkit.backend.cpu import team_layers
+from lowerkit.backend.cpu import merge_last, pad_into, team_layers, tile_view, winograd_matrices
 from lowerkit.backend.cpu.panels import PackedTuples
 from lowerkit.backend.cpu.team_layers import NO_RESIDUAL
 
@@ -139,8 +138,8 @@ class Winograd6(Winograd):
         r = state.shape[2]
         m = self.ws.get("m", (self.size * self.size, o1 - o0, r))
         packed = team_layers.winograd_weights(kernel, r)
-        if isinstance(packed, PackedTuples) and o0 % 6 == 0 and (o1 % 6 == 0 or o1 == self.geom.out_channels):
-            packed.run(state, m, r, o0 // 6, -(-o1 // 6))  # the channel GEMMs on the packed kernel
+        if isinstance(packed, PackedTuples) and packed.takes(o0, o1):
+            packed.run(state, m, r, o0, o1)  # the channel GEMMs on the packed kernel
         else:
             np.matmul(kernel[:, block], state, out=m)
         th, tw = self.tiles
