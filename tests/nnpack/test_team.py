@@ -290,8 +290,9 @@ def test_a_one_row_linear_layer_is_numpys_matrix_vector_product(monkeypatch):
 
 def test_wt6x6_channel_gemms_on_the_packed_kernel(monkeypatch):
     """A wt6x6 layer of 128 input channels on a 14x14 map (``panels.tuples_fit``) multiplies
-    its transformed kernel packed for the panel GEMM: in the team regions at batch 1 and in
-    the serial form of a one-thread plan at batch 2, each matching the reference."""
+    its transformed kernel packed for the panel GEMM: in the team regions at batch 1, in the
+    serial form of a one-thread plan at batch 2, and on the pool's two workers (no team: blocks
+    of whole panels), each matching the reference."""
     from lowerkit.backend.cpu import panels
     from lowerkit_nnpack import selection
 
@@ -300,7 +301,8 @@ def test_wt6x6_channel_gemms_on_the_packed_kernel(monkeypatch):
     runs: list[int] = []
     original = panels.PackedTuples.run
     monkeypatch.setattr(panels.PackedTuples, "run", lambda self, *a: (runs.append(a[2]), original(self, *a))[1])
-    for batch, threads in ((1, 2), (2, 1)):
+    for batch, threads, team in ((1, 2, "1"), (2, 1, "1"), (1, 2, "0")):
+        monkeypatch.setenv("LOWERKIT_NNPACK_TEAM", team)
         g, params = Graph(), {}
         param = _param_maker(g, params, seed=5)
         x = g.add_input("x", TensorType("f32", (batch, 128, 14, 14)))
@@ -316,7 +318,9 @@ def test_wt6x6_channel_gemms_on_the_packed_kernel(monkeypatch):
         data = np.random.default_rng(6).standard_normal((batch, 128, 14, 14)).astype(np.float32)
         expected = module(data)
         np.testing.assert_allclose(lowered(data), expected, rtol=0, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
-        if threads == 2:
+        if team == "0":
+            assert _plan(lowered).team is None and sorted(runs) == [16, 16], runs  # 66 + 66 channels
+        elif threads == 2:
             assert "winograd_panels_output" in ran and "winograd_products_output" not in ran, ran
         else:
             assert runs == [batch * 16], runs  # both images' tiles, all panels at once

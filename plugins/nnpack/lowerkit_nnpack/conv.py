@@ -216,7 +216,7 @@ class Conv2d:
                     state = impl.finish_state(buffer, n)
                 else:
                     state = impl.transform_input(x)
-                blocks = split(g.out_channels, workers)
+                blocks = impl.output_blocks(state, kernel, workers)
                 run_parallel(workers, lambda b: impl.compute_output(state, kernel, bias, b, out, residual), blocks)
         return out
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lowerkit.backend.cpu import split
+
 from ..geometry import ConvGeometry, GeometryError
 from ..workspace import Workspace
 
@@ -109,6 +111,11 @@ class ConvAlgorithm:
         """Channel GEMM + output transform for output channels ``block`` of ``out``, then
         bias, ``+ residual`` (an array shaped like ``out``) and the fused activation."""
         raise NotImplementedError
+
+    def output_blocks(self, state: np.ndarray, kernel: np.ndarray, workers: int) -> list[slice]:
+        """The output-channel blocks the per-image path hands to ``workers`` workers'
+        :meth:`compute_output`: nearly equal parts."""
+        return split(self.geom.out_channels, workers)
 
     def _epilogue(
         self, out_block: np.ndarray, bias: np.ndarray | None, block: slice, residual: np.ndarray | None = None

@@ -129,6 +129,14 @@ class Winograd6(Winograd):
         self._jit.winograd_input(np.ascontiguousarray(x, dtype=np.float32), v, top, left, th, tw, 0, n, c0, c1,
                                  rows, tmp)
 
+    def output_blocks(self, state: np.ndarray, kernel: np.ndarray, workers: int) -> list[slice]:
+        """Whole panels of the packed kernel where the channel GEMMs run on it (see
+        :meth:`compute_output`), else nearly equal parts."""
+        packed = team_layers.winograd_weights(kernel, state.shape[2])
+        if isinstance(packed, PackedTuples):
+            return [slice(first, last) for first, last in packed.bands(workers)]
+        return super().output_blocks(state, kernel, workers)
+
     def compute_output(
         self, state: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, block: slice, out: np.ndarray,
         residual: np.ndarray | None = None,
