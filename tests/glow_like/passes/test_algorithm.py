@@ -137,3 +137,27 @@ def test_winograd_channel_gemms_on_the_packed_weight_in_every_form(monkeypatch):
     writable = np.array(u)
     KERNELS["conv2d"].prepare([x, writable, b], [np.empty_like(expected)], {**attrs, "algo": "winograd"}, None)()
     assert runs == []
+
+
+def test_eight_threads_share_a_packed_winograd_layer(monkeypatch):
+    """A lowered 192-channel 14x14 Winograd layer (16 tiles: its channel GEMMs on the packed
+    weight) called from eight threads at once: every thread gets the reference's result."""
+    import lowerkit as lk
+    from tests.team_calls import from_threads
+
+    from lowerkit.backend.cpu import panels
+
+    monkeypatch.setattr(panels, "wide_tile", lambda: True)
+    packed: list[int] = []
+    original = panels.PackedTuples.of
+    monkeypatch.setattr(panels.PackedTuples, "of", classmethod(lambda cls, u: (packed.append(u.shape),
+                                                                                original.__func__(cls, u))[1]))
+    module = _conv_module(192, 14)
+    lowered = lk.to_backend(module, "glow_like")
+    xs = [np.random.default_rng(10 + i).standard_normal((1, 192, 14, 14)).astype(np.float32) for i in range(8)]
+    results = from_threads(lambda i: [lowered(xs[i]) for _ in range(3)])
+    assert packed == [(36, 192, 192)]  # once, for every thread's binding
+    for i, outs in results.items():
+        expected = reference(module, xs[i])
+        for out in outs:
+            assert_close([np.asarray(out)], expected)
