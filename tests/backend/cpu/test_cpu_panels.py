@@ -667,3 +667,32 @@ def test_packed_tuples_are_shared_for_a_constant_weight_and_never_made_for_a_wri
     u.flags.writeable = False
     first = panels.PackedTuples.shared(u)
     assert first is panels.PackedTuples.shared(u) and (first.m, first.k, first.count) == (7, 5, 2)
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_glow_like_samples_a_strided_1x1_layer_then_multiplies_every_image_at_once(monkeypatch, residual):
+    """On one thread a 1x1 convolution with a stride takes every image's sampled pixels in one
+    strided copy, then the panel GEMM over all images (``bind_images``), with the reference's
+    results — alone and as a residual block's downsample (its sum a pass after it)."""
+    import lowerkit as lk
+    from lowerkit import nn
+
+    class Down(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.main = nn.Conv2d(20, 40, 3, stride=2, padding=1)
+            self.down = nn.Conv2d(20, 40, 1, stride=2)
+
+        def forward(self, x):
+            y = self.down(x)
+            return (y + self.main(x)).relu() if residual else y
+
+    x = np.random.default_rng(3).standard_normal((3, 20, 15, 14)).astype(np.float32)  # odd size: 8x7 outputs
+    module = lk.trace(Down(), x)
+    bound: list[tuple[int, ...]] = []
+    original = panels.PackedWeight.bind_images
+    monkeypatch.setattr(panels.PackedWeight, "bind_images",
+                        lambda self, a, *r: (bound.append(a.shape), original(self, a, *r))[1])
+    got = lk.to_backend(module, "glow_like", {"forward": {"threads": 1}})(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(lk.to_backend(module, "reference")(x)), rtol=1e-4, atol=1e-4)
+    assert (3, 20, 56) in bound  # three images' 8x7 sampled pixels, one call
