@@ -669,11 +669,13 @@ def test_packed_tuples_are_shared_for_a_constant_weight_and_never_made_for_a_wri
     assert first is panels.PackedTuples.shared(u) and (first.m, first.k, first.count) == (7, 5, 2)
 
 
+@pytest.mark.parametrize("backend", ["glow_like", "nnpack"])
 @pytest.mark.parametrize("residual", [False, True])
-def test_glow_like_samples_a_strided_1x1_layer_then_multiplies_every_image_at_once(monkeypatch, residual):
+def test_plugins_sample_a_strided_1x1_layer_then_multiply_every_image_at_once(monkeypatch, residual, backend):
     """On one thread a 1x1 convolution with a stride takes every image's sampled pixels in one
-    strided copy, then the panel GEMM over all images (``bind_images``), with the reference's
-    results — alone and as a residual block's downsample (its sum a pass after it)."""
+    strided copy, then the panel GEMM over all images (``bind_images`` / ``run_images``), with
+    the reference's results — alone and as a residual block's downsample (its sum a pass after
+    it)."""
     import lowerkit as lk
     from lowerkit import nn
 
@@ -690,9 +692,10 @@ def test_glow_like_samples_a_strided_1x1_layer_then_multiplies_every_image_at_on
     x = np.random.default_rng(3).standard_normal((3, 20, 15, 14)).astype(np.float32)  # odd size: 8x7 outputs
     module = lk.trace(Down(), x)
     bound: list[tuple[int, ...]] = []
-    original = panels.PackedWeight.bind_images
-    monkeypatch.setattr(panels.PackedWeight, "bind_images",
-                        lambda self, a, *r: (bound.append(a.shape), original(self, a, *r))[1])
-    got = lk.to_backend(module, "glow_like", {"forward": {"threads": 1}})(x)
+    for name in ("bind_images", "run_images"):
+        original = getattr(panels.PackedWeight, name)
+        monkeypatch.setattr(panels.PackedWeight, name,
+                            lambda self, a, *r, _f=original: (bound.append(a.shape), _f(self, a, *r))[1])
+    got = lk.to_backend(module, backend, {"forward": {"threads": 1}})(x)
     np.testing.assert_allclose(np.asarray(got), np.asarray(lk.to_backend(module, "reference")(x)), rtol=1e-4, atol=1e-4)
     assert (3, 20, 56) in bound  # three images' 8x7 sampled pixels, one call

@@ -16,10 +16,12 @@ view (their column layouts are not one image's contiguous matrix).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
 from lowerkit.backend.cpu import channel_direct, direct, im2col_view, pad_into, panels
+from lowerkit.backend.cpu.calls import sequence
 from lowerkit.backend.cpu.gemm import matmul_into
 
 
@@ -169,6 +171,15 @@ columns multiplied while in cache.
                 if residual is not None:
                     add_activate(out, residual, self.activation)
                 return
+            if self._samples() and x.dtype == np.float32 and out.flags.c_contiguous:
+                # A 1x1/2 layer: every image's sampled pixels in one strided copy, then as a
+                # 1x1 layer (glow_like's _prepare_sampled: its GEMMs image-wide, not per tile).
+                sampled, window = self._sampled(x)
+                np.copyto(sampled, window)
+                packed.run_images(sampled.reshape(n, x.shape[1], -1), out.reshape(n, oc, -1), act)
+                if residual is not None:
+                    add_activate(out, residual, self.activation)
+                return
             form = self._direct
             if (form is not None and residual is None and x.dtype == np.float32 and x.flags.c_contiguous
                     and out.flags.c_contiguous):
@@ -197,13 +208,22 @@ columns multiplied while in cache.
     def bind_chunk(self, x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
                    residual: np.ndarray | None = None) -> Callable[[], object] | None:
         """:meth:`run_chunk` on these very arrays as a zero-argument call, for a 1x1 layer on
-        the panel GEMM (every image in one compiled call, then the residual); else None."""
+        the panel GEMM (every image in one compiled call, then the residual; a strided one
+        copies its sampled pixels first); else None."""
         packed = self._packed(kernel, bias)
-        if packed is None or not self._reads_in_place() or not (x.flags.c_contiguous and out.flags.c_contiguous):
+        samples = self._samples() and x.dtype == np.float32
+        if (packed is None or not (self._reads_in_place() or samples)
+                or not (x.flags.c_contiguous and out.flags.c_contiguous)):
             return None
         n = x.shape[0]
-        gemm = packed.bind_images(x.reshape(n, x.shape[1], -1), out.reshape(n, self.geom.out_channels, -1),
-                                  self.activation if residual is None else NONE)
+        act = self.activation if residual is None else NONE
+        out3 = out.reshape(n, self.geom.out_channels, -1)
+        if not samples:
+            return with_residual(packed.bind_images(x.reshape(n, x.shape[1], -1), out3, act), out, residual,
+                                 self.activation)
+        sampled, window = self._sampled(x)
+        gemm = sequence(partial(np.copyto, sampled, window),
+                        packed.bind_images(sampled.reshape(n, x.shape[1], -1), out3, act))
         return with_residual(gemm, out, residual, self.activation)
 
     def _channel_direct(self, x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
@@ -291,6 +311,19 @@ columns multiplied while in cache.
     def _reads_in_place(self) -> bool:
         g = self.geom
         return g.kernel == (1, 1) and g.stride == (1, 1) and not any(g.padding)
+
+    def _samples(self) -> bool:
+        """A 1x1 layer with a stride and no padding (ResNet's 1x1/2 downsamples): a 1x1 layer
+        on every stride-th pixel, which :meth:`_sampled` copies out first."""
+        g = self.geom
+        return g.kernel == (1, 1) and g.stride != (1, 1) and not any(g.padding)
+
+    def _sampled(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """This thread's buffer for the sampled pixels of ``x`` [N, C, OH, OW], and the strided
+        view of ``x`` to copy into it."""
+        (sh, sw), (oh, ow) = self.geom.stride, self.out_hw
+        return (self.ws.get("sampled", (x.shape[0], x.shape[1], oh, ow)),
+                x[:, :, ::sh, ::sw][:, :, :oh, :ow])
 
     def compute_rows(
         self, image: np.ndarray, window: np.ndarray, cols: np.ndarray | None, kernel: np.ndarray,
