@@ -699,3 +699,22 @@ def test_plugins_sample_a_strided_1x1_layer_then_multiply_every_image_at_once(mo
     got = lk.to_backend(module, backend, {"forward": {"threads": 1}})(x)
     np.testing.assert_allclose(np.asarray(got), np.asarray(lk.to_backend(module, "reference")(x)), rtol=1e-4, atol=1e-4)
     assert (3, 20, 56) in bound  # three images' 8x7 sampled pixels, one call
+
+
+@pytest.mark.parametrize("backend", ["glow_like", "nnpack"])
+def test_a_sampled_strided_1x1_layer_from_eight_threads(backend):
+    """Each calling thread samples into its own scratch: eight threads calling one lowered
+    1x1/2 layer at once all get the reference's results."""
+    import lowerkit as lk
+    from lowerkit import nn
+
+    net = nn.Sequential(nn.Conv2d(24, 48, 1, stride=2), nn.ReLU())
+    xs = [np.random.default_rng(20 + i).standard_normal((2, 24, 14, 14)).astype(np.float32) for i in range(8)]
+    module = lk.trace(net, xs[0])
+    lowered = lk.to_backend(module, backend, {"forward": {"threads": 1}})
+    reference = lk.to_backend(module, "reference")
+    results = from_threads(lambda i: [np.asarray(lowered(xs[i])) for _ in range(3)])
+    for i, outs in results.items():
+        expected = np.asarray(reference(xs[i]))
+        for out in outs:
+            np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
