@@ -10,12 +10,11 @@ import threading
 import numpy as np
 import pytest
 
-from tests.nnpack.test_team import _add, _param_maker, _plan, mobile_net
+from tests.nnpack.test_team import _add, _param_maker, _plan, gated_projection, mobile_net, numbered_module
 from tests.team_calls import record_team_calls, team_on_small_layers
 
 import lowerkit as lk
-from lowerkit.ir import Graph, GraphMethod, Module, TensorType
-from lowerkit.opset import get_schema
+from lowerkit.ir import Graph, Module, TensorType
 
 pytest.importorskip("numba")
 
@@ -38,10 +37,7 @@ def _serial_net(seed: int = 0) -> Module:
     s = _add(g, "conv2d", [s, param("head", (16, 16, 1, 1))])  # read by flatten's view: never bound
     y = _add(g, "flatten", [s], {"start_dim": 1})
     g.set_outputs([_add(g, "linear", [y, param("fc", (10, 16)), param("fc_b", (10,))])])
-    for i, node in enumerate(g.nodes):
-        node.debug_handle = i + 1
-        node.attrs = get_schema(node.op).normalize_attrs(node.attrs)
-    return Module(params, {"forward": GraphMethod(g)}, name="SerialNet")
+    return numbered_module(g, params, "SerialNet")
 
 
 def _bound_entries(plan) -> list[tuple]:
@@ -190,17 +186,9 @@ def _gated_net(seed: int = 0) -> Module:
     param = _param_maker(g, params, seed)
     x = g.add_input("x", TensorType("f32", (1, 8, 12, 12)))
     r = _add(g, "conv2d", [x, param("stem", (8, 8, 1, 1))])
-    y = _add(g, "silu", [_add(g, "conv2d", [r, param("expand", (32, 8, 1, 1)), param("expand_b", (32,))])])
-    y = _add(g, "conv2d", [y, param("dw", (32, 1, 3, 3))], {"padding": (1, 1, 1, 1), "groups": 32})
-    s = _add(g, "global_avg_pool2d", [y])
-    s = _add(g, "relu", [_add(g, "conv2d", [s, param("se1", (4, 32, 1, 1)), param("se1_b", (4,))])])
-    s = _add(g, "sigmoid", [_add(g, "conv2d", [s, param("se2", (32, 4, 1, 1)), param("se2_b", (32,))])])
-    p = _add(g, "conv2d", [_add(g, "mul", [y, s]), param("project", (8, 32, 1, 1)), param("project_b", (8,))])
+    p = gated_projection(g, param, r)
     g.set_outputs([_add(g, "conv2d", [_add(g, "add", [p, r]), param("head", (8, 8, 1, 1))])])
-    for i, node in enumerate(g.nodes):
-        node.debug_handle = i + 1
-        node.attrs = get_schema(node.op).normalize_attrs(node.attrs)
-    return Module(params, {"forward": GraphMethod(g)}, name="GatedBlock")
+    return numbered_module(g, params, "GatedBlock")
 
 
 def test_a_gated_projection_binds_and_the_loop_runs_it(monkeypatch):

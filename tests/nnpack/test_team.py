@@ -143,25 +143,34 @@ def test_eight_threads_share_a_team_plan():
             np.testing.assert_allclose(got, expected[i], rtol=0, atol=1e-5 * max(1.0, float(np.abs(expected[i]).max())))
 
 
-def se_net(seed=0, batch=1):
-    """conv + silu, a depthwise 3x3 (so a batch runs image by image on the team), a
-    squeeze-excitation gate (pool, 1x1 + relu, 1x1 + sigmoid), the map times the gate, then a
-    1x1 projection (fewer channels than pixels) with a residual."""
-    g, params = Graph(), {}
-    param = _param_maker(g, params, seed)
-
-    x = g.add_input("x", TensorType("f32", (batch, 8, 12, 12)))
+def gated_projection(g, param, x):
+    """On 8-channel ``x``: conv + silu to 32 channels, a depthwise 3x3, a squeeze-excitation
+    gate (pool, 1x1 + relu, 1x1 + sigmoid), the map times the gate, then a 1x1 projection back
+    to 8 channels (fewer than the pixels): its output."""
     y = _add(g, "silu", [_add(g, "conv2d", [x, param("expand", (32, 8, 1, 1)), param("expand_b", (32,))])])
     y = _add(g, "conv2d", [y, param("dw", (32, 1, 3, 3))], {"padding": (1, 1, 1, 1), "groups": 32})
     s = _add(g, "global_avg_pool2d", [y])
     s = _add(g, "relu", [_add(g, "conv2d", [s, param("se1", (4, 32, 1, 1)), param("se1_b", (4,))])])
     s = _add(g, "sigmoid", [_add(g, "conv2d", [s, param("se2", (32, 4, 1, 1)), param("se2_b", (32,))])])
-    p = _add(g, "conv2d", [_add(g, "mul", [y, s]), param("project", (8, 32, 1, 1)), param("project_b", (8,))])
-    g.set_outputs([_add(g, "add", [p, x])])
+    return _add(g, "conv2d", [_add(g, "mul", [y, s]), param("project", (8, 32, 1, 1)), param("project_b", (8,))])
+
+
+def numbered_module(g, params, name):
+    """``g`` as a module's forward, its nodes numbered and their attributes normalised."""
     for i, node in enumerate(g.nodes):
         node.debug_handle = i + 1
         node.attrs = get_schema(node.op).normalize_attrs(node.attrs)
-    return Module(params, {"forward": GraphMethod(g)}, name="SqueezeExcite")
+    return Module(params, {"forward": GraphMethod(g)}, name=name)
+
+
+def se_net(seed=0, batch=1):
+    """:func:`gated_projection` (its depthwise layer makes a batch run image by image on the
+    team) with the input added back as a residual."""
+    g, params = Graph(), {}
+    param = _param_maker(g, params, seed)
+    x = g.add_input("x", TensorType("f32", (batch, 8, 12, 12)))
+    g.set_outputs([_add(g, "add", [gated_projection(g, param, x), x])])
+    return numbered_module(g, params, "SqueezeExcite")
 
 
 @pytest.mark.parametrize("batch", [1, 3])
