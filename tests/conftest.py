@@ -13,5 +13,5 @@ def _panel_rules_of_avx2(monkeypatch):
     them all. Tests of those rules set them."""
     from lowerkit.backend.cpu import panels
 
-    monkeypatch.setattr(panels, "_WIDE", [False])
-    monkeypatch.setattr(panels, "_WIDE_TILE", [False])
+    monkeypatch.setattr(panels, "_RULES", ["avx2"])
+    monkeypatch.delenv(panels.RULES_ENV, raising=False)

@@ -198,7 +198,7 @@ def test_a_gated_projection_binds_and_the_loop_runs_it(monkeypatch):
     team_on_small_layers(monkeypatch)
     from lowerkit.backend.cpu import panels
 
-    monkeypatch.setattr(panels, "_WIDE_TILE", [True])  # the panel GEMM takes the projection
+    monkeypatch.setattr(panels, "_RULES", ["wide"])  # the panel GEMM takes the projection
     bound_gated = []
     real = panels.PackedWeight.bind_team_gated
     monkeypatch.setattr(panels.PackedWeight, "bind_team_gated",

@@ -70,7 +70,7 @@ def test_team_plans_take_winograd_from_32_tiles_over_the_batch(monkeypatch):
     assert select_algorithm(g14, batch=1, team=True) == "wt6x6"  # (tests pin the AVX2 rules)
     assert select_algorithm(wide7, batch=4, team=True) == "implicit_gemm"  # 16 tiles, 512 x 512 channels
     assert select_algorithm(wide7, batch=8, team=True) == "wt6x6"  # 32 tiles
-    monkeypatch.setattr(panels, "_WIDE", [True])
+    monkeypatch.setattr(panels, "_RULES", ["avx512"])
     assert select_algorithm(g14, batch=1, team=True) == "implicit_gemm"
     assert select_algorithm(g14, batch=2, team=True) == "wt6x6"  # 32 tiles
     assert select_algorithm(g28, batch=1, team=True) == "wt6x6"  # 49

@@ -212,7 +212,7 @@ def test_a_gated_projection_on_the_panel_gemm_adds_its_residual_in_the_region(mo
     the same region (PackedWeight.run_team_gated), against the reference."""
     from lowerkit.backend.cpu import panels
 
-    monkeypatch.setattr(panels, "_WIDE_TILE", [True])
+    monkeypatch.setattr(panels, "_RULES", ["wide"])
     calls = []
     real = panels.PackedWeight.run_team_gated
     monkeypatch.setattr(panels.PackedWeight, "run_team_gated",

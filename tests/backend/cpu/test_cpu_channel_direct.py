@@ -168,7 +168,7 @@ def test_the_strips_and_the_bias_start_on_a_cache_line():
 
 
 def test_the_rule(monkeypatch):
-    monkeypatch.setattr(panels, "_WIDE_TILE", [True])
+    monkeypatch.setattr(panels, "_RULES", ["wide"])
     assert channel_direct.fits(64, (3, 3)) and channel_direct.fits(512, (3, 3))
     assert not channel_direct.fits(512, (1, 1))  # 1x1: the panel GEMM on the image
     assert not channel_direct.fits(3, (7, 7))  # a stem: jit.direct
@@ -177,14 +177,14 @@ def test_the_rule(monkeypatch):
     monkeypatch.setenv(channel_direct.SWITCH_ENV, "0")
     assert not channel_direct.fits(64, (3, 3))
     monkeypatch.delenv(channel_direct.SWITCH_ENV)
-    monkeypatch.setattr(panels, "_WIDE_TILE", [False])  # 16 vector registers, or full-width AVX-512
+    monkeypatch.setattr(panels, "_RULES", ["avx2"])  # 16 vector registers, or full-width AVX-512
     assert not channel_direct.fits(64, (3, 3))
 
 
 def test_a_team_form_of_a_layer_of_many_channels_runs_here_given_the_image_size(monkeypatch):
     from lowerkit.backend.cpu.team_layers import DenseTeamForm
 
-    monkeypatch.setattr(panels, "_WIDE_TILE", [True])
+    monkeypatch.setattr(panels, "_RULES", ["wide"])
     form = DenseTeamForm.of(128, 64 * 9, (3, 3), (2, 2), (1,) * 4, (1, 1), (28, 28), 2, in_hw=(56, 56))
     assert form.channel is not None and form.fuses_residual and form.cols_shape == (1, 64 * 57 * 57)  # rows and columns as far as the taps reach
     assert isinstance(form.pack(np.ones((128, 64 * 9), np.float32), np.zeros(128, np.float32)),
@@ -204,7 +204,7 @@ def test_plugins_run_such_layers_here(monkeypatch, backend, batch, threads):
 
     if threads > 1:
         skip_without_team()
-    monkeypatch.setattr(panels, "_WIDE_TILE", [True])
+    monkeypatch.setattr(panels, "_RULES", ["wide"])
     calls = []
     for name in ("run", "run_team"):
         real = getattr(channel_direct.ChannelDirectConv, name)
@@ -237,7 +237,7 @@ def test_glow_like_s_team_form_keeps_a_weight_given_at_call_time_off_the_strips(
     from lowerkit_glow_like.kernels.conv import prepare_conv
 
     skip_without_team()
-    monkeypatch.setattr(panels, "_WIDE_TILE", [True])
+    monkeypatch.setattr(panels, "_RULES", ["wide"])
     calls = []
     monkeypatch.setattr(channel_direct.ChannelDirectConv, "run_team", lambda *a: calls.append(a))
     x, w, b, want, _ = _case(0)

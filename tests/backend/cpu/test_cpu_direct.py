@@ -88,7 +88,7 @@ def test_the_rule_takes_undilated_convolutions_of_few_channels():
 
 
 def test_the_rule_leaves_full_width_avx512_to_sgemm(monkeypatch):
-    monkeypatch.setattr(panels, "_WIDE", [True])
+    monkeypatch.setattr(panels, "_RULES", ["avx512"])
     assert not direct.fits(3, (7, 7), (2, 2), (1, 1), (112, 112))
 
 

@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("numba")
 
 from lowerkit.backend.cpu import jit, panels  # noqa: E402
+from lowerkit.backend.cpu.jit import vectors  # noqa: E402
 from lowerkit.backend.cpu.jit.layer import team_ready  # noqa: E402
 from tests.team_calls import from_threads  # noqa: E402
 
@@ -260,7 +261,7 @@ def test_with_wide_vectors_the_rule_keeps_only_one_thread_s_thinnest_layers(monk
     few rows of columns untiled (one im2col, sgemm bands)."""
     from lowerkit.backend.cpu.team_layers import DenseTeamForm
 
-    monkeypatch.setattr(panels, "_WIDE", [True])
+    monkeypatch.setattr(panels, "_RULES", ["avx512"])
     assert panels.fits(16, 12544, team=False) and not panels.fits(24, 3136, team=False)
     assert not panels.fits(16, 12544, team=True) and not panels.fits(960, 49, team=True)
     assert panels.tile_rows(147, (112, 112)) == 0
@@ -270,17 +271,21 @@ def test_with_wide_vectors_the_rule_keeps_only_one_thread_s_thinnest_layers(monk
     assert not stem.panel and not stem.tiled and stem.cols_shape == (1, 27 * 112 * 112)
 
 
-@pytest.mark.parametrize("rules, wide", [("avx512", True), ("avx2", False)])
-def test_the_environment_names_the_rules_and_the_cpu_decides_otherwise(monkeypatch, rules, wide):
-    monkeypatch.setattr(panels, "_WIDE", [])
-    monkeypatch.setenv(panels.RULES_ENV, rules)
-    assert panels.wide_vectors() is wide and panels._WIDE == [wide]  # asked once
-    monkeypatch.setattr(panels, "_WIDE", [])
-    monkeypatch.delenv(panels.RULES_ENV)
-    from llvmlite import binding
+@pytest.mark.parametrize("chosen", panels.RULE_SETS)
+def test_the_environment_names_the_rules_at_every_call(monkeypatch, chosen):
+    monkeypatch.setattr(panels, "_RULES", ["avx2"])
+    monkeypatch.setenv(panels.RULES_ENV, chosen)
+    assert panels.rules() == chosen and panels._RULES == ["avx2"]
+    assert panels.wide_vectors() is (chosen == "avx512") and panels.wide_tile() is (chosen == "wide")
 
-    features, name = binding.get_host_cpu_features(), binding.get_host_cpu_name()
-    assert panels.wide_vectors() is panels.full_width_avx512(features, name)
+
+def test_otherwise_the_kernels_and_the_cpu_choose_the_rules_once(monkeypatch):
+    monkeypatch.setattr(panels, "_RULES", [])
+    monkeypatch.delenv(panels.RULES_ENV, raising=False)
+    kernels = jit.load("panel")
+    expected = "wide" if kernels.TILE == 32 else "avx512" if vectors.host_full_width() else "avx2"
+    assert panels.rules() == expected and panels._RULES == [expected]  # asked once
+    assert panels.rules() == expected
 
 
 @pytest.mark.parametrize("features, name, wide", [
@@ -289,27 +294,22 @@ def test_the_environment_names_the_rules_and_the_cpu_decides_otherwise(monkeypat
     ({"avx512f": False, "avx2": True}, "znver3", False),
     ({"avx2": True}, "haswell", False),
 ])
-def test_only_full_width_avx512_takes_the_wide_rules(features, name, wide):
-    assert panels.full_width_avx512(features, name) is wide
+def test_only_full_width_avx512_counts_as_wide_vectors(features, name, wide):
+    assert vectors.full_width_avx512(features, name) is wide
+
+
+def test_the_wide_tile_has_16_float_vectors_where_the_cpu_runs_them_at_full_width():
+    kernels = jit.load("panel")
+    full = kernels.TILE == 32 and kernels._compiled_for_host() and vectors.host_full_width()
+    assert kernels.LANES == (16 if full else 8)
 
 
 def test_with_the_wide_tile_the_panel_gemm_takes_every_layer(monkeypatch):
-    monkeypatch.setattr(panels, "_WIDE_TILE", [True])
+    monkeypatch.setattr(panels, "_RULES", ["wide"])
     assert panels.fits(147, 12544, team=False) and panels.fits(480, 3136, team=False)
     assert panels.fits(576, 196, team=True) and panels.fits(4608, 3136, team=True)
-    monkeypatch.setattr(panels, "_WIDE", [True])  # full-width AVX-512: its own rules first
+    monkeypatch.setattr(panels, "_RULES", ["avx512"])  # full-width AVX-512 with the narrow tile
     assert not panels.fits(147, 12544, team=False) and not panels.fits(960, 49, team=True)
-
-
-def test_the_wide_tile_rule_follows_the_kernel_unless_the_environment_names_the_rules(monkeypatch):
-    monkeypatch.setattr(panels, "_WIDE", [False])
-    monkeypatch.setattr(panels, "_WIDE_TILE", [])
-    monkeypatch.delenv(panels.RULES_ENV, raising=False)
-    assert panels.wide_tile() is (jit.load("panel").TILE == 32) and len(panels._WIDE_TILE) == 1  # asked once
-    for rules in ("avx2", "avx512"):
-        monkeypatch.setattr(panels, "_WIDE_TILE", [])
-        monkeypatch.setenv(panels.RULES_ENV, rules)
-        assert panels.wide_tile() is False
 
 
 _NARROW_TILE_SCRIPT = """
@@ -355,6 +355,54 @@ def test_the_narrow_tile_and_its_strips_where_numba_compiles_for_another_cpu():
     assert "narrow tile ok" in result.stdout
 
 
+_OTHER_LANES_SCRIPT = """
+import sys
+import numpy as np
+from lowerkit.backend.cpu import jit, panels
+kernels = jit.load("panel")
+assert (kernels.TILE, kernels.LANES) == (32, int(sys.argv[1])), (kernels.TILE, kernels.LANES)
+rng = np.random.default_rng(0)
+acts = {"relu": (1, 0.0, 0.0), "clip": (2, 0.0, 6.0), "silu": (5, 0.0, 0.0), "sigmoid": (8, 0.0, 0.0)}
+expect = {"relu": lambda y: np.maximum(y, 0), "clip": lambda y: np.clip(y, 0, 6),
+          "silu": lambda y: y / (1 + np.exp(-y)), "sigmoid": lambda y: 1 / (1 + np.exp(-y))}
+for m, k, n in ((200, 300, 64), (13, 300, 97), (7, 17, 33), (96, 16, 200), (64, 600, 49)):
+    w = rng.standard_normal((m, k)).astype(np.float32)
+    x = rng.standard_normal((k, n)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    r = rng.standard_normal((m, n)).astype(np.float32)
+    packed = panels.PackedWeight.of(w, b)
+    for name, act in acts.items():
+        out = np.full((m, n), np.nan, np.float32)
+        packed.run(x, out, act, r)
+        y = w.astype(np.float64) @ x.astype(np.float64) + b[:, None] + r
+        np.testing.assert_allclose(out, expect[name](y), rtol=1e-4, atol=1e-4 * np.sqrt(k))
+        team = np.full((m, n), np.nan, np.float32)
+        packed.run_team(x, team, act, 2, r)
+        np.testing.assert_array_equal(team, out)
+print("lanes ok")
+"""
+
+
+def test_the_wide_tile_in_its_other_vector_width():
+    """The 6 x 32 tile in the vector width this CPU does not choose (``$LOWERKIT_PANEL_LANES``:
+    8 floats where it runs 512-bit vectors at full width, else 16) against float64, with
+    each activation of an IR form and a residual, in a process of its own (the first run
+    compiles the panel kernels for that width: about a minute, then cached)."""
+    import os
+    import subprocess
+    import sys
+
+    kernels = jit.load("panel")
+    if kernels.TILE != 32:
+        pytest.skip("the 6 x 32 tile needs AVX-512VL (and numba compiling for this CPU)")
+    other = 24 - kernels.LANES
+    env = {**os.environ, kernels.LANES_ENV: str(other)}
+    result = subprocess.run([sys.executable, "-c", _OTHER_LANES_SCRIPT, str(other)], capture_output=True,
+                            text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "lanes ok" in result.stdout
+
+
 @pytest.mark.parametrize("backend", ["glow_like", ["nnpack", "glow_like"]], ids=["glow_like", "mixed"])
 def test_the_models_match_reference_under_every_rule(monkeypatch, backend):
     import lowerkit as lk
@@ -363,9 +411,8 @@ def test_the_models_match_reference_under_every_rule(monkeypatch, backend):
     x = models.example_input("mobilenet_v2", batch=1, small=True)
     module = lk.trace(models.get("mobilenet_v2", small=True), x)
     expected = np.asarray(lk.to_backend(module, "reference")(x))
-    for wide, wide_tile in ((True, False), (False, False), (False, True)):
-        monkeypatch.setattr(panels, "_WIDE", [wide])
-        monkeypatch.setattr(panels, "_WIDE_TILE", [wide_tile])
+    for chosen in panels.RULE_SETS:
+        monkeypatch.setattr(panels, "_RULES", [chosen])
         got = np.asarray(lk.to_backend(module, backend)(x))
         np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
 
@@ -522,7 +569,7 @@ def test_glow_like_runs_a_gated_1x1_layer_on_the_panel_gemm_in_a_team(monkeypatc
     from tests.team_calls import team_on_small_layers
 
     team_on_small_layers(monkeypatch)
-    monkeypatch.setattr(panels, "_WIDE_TILE", [True])  # the panel GEMM takes every layer
+    monkeypatch.setattr(panels, "_RULES", ["wide"])  # the panel GEMM takes every layer
     ran: list[int] = []
     original = panels.PackedWeight.bind_team_gated
 

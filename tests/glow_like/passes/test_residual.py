@@ -136,7 +136,7 @@ CASES = [dict(kernel=1), dict(kernel=3), dict(kernel=1, stride=2, shortcut_conv=
 def test_fused_programs_match_reference(monkeypatch, case, n, threads, wide_tile):
     from lowerkit.backend.cpu import panels
 
-    monkeypatch.setattr(panels, "_WIDE_TILE", [wide_tile])
+    monkeypatch.setattr(panels, "_RULES", ["wide" if wide_tile else "avx2"])
     module, x = _block(n=n, **case)
     got = run_glow(module, x, threads=threads)
     assert_close(got, reference(module, x))
@@ -250,7 +250,7 @@ def test_a_gated_projection_takes_its_residual_as_a_fifth_input(act):
 def test_fused_gated_programs_match_reference(monkeypatch, n, threads, wide_tile, act):
     from lowerkit.backend.cpu import panels
 
-    monkeypatch.setattr(panels, "_WIDE_TILE", [wide_tile])
+    monkeypatch.setattr(panels, "_RULES", ["wide" if wide_tile else "avx2"])
     module, x = _gated_block(n=n, act=act)
     assert_close(run_glow(module, x, threads=threads), reference(module, x))
 
@@ -265,7 +265,7 @@ def test_on_a_team_the_gated_panel_gemm_adds_the_residual_and_off_it_a_pass_does
     if make_team(2) is None:
         pytest.skip("team kernels cannot run here")
     team_on_small_layers(monkeypatch)
-    monkeypatch.setattr(panels, "_WIDE_TILE", [True])
+    monkeypatch.setattr(panels, "_RULES", ["wide"])
     residuals = []
     original = panels.PackedWeight.bind_team_gated
 

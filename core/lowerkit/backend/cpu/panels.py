@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -42,6 +42,7 @@ import numpy as np
 
 from .aligned import thread_buffer
 from .calls import sequence
+from .jit import vectors
 from .split import split
 
 SERIAL_MAX_INPUTS = 128  # one thread: the panel GEMM up to this many rows of columns, or any
@@ -54,66 +55,48 @@ TILE_MAX_INPUTS = 256
 TILE_BYTES = 256 * 1024
 
 
-# Where the CPU runs 512-bit vectors at full width (AVX-512 on Intel's server cores) BLAS's
-# sgemm uses them and the panel GEMM (its kernel works in 8-float vectors) loses nearly
-# everywhere: Intel Xeon VM (AVX-512, AMX), 2 cores, MKL 2026.2, the shapes above, sgemm +
-# epilogue / panel GEMM — two threads 0.54-0.86 on all but 64x192x196 (1.07), ResNet's stem
-# 0.72; one thread 0.59-0.90 but 96x16x12544 (1.30) and 144x24x3136 (1.00). There it takes
-# only the 1x1 layers of at most this many input channels on one thread, and no stems in tiles.
+# Where the CPU runs 512-bit vectors at full width (AVX-512 on Intel's server cores) and the
+# panel GEMM's kernel works in 8-float vectors (its 6 x 16 tile: numba compiles for a generic
+# CPU), BLAS's sgemm uses them and the panel GEMM loses nearly everywhere: Intel Xeon VM
+# (AVX-512, AMX), 2 cores, MKL 2026.2, the shapes above, sgemm + epilogue / panel GEMM — two
+# threads 0.54-0.86 on all but 64x192x196 (1.07), ResNet's stem 0.72; one thread 0.59-0.90
+# but 96x16x12544 (1.30) and 144x24x3136 (1.00). There it takes only the 1x1 layers of at
+# most this many input channels on one thread, and no stems in tiles.
 WIDE_SERIAL_MAX_INPUTS = 16
-# AVX-512 CPUs (LLVM's names) that split each 512-bit operation into two 256-bit halves, so an
-# 8-float kernel has the same peak: AMD Zen 4 VM (``znver4``), 2 cores, OpenBLAS 0.3.31
-# (SkylakeX kernels), ``benchmarks/panel.py``, panel / sgemm + epilogue 0.99-1.83 on one thread
-# and 1.01-2.84 on two — the rules above are the AVX2 ones there.
-HALF_WIDTH_CPUS = frozenset({"znver4"})
-RULES_ENV = "LOWERKIT_PANEL_RULES"  # "avx2" or "avx512": these rules whatever the CPU
+RULES_ENV = "LOWERKIT_PANEL_RULES"  # one of RULE_SETS: these rules whatever the CPU
+# The 6 x 16 tile's rules (AVX2), those of full-width AVX-512 with that tile, the 6 x 32 tile's.
+RULE_SETS = ("avx2", "avx512", "wide")
+
+
+def rules() -> str:
+    """Which of :data:`RULE_SETS` decides where the panel GEMM runs: ``$LOWERKIT_PANEL_RULES``
+    (read every call), else ``wide`` where the kernels have the 6 x 32 tile (``jit.panel.TILE``:
+    AVX-512VL's 32 registers; 16-float vectors where the CPU runs them at full width, see
+    ``jit.panel.LANES``), ``avx512`` on a CPU with full-width AVX-512 without it, ``avx2``
+    elsewhere — asked once; loads the kernels (numba), as binding a layer does."""
+    chosen = os.environ.get(RULES_ENV, "")
+    if chosen in RULE_SETS:
+        return chosen
+    if not _RULES:
+        from . import jit
+
+        _RULES.append("wide" if jit.load("panel").TILE == 32 else "avx512" if vectors.host_full_width() else "avx2")
+    return _RULES[0]
+
+
+_RULES: list[str] = []
 
 
 def wide_vectors() -> bool:
-    """Whether this CPU runs 512-bit vectors at full width (:func:`full_width_avx512` of LLVM's
-    host CPU; ``$LOWERKIT_PANEL_RULES`` overrides), asked once (llvmlite, numba's own
-    dependency)."""
-    if _WIDE:
-        return _WIDE[0]
-    rules = os.environ.get(RULES_ENV, "")
-    if rules in ("avx2", "avx512"):
-        wide = rules == "avx512"
-    else:
-        try:
-            from llvmlite import binding
-
-            wide = full_width_avx512(binding.get_host_cpu_features(), binding.get_host_cpu_name())
-        except Exception:  # no llvmlite (then no compiled kernels either), or no feature list
-            wide = False
-    _WIDE.append(wide)
-    return wide
-
-
-def full_width_avx512(features: Mapping[str, bool], cpu_name: str) -> bool:
-    """Whether a CPU with these LLVM host ``features`` and name has AVX-512F and is not one of
-    :data:`HALF_WIDTH_CPUS`."""
-    return bool(features.get("avx512f", False)) and cpu_name not in HALF_WIDTH_CPUS
-
-
-_WIDE: list[bool] = []
+    """Whether the rules are those of a CPU with full-width AVX-512 whose panel GEMM works in
+    8-float vectors (:func:`rules` ``avx512``): BLAS's sgemm takes nearly every layer."""
+    return rules() == "avx512"
 
 
 def wide_tile() -> bool:
-    """Whether the panel GEMM runs its 6 x 32 tile (``jit.panel.TILE``: the host CPU has
-    AVX-512VL's 32 vector registers) on a CPU without :func:`wide_vectors`; then it takes
-    every layer (see :func:`fits`). False where ``$LOWERKIT_PANEL_RULES`` names a rule set.
-    Loads the kernels (numba) on its first call, as binding a layer does."""
-    if not _WIDE_TILE:
-        wide = False
-        if os.environ.get(RULES_ENV, "") not in ("avx2", "avx512") and not wide_vectors():
-            from . import jit
-
-            wide = jit.load("panel").TILE == 32
-        _WIDE_TILE.append(wide)
-    return _WIDE_TILE[0]
-
-
-_WIDE_TILE: list[bool] = []
+    """Whether the rules are the 6 x 32 tile's (:func:`rules` ``wide``): the panel GEMM takes
+    every layer (see :func:`fits`)."""
+    return rules() == "wide"
 
 
 def fits(k: int, pixels: int, team: bool) -> bool:

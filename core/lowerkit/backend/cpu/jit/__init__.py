@@ -40,6 +40,9 @@ __all__ = ["ACTIVATIONS", "CACHE_ENV", "COMPILED_RELU_MIN", "KERNEL_MODULES", "a
 
 CACHE_ENV = "LOWERKIT_JIT_CACHE_DIR"
 KERNEL_MODULES = ("conv", "winograd", "pool", "norm", "team", "panel")
+# Environment variables that change what the kernels compile to (``panel.LANES_ENV``): the
+# cache's name covers their values, so each setting keeps machine code of its own.
+COMPILE_SWITCHES = ("LOWERKIT_PANEL_LANES",)
 
 _lock = threading.Lock()
 _loaded: dict[str, ModuleType] = {}
@@ -69,7 +72,8 @@ _digests: dict[str, str] = {}
 def _sources_digest(package: str) -> str:
     """SHA-256 (first 16 hex digits) of the sources the kernels of ``package`` compile from:
     this package's files, ``package``'s files and the modules its ``CACHE_SOURCES`` names
-    (modules outside the package whose constants or helpers its kernels compile in)."""
+    (modules outside the package whose constants or helpers its kernels compile in), and the
+    values of :data:`COMPILE_SWITCHES`."""
     digest = _digests.get(package)
     if digest is None:
         import hashlib
@@ -82,6 +86,8 @@ def _sources_digest(package: str) -> str:
         for path in files:
             with open(path, "rb") as f:
                 h.update(f.read())
+        for name in COMPILE_SWITCHES:
+            h.update(f"{name}={os.environ.get(name, '')}".encode())
         digest = _digests[package] = h.hexdigest()[:16]
     return digest
 

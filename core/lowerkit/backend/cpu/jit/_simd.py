@@ -1,6 +1,6 @@
 """Vector helpers LLVM's loop vectoriser does not emit from plain loops (numba intrinsics),
-and the LLVM IR builders the vector kernels share (:func:`fmuladd8`, :func:`broadcast8`;
-used by :mod:`.panel`, :mod:`.dwblock`, :mod:`._act_ir`).
+and the LLVM IR builders the vector kernels share (:func:`fmuladd`, :func:`broadcast`,
+:func:`allow_512_bit`; used by :mod:`.panel`, :mod:`.dwblock`, :mod:`._act_ir`).
 
 :func:`split_pairs` deinterleaves a run of float pairs into its even and odd elements — the
 column phases of a stride-2 convolution. Written as a loop (``even[j] = x[2j]; odd[j] =
@@ -29,16 +29,37 @@ _U1, _U2, _U4, _U8, _U16 = np.uint64(1), np.uint64(2), np.uint64(4), np.uint64(8
 _U = np.uint64
 
 
-def fmuladd8(builder, a, b, c):
-    """``a * b + c`` on 8-float vectors as LLVM's ``fmuladd`` (one FMA where the CPU has FMA)."""
-    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V8, [_V8, _V8, _V8]), "llvm.fmuladd.v8f32")
+def vector(lanes: int) -> ir.VectorType:
+    """LLVM's vector of ``lanes`` floats (8: a ymm register; 16: a zmm register, see
+    :func:`allow_512_bit`)."""
+    return ir.VectorType(_F32, lanes)
+
+
+def fmuladd(builder, a, b, c):
+    """``a * b + c`` on float vectors as LLVM's ``fmuladd`` (one FMA where the CPU has FMA)."""
+    lanes = a.type.count
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(a.type, [a.type] * 3),
+                                        f"llvm.fmuladd.v{lanes}f32")
     return builder.call(fn, [a, b, c])
 
 
-def broadcast8(builder, scalar):
-    """An 8-float vector of ``scalar`` in every lane."""
-    v = builder.insert_element(ir.Constant(_V8, ir.Undefined), scalar, ir.Constant(_I32, 0))
-    return builder.shuffle_vector(v, ir.Constant(_V8, ir.Undefined), _SPLAT0)
+def broadcast(builder, scalar, lanes: int = 8):
+    """A vector of ``lanes`` floats with ``scalar`` in every lane."""
+    vt = vector(lanes)
+    v = builder.insert_element(ir.Constant(vt, ir.Undefined), scalar, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(v, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(_I32, lanes), [0] * lanes))
+
+
+# LLVM splits 512-bit vectors into two 256-bit halves on CPUs it tunes for 256-bit code
+# (Intel's AVX-512 server cores among them) unless a function asks for them: this attribute.
+_WIDE_ATTRIBUTE = '"min-legal-vector-width"="512"'
+
+
+def allow_512_bit(builder) -> None:
+    """Let the function being built keep 16-float vectors in zmm registers. (llvmlite's
+    attribute set accepts only keyword attributes; LLVM parses this string one where the set
+    prints it, after the parameters.) Inlining passes it on: LLVM keeps the larger width."""
+    set.add(builder.function.attributes, _WIDE_ATTRIBUTE)
 
 
 def _load16(builder, address):

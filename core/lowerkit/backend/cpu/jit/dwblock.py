@@ -36,7 +36,7 @@ from numba.core.extending import intrinsic
 
 from ._act import act_span
 from .pool import plane_mean
-from ._simd import _I32, _I64, _V8, fmuladd8
+from ._simd import _I32, _I64, _V8, fmuladd
 from ._types import f8, i8, ro, rw
 
 LANES = 8  # planes per block: one AVX vector of floats
@@ -141,7 +141,7 @@ def _emit_taps(builder, args, kh: int, kw: int, stride: int, pixels: int) -> Non
                 col = j * stride + b
                 if col not in inputs:
                     inputs[col] = builder.load(builder.gep(base, [ir.Constant(_I64, col)]), align=4)
-                acc[j] = fmuladd8(builder, w, inputs[col], acc[j])
+                acc[j] = fmuladd(builder, w, inputs[col], acc[j])
     out = builder.inttoptr(out_, vptr)
     for j in range(pixels):
         builder.store(acc[j], builder.gep(out, [ir.Constant(_I64, j)]), align=4)

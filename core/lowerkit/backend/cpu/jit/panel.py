@@ -44,6 +44,8 @@ Kernels:
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
@@ -53,7 +55,8 @@ from numba.core.extending import intrinsic
 from ._act import act_span
 from ._act_ir import IR_CODES, activate
 from .conv import im2col
-from ._simd import _F32, _I32, _I64, _V8, broadcast8, fmuladd8  # the vector kernels' LLVM types and builders
+from .vectors import host_full_width
+from ._simd import _F32, _I32, _I64, _V8, allow_512_bit, broadcast, fmuladd, vector  # LLVM types and builders
 from ._types import f8, i8, ro, rw
 from .layer import team_ready
 
@@ -66,12 +69,17 @@ PACK_PANELS = 32  # copy the image into strips when a call covers this many pane
 PACK_INPUTS = 64  # ... and rows (the copy then costs little against the reads it saves)
 
 
+def _compiled_for_host() -> bool:
+    """Whether numba compiles for this machine's CPU (not for another, or a generic, one)."""
+    from numba.core import config
+
+    return config.CPU_NAME in (None, "host")
+
+
 def _wide_register_file() -> bool:
     """Whether numba compiles for this CPU and it has AVX-512VL: 32 vector registers for 8-float
     vectors too (AVX2 has 16), room for the 6 x 32 tile's 24 accumulators."""
-    from numba.core import config
-
-    if config.CPU_NAME not in (None, "host"):  # compiling for another (or a generic) CPU
+    if not _compiled_for_host():
         return False
     from llvmlite import binding
 
@@ -177,8 +185,10 @@ def _close_loop(builder, idx, acc, new, end, before, loop, done):
     return _merged(builder, (start, pre), (new, loop))
 
 
-def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool = False, stream: int = 0):
-    """The 6 x (8 * ``vectors``) micro-kernel: ``c[r, :] = (first ? bias[r] : c[r, :]) +
+def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool = False, stream: int = 0,
+                 lanes: int = 8):
+    """The 6 x (``lanes`` * ``vectors``) micro-kernel, in vectors of ``lanes`` floats (8, or 16 in
+    zmm registers): ``c[r, :] = (first ? bias[r] : c[r, :]) +
     sum over k of panel[k, r] * x[k, :]`` for rows r < ``rows``. Addresses as integers,
     strides in floats. The ``edge`` variant takes the number of valid columns last and masks
     every image and output access past them (the last, partial tile of a row of columns).
@@ -195,22 +205,27 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
     accumulators before they are stored, after the ``residual`` tile (a fused residual add)
     where its address is not 0 (the caller passes both with the last block of k)."""
 
+    assert lanes == 8 or not (edge or plus_one), "the edge and plus-one tiles work in 8-float vectors"
+
     def codegen(context, builder, signature, args):
         kk, panel_a, x_a, ldx_, c_a, ldc_, bias_a, first_, rows_, code_, p0_, p1_, res_a = args[:13]
-        fptr, vptr = _F32.as_pointer(), _V8.as_pointer()
+        vt = vector(lanes)
+        fptr, vptr = _F32.as_pointer(), vt.as_pointer()
+        if lanes > 8:
+            allow_512_bit(builder)
         w_p, x_p, c_p, b_p = (builder.inttoptr(a, fptr) for a in (panel_a, x_a, c_a, bias_a))
         res_p = builder.inttoptr(res_a, fptr)
         if plus_one:
             xe_p, lde_ = builder.inttoptr(args[13], fptr), args[14]
         masks = []
         if edge:  # lane i of vector v is valid when 8v + i < cols
-            lanes = ir.VectorType(_I64, 8)
-            wide = builder.insert_element(ir.Constant(lanes, ir.Undefined), args[13], ir.Constant(_I32, 0))
-            wide = builder.shuffle_vector(wide, ir.Constant(lanes, ir.Undefined),
+            indices = ir.VectorType(_I64, 8)
+            wide = builder.insert_element(ir.Constant(indices, ir.Undefined), args[13], ir.Constant(_I32, 0))
+            wide = builder.shuffle_vector(wide, ir.Constant(indices, ir.Undefined),
                                           ir.Constant(ir.VectorType(_I32, 8), _ZEROS))
-            masks = [builder.icmp_signed("<", ir.Constant(lanes, [8 * v + i for i in range(8)]), wide)
+            masks = [builder.icmp_signed("<", ir.Constant(indices, [8 * v + i for i in range(8)]), wide)
                      for v in range(vectors)]
-        zero = ir.Constant(_V8, [0.0] * 8)
+        zero = ir.Constant(_V8, [0.0] * 8)  # the masked loads' fill (8-float edges only)
         align = ir.Constant(_I32, 4)
 
         def load(ptr, v):
@@ -229,9 +244,9 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
             return builder.gep(base, [builder.mul(builder.select(valid, _const(r), _const(0)), ldc_)])
 
         def vec_ptr(base, v):
-            return builder.bitcast(builder.gep(base, [_const(8 * v)]), vptr)
+            return builder.bitcast(builder.gep(base, [_const(lanes * v)]), vptr)
 
-        from_bias = [broadcast8(builder, builder.load(builder.gep(b_p, [_const(r)])))
+        from_bias = [broadcast(builder, builder.load(builder.gep(b_p, [_const(r)])), lanes)
                      for r in range(ROWS) for _ in range(vectors)]
         from_c = [load(vec_ptr(row_ptr(r), v), v) for r in range(ROWS) for v in range(vectors)]
         start = [builder.select(first_, a, b) for a, b in zip(from_bias, from_c)]
@@ -246,7 +261,7 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
         # to the separate pass on 56x56 maps: ResNet-50's conv3, 6.9 against 4.3 + 0.6 ms).
         ahead = builder.select(builder.icmp_unsigned("!=", res_a, _const(0)), res_p, c_p)
         for r in range(ROWS):
-            for offset in sorted({*range(0, 8 * vectors + plus_one, 16), 8 * vectors - 1 + plus_one}):
+            for offset in sorted({*range(0, lanes * vectors + plus_one, 16), lanes * vectors - 1 + plus_one}):
                 _prefetch(builder, builder.gep(row_ptr(r, ahead), [_const(offset)]))
         pre = builder.block
         loop, done = builder.append_basic_block("tile.loop"), builder.append_basic_block("tile.done")
@@ -256,7 +271,7 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
         idx.add_incoming(_const(0), pre)
         acc = []
         for s in start:
-            phi = builder.phi(_V8)
+            phi = builder.phi(s.type)
             phi.add_incoming(s, pre)
             acc.append(phi)
         if gather:
@@ -271,11 +286,11 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
             _prefetch(builder, builder.gep(x_row, [builder.mul(_const(stream), ldx_)]))
         new = []
         for r in range(ROWS):
-            wv = broadcast8(builder, builder.load(builder.gep(w_row, [_const(r)])))
-            new.extend(fmuladd8(builder, wv, xv[v], acc[r * vectors + v]) for v in range(vectors))
+            wv = broadcast(builder, builder.load(builder.gep(w_row, [_const(r)])), lanes)
+            new.extend(fmuladd(builder, wv, xv[v], acc[r * vectors + v]) for v in range(vectors))
         if plus_one:  # the step's six weights (and two of the next step's, in unused lanes)
-            xe = broadcast8(builder, builder.load(builder.gep(xe_p, [builder.mul(idx, lde_)])))
-            new.append(fmuladd8(builder, builder.load(builder.bitcast(w_row, vptr), align=4), xe, acc[-1]))
+            xe = broadcast(builder, builder.load(builder.gep(xe_p, [builder.mul(idx, lde_)])))
+            new.append(fmuladd(builder, builder.load(builder.bitcast(w_row, vptr), align=4), xe, acc[-1]))
         final = _close_loop(builder, idx, acc, new, kk, (pre, start), loop, done)
         final = _plus_residual(builder, res_a, final, lambda r, v: load(vec_ptr(row_ptr(r, res_p), v), v),
                                (lambda r: builder.load(builder.gep(row_ptr(r, res_p), [_const(8 * vectors)])))
@@ -313,7 +328,26 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
 
 
 _tile16 = _tile_kernel(2, edge=False)
-_tile32 = _tile_kernel(4, edge=False)
+LANES_ENV = "LOWERKIT_PANEL_LANES"  # "8" or "16": the wide tile's vectors whatever the CPU
+
+
+def _lanes() -> int:
+    """The wide tile's vectors: 16 floats (two zmm registers a row, 12 accumulators) where the
+    CPU runs 512-bit vectors at full width, else 8 (four a row, 24 accumulators);
+    ``$LOWERKIT_PANEL_LANES`` chooses (one of the compile-time switches the kernel cache's
+    name covers, ``jit.COMPILE_SWITCHES``). Intel Xeon VM (AVX-512, AMX), one thread, hot data,
+    GFLOP/s 8 / 16 floats (``benchmarks/panel.py``): 576x96x196 102 / 139, 1152x192x49 97 /
+    117, 1024x256x196 96 / 107, 256x2304x196 91 / 99 (OpenBLAS's 1024^3 sgemm there: 124)."""
+    if TILE != 32:
+        return 8
+    chosen = os.environ.get(LANES_ENV, "")
+    if chosen in ("8", "16"):
+        return int(chosen)
+    return 16 if host_full_width() else 8
+
+
+LANES = _lanes()
+_tile32 = _tile_kernel(32 // LANES, edge=False, lanes=LANES)
 _tile17 = _tile_kernel(2, edge=False, plus_one=True)
 # fc_rows' tile: the weight is its image, one contiguous stream read once, prefetched this many
 # 16-float rows (4 KB) ahead. One thread, 1280x1000 weights cycled from memory, 2-6 rows:
@@ -342,7 +376,7 @@ def _column(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, residual):
         def step(i, acc):
             w = builder.load(builder.bitcast(builder.gep(w_p, [builder.mul(i, _const(ROWS))]), vptr), align=4)
             xs = builder.load(builder.gep(x_p, [builder.mul(i, ldx_)]))
-            return fmuladd8(builder, w, broadcast8(builder, xs), acc)
+            return fmuladd(builder, w, broadcast(builder, xs), acc)
 
         pre = builder.block
         main, after = builder.append_basic_block("col.main"), builder.append_basic_block("col.after")
