@@ -31,8 +31,8 @@ def fits(c: int, kernel, stride, dilation, out_hw) -> bool:
     """Whether a dense convolution of ``c`` input channels with this kernel, stride and
     dilation, and output size, runs direct: at most :data:`MAX_CHANNELS` channels and
     :data:`MAX_INPUTS` rows of columns, undilated, its phases no larger than its column
-    matrix (a backend's scratch holds either), and where the panel GEMM's rules hold (not on
-    a CPU with full-width AVX-512, ``panels.wide_vectors``: unmeasured there)."""
+    matrix (a backend's scratch holds either), and where the panel GEMM's rules let it take
+    layers (not under the ``avx512`` rule set, ``panels.wide_vectors``)."""
     (kh, kw), (oh, ow) = tuple(kernel), tuple(out_hw)
     k = c * kh * kw
     return (c <= MAX_CHANNELS and k <= MAX_INPUTS and tuple(dilation) == (1, 1)

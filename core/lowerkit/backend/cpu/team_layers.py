@@ -57,7 +57,7 @@ TILED_PIXELS = 1024
 TILE_BYTES = 384 * 1024
 # ... and at least this many rows of columns: a tile's sgemm over fewer (the mobile nets' 3x3
 # stems, 27) costs more per pixel than one sgemm band over the whole image, where the panel
-# GEMM does not take the stem (a CPU with AVX-512, panels.wide_vectors). Intel Xeon VM, one
+# GEMM does not take the stem (the avx512 rule set, panels.wide_vectors). Intel Xeon VM, one
 # image, two threads, µs, tiles / untiled: MobileNetV2's 3->32 3x3/2 415 / 318; ResNet's
 # 3->64 7x7/2 (147 rows) 1946 / 2169; 64->64 3x3 at 56 (576) 1488 / 1487.
 TILED_MIN_INPUTS = 64
@@ -98,7 +98,7 @@ def winograd_tiles(c: int, oc: int, usual: int) -> int:
     """The 4x4 output tiles over a batch from which a 3x3 convolution of ``c`` input and
     ``oc`` output channels runs as Winograd F(4x4, 3x3): a plugin's ``usual`` threshold, or
     :data:`WINOGRAD_FEW_TILES` for at most :data:`WINOGRAD_FEW_TILES_MAX_WEIGHTS` channel
-    pairs on a CPU without full-width AVX-512 (``panels.wide_vectors``)."""
+    pairs outside the ``avx512`` panel rules (``panels.wide_vectors``: sgemm there)."""
     if c * oc <= WINOGRAD_FEW_TILES_MAX_WEIGHTS and not panels.wide_vectors():
         return min(usual, WINOGRAD_FEW_TILES)
     return usual

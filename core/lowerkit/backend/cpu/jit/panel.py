@@ -103,7 +103,6 @@ STRIP_FLOATS = K_BLOCK * (128 + 16)  # a thread's scratch for the copy: a block 
 # 0.96, MobileNetV2 0.95-0.98, ResNet-50 0.96-0.97 (384 floats ahead 0.96-0.98, 96 0.97-0.99).
 PREFETCH = 768
 
-_ZEROS = [0] * 8
 _NONE = np.uint64(0)  # a tile's residual address: none
 
 
@@ -123,10 +122,12 @@ _PLUS_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8
 _COLUMN_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, _U64)
 
 
-def _masked(builder, name, ret, args):
-    """Call ``llvm.masked.<name>.v8f32.p0`` (AVX: ``vmaskmovps``; elsewhere lane by lane)."""
+def _masked(builder, name, ret, args, lanes: int):
+    """Call ``llvm.masked.<name>.v<lanes>f32.p0`` (AVX: ``vmaskmovps``; AVX-512: a move under a
+    mask register; elsewhere lane by lane)."""
     types_ = [a.type for a in args]
-    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, types_), f"llvm.masked.{name}.v8f32.p0")
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, types_),
+                                        f"llvm.masked.{name}.v{lanes}f32.p0")
     return builder.call(fn, args)
 
 
@@ -196,7 +197,7 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
     of the image starts ``table[k]`` floats after ``x`` (:mod:`.direct`'s taps).
     The ``stream`` variant (``stream`` > 0) also prefetches the image that many rows ahead.
     The ``plus_one`` variant also computes the column right after the tile (output column
-    ``8 * vectors``), whose image column it takes last (its address and row stride): the
+    ``lanes * vectors``), whose image column it takes last (its address and row stride): the
     panel's six weights of a step as one vector times that column's value, a 13th
     accumulator — a block's single last column (7x7 maps: 49 = 3 x 16 + 1) at the cost of one
     more load and FMA a step, where the one-column kernel after the tiles cost ~15% of the
@@ -205,12 +206,10 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
     accumulators before they are stored, after the ``residual`` tile (a fused residual add)
     where its address is not 0 (the caller passes both with the last block of k)."""
 
-    assert lanes == 8 or not (edge or plus_one), "the edge and plus-one tiles work in 8-float vectors"
-
     def codegen(context, builder, signature, args):
         kk, panel_a, x_a, ldx_, c_a, ldc_, bias_a, first_, rows_, code_, p0_, p1_, res_a = args[:13]
         vt = vector(lanes)
-        fptr, vptr = _F32.as_pointer(), vt.as_pointer()
+        fptr, vptr, v8ptr = _F32.as_pointer(), vt.as_pointer(), _V8.as_pointer()
         if lanes > 8:
             allow_512_bit(builder)
         w_p, x_p, c_p, b_p = (builder.inttoptr(a, fptr) for a in (panel_a, x_a, c_a, bias_a))
@@ -218,24 +217,24 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
         if plus_one:
             xe_p, lde_ = builder.inttoptr(args[13], fptr), args[14]
         masks = []
-        if edge:  # lane i of vector v is valid when 8v + i < cols
-            indices = ir.VectorType(_I64, 8)
+        if edge:  # lane i of vector v is valid when lanes * v + i < cols
+            indices = ir.VectorType(_I64, lanes)
             wide = builder.insert_element(ir.Constant(indices, ir.Undefined), args[13], ir.Constant(_I32, 0))
             wide = builder.shuffle_vector(wide, ir.Constant(indices, ir.Undefined),
-                                          ir.Constant(ir.VectorType(_I32, 8), _ZEROS))
-            masks = [builder.icmp_signed("<", ir.Constant(indices, [8 * v + i for i in range(8)]), wide)
+                                          ir.Constant(ir.VectorType(_I32, lanes), [0] * lanes))
+            masks = [builder.icmp_signed("<", ir.Constant(indices, [lanes * v + i for i in range(lanes)]), wide)
                      for v in range(vectors)]
-        zero = ir.Constant(_V8, [0.0] * 8)  # the masked loads' fill (8-float edges only)
+        zero = ir.Constant(vt, [0.0] * lanes)  # the masked loads' fill
         align = ir.Constant(_I32, 4)
 
         def load(ptr, v):
             if edge:
-                return _masked(builder, "load", _V8, [ptr, align, masks[v], zero])
+                return _masked(builder, "load", vt, [ptr, align, masks[v], zero], lanes)
             return builder.load(ptr, align=4)
 
         def store(value, ptr, v):
             if edge:
-                _masked(builder, "store", ir.VoidType(), [value, ptr, align, masks[v]])
+                _masked(builder, "store", ir.VoidType(), [value, ptr, align, masks[v]], lanes)
             else:
                 builder.store(value, ptr, align=4)
 
@@ -253,9 +252,9 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
         if plus_one:  # lane r: row r of the extra column (lanes 6 and 7 unused, never stored)
             column_c = ir.Constant(_V8, ir.Undefined)
             for r in range(ROWS):
-                value = builder.load(builder.gep(row_ptr(r), [_const(8 * vectors)]))
+                value = builder.load(builder.gep(row_ptr(r), [_const(lanes * vectors)]))
                 column_c = builder.insert_element(column_c, value, ir.Constant(_I32, r))
-            start.append(builder.select(first_, builder.load(builder.bitcast(b_p, vptr), align=4), column_c))
+            start.append(builder.select(first_, builder.load(builder.bitcast(b_p, v8ptr), align=4), column_c))
         # The residual tile is added after the loop: its rows (6 streams, often from L3 or
         # memory) are fetched now, while the loop runs (without, a 1x1 layer's fused add lost
         # to the separate pass on 56x56 maps: ResNet-50's conv3, 6.9 against 4.3 + 0.6 ms).
@@ -290,10 +289,10 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
             new.extend(fmuladd(builder, wv, xv[v], acc[r * vectors + v]) for v in range(vectors))
         if plus_one:  # the step's six weights (and two of the next step's, in unused lanes)
             xe = broadcast(builder, builder.load(builder.gep(xe_p, [builder.mul(idx, lde_)])))
-            new.append(fmuladd(builder, builder.load(builder.bitcast(w_row, vptr), align=4), xe, acc[-1]))
+            new.append(fmuladd(builder, builder.load(builder.bitcast(w_row, v8ptr), align=4), xe, acc[-1]))
         final = _close_loop(builder, idx, acc, new, kk, (pre, start), loop, done)
         final = _plus_residual(builder, res_a, final, lambda r, v: load(vec_ptr(row_ptr(r, res_p), v), v),
-                               (lambda r: builder.load(builder.gep(row_ptr(r, res_p), [_const(8 * vectors)])))
+                               (lambda r: builder.load(builder.gep(row_ptr(r, res_p), [_const(lanes * vectors)])))
                                if plus_one else None, vectors)
         final = activate(builder, code_, p0_, p1_, final)
         for r in range(ROWS):
@@ -303,7 +302,7 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
                     store(final[r * vectors + v], vec_ptr(row, v), v)
                 if plus_one:
                     value = builder.extract_element(final[-1], ir.Constant(_I32, r))
-                    builder.store(value, builder.gep(row, [_const(8 * vectors)]))
+                    builder.store(value, builder.gep(row, [_const(lanes * vectors)]))
         return context.get_dummy_value()
 
     if plus_one:
@@ -327,13 +326,12 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
     return tile
 
 
-_tile16 = _tile_kernel(2, edge=False)
 LANES_ENV = "LOWERKIT_PANEL_LANES"  # "8" or "16": the wide tile's vectors whatever the CPU
 
 
 def _lanes() -> int:
-    """The wide tile's vectors: 16 floats (two zmm registers a row, 12 accumulators) where the
-    CPU runs 512-bit vectors at full width, else 8 (four a row, 24 accumulators);
+    """The tiles' vectors where the wide tile is there: 16 floats (its rows in two zmm registers,
+    12 accumulators) where the CPU runs 512-bit vectors at full width, else 8 (four a row, 24);
     ``$LOWERKIT_PANEL_LANES`` chooses (one of the compile-time switches the kernel cache's
     name covers, ``jit.COMPILE_SWITCHES``). Intel Xeon VM (AVX-512, AMX), one thread, hot data,
     GFLOP/s 8 / 16 floats (``benchmarks/panel.py``): 576x96x196 102 / 139, 1152x192x49 97 /
@@ -347,14 +345,19 @@ def _lanes() -> int:
 
 
 LANES = _lanes()
+# The tiles in LANES-float vectors: the wide tile's two or four a row, the 6 x 16 tiles' one or
+# two (the 16-column tile after the wide ones on a map of 49 or 17 columns, the masked edges).
+# 6 x 16 and its plus-one column in one zmm a row, against two ymm: the 49-column blocks of
+# 7x7 maps ran 12 + 13 FMAs a step for 49 columns, now 12 + 7.
 _tile32 = _tile_kernel(32 // LANES, edge=False, lanes=LANES)
-_tile17 = _tile_kernel(2, edge=False, plus_one=True)
+_tile16 = _tile_kernel(16 // LANES, edge=False, lanes=LANES)
+_tile17 = _tile_kernel(16 // LANES, edge=False, plus_one=True, lanes=LANES)
 # fc_rows' tile: the weight is its image, one contiguous stream read once, prefetched this many
 # 16-float rows (4 KB) ahead. One thread, 1280x1000 weights cycled from memory, 2-6 rows:
 # 0.35-0.37 ms with none, 0.33-0.34 at 16 rows ahead, 0.24-0.26 at 64 (numpy's matmul 0.56-0.70).
 STREAM_AHEAD = 64
-_tile16s = _tile_kernel(2, edge=False, stream=STREAM_AHEAD)
-_edge16 = _tile_kernel(2, edge=True)
+_tile16s = _tile_kernel(16 // LANES, edge=False, stream=STREAM_AHEAD, lanes=LANES)
+_edge16 = _tile_kernel(16 // LANES, edge=True, lanes=LANES)
 _edge8 = _tile_kernel(1, edge=True)
 _UNROLL = 4  # independent accumulators of the one-column kernel
 
