@@ -350,6 +350,9 @@ LANES = _lanes()
 # 6 x 16 and its plus-one column in one zmm a row, against two ymm: the 49-column blocks of
 # 7x7 maps ran 12 + 13 FMAs a step for 49 columns, now 12 + 7.
 _tile32 = _tile_kernel(32 // LANES, edge=False, lanes=LANES)
+# With 16-float vectors a block's whole 64 columns can be one tile: 24 accumulators, four image
+# vectors and six broadcast weights per step for 24 FMAs (the 6 x 32 tile: two and six for 12).
+_tile64 = _tile_kernel(4, edge=False, lanes=16) if LANES == 16 else _tile32
 _tile16 = _tile_kernel(16 // LANES, edge=False, lanes=LANES)
 _tile17 = _tile_kernel(16 // LANES, edge=False, plus_one=True, lanes=LANES)
 # fc_rows' tile: the weight is its image, one contiguous stream read once, prefetched this many
@@ -517,6 +520,11 @@ def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n
                 cp = ca + f * np.uint64(p * ROWS * ldc)
                 rp = _at(ra, p * ROWS * ldc) if last else np.uint64(0)  # the residual, with the last block
                 j = b0
+                if LANES == 16:
+                    while j + 64 <= stop:
+                        _tile64(kc, wp, _column_at(xp, j - b0, kc, pack), ld, cp + f * np.uint64(j), ldc, bp, first,
+                                rows, tile_code, p0, p1, _at(rp, j))
+                        j += 64
                 if TILE == 32:
                     while j + 32 <= stop:
                         _tile32(kc, wp, _column_at(xp, j - b0, kc, pack), ld, cp + f * np.uint64(j), ldc, bp, first,
