@@ -288,6 +288,16 @@ def test_otherwise_the_kernels_and_the_cpu_choose_the_rules_once(monkeypatch):
     assert panels.rules() == expected
 
 
+def test_without_numba_the_rules_follow_the_cpu_alone(monkeypatch):
+    def no_numba(name, package=None):
+        raise ImportError("No module named 'numba'")
+
+    monkeypatch.setattr(panels, "_RULES", [])
+    monkeypatch.delenv(panels.RULES_ENV, raising=False)
+    monkeypatch.setattr(jit, "load", no_numba)
+    assert panels.rules() == ("avx512" if vectors.host_full_width() else "avx2")
+
+
 @pytest.mark.parametrize("features, name, wide", [
     ({"avx512f": True, "avx2": True}, "sapphirerapids", True),
     ({"avx512f": True, "avx2": True}, "znver4", False),  # 512-bit operations in two halves

@@ -80,7 +80,11 @@ def rules() -> str:
     if not _RULES:
         from . import jit
 
-        _RULES.append("wide" if jit.load("panel").TILE == 32 else "avx512" if vectors.host_full_width() else "avx2")
+        try:
+            tile = jit.load("panel").TILE
+        except ImportError:  # no numba: no panel GEMM either; the rules then only steer sgemm's forms
+            tile = 16
+        _RULES.append("wide" if tile == 32 else "avx512" if vectors.host_full_width() else "avx2")
     return _RULES[0]
 
 

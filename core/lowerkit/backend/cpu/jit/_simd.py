@@ -22,7 +22,6 @@ from numba.core.extending import intrinsic
 _F32 = ir.FloatType()  # shared with jit.panel's micro-kernels
 _V8 = ir.VectorType(_F32, 8)
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
-_SPLAT0 = ir.Constant(ir.VectorType(_I32, 8), [0] * 8)
 _EVEN = ir.Constant(ir.VectorType(_I32, 8), list(range(0, 16, 2)))
 _ODD = ir.Constant(ir.VectorType(_I32, 8), list(range(1, 16, 2)))
 _U1, _U2, _U4, _U8, _U16 = np.uint64(1), np.uint64(2), np.uint64(4), np.uint64(8), np.uint64(16)

@@ -16,7 +16,8 @@ thread, new / in place: 512x4608x49 1.10, 1024x256x196 1.08, 960x160x49 1.02; tw
 2048x512x49 1.14, 960x160x49 1.20; with fewer panels the copy lost up to 20%). The
 micro-kernels are LLVM IR (through numba intrinsics, so every register is explicit): a tile
 of 6 rows x 16 columns in twelve 8-float accumulators — or, where the CPU has AVX-512VL's 32
-vector registers (``TILE``), of 6 x 32 in 24 —, ``fmuladd`` per step (one FMA instruction
+vector registers (``TILE``), of 6 x 32 in 24; where it also runs 512-bit vectors at full
+width, in 16-float vectors (``LANES``), with a 6 x 64 tile in 24 —, ``fmuladd`` per step (one FMA instruction
 where the CPU has FMA), started from the bias, with a prefetch of the panel ``PREFETCH``
 floats ahead; the
 activation runs on the accumulators before they are stored (``_act_ir``; the GELUs, which
@@ -55,10 +56,10 @@ from numba.core.extending import intrinsic
 from ._act import act_span
 from ._act_ir import IR_CODES, activate
 from .conv import im2col
-from .vectors import host_full_width
 from ._simd import _F32, _I32, _I64, _V8, allow_512_bit, broadcast, fmuladd, vector  # LLVM types and builders
 from ._types import f8, i8, ro, rw
 from .layer import team_ready
+from .vectors import host_full_width
 
 team_ready()  # team_gemm is a parallel region: choose the threading layer first
 
