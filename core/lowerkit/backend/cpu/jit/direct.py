@@ -29,12 +29,13 @@ from ._act_ir import IR_CODES
 from ._simd import split_pairs
 from ._types import f8, i8, ro, rw
 from .layer import team_ready
-from .panel import _NONE, ROWS, _tile_kernel
+from .panel import _NONE, LANES, ROWS, _tile_kernel
 
 team_ready()  # team_phases and team_rows are parallel regions: choose the threading layer first
 
-_tile16 = _tile_kernel(2, edge=False, gather=True)
-_edge16 = _tile_kernel(2, edge=True, gather=True)
+# In the panel GEMM's vectors (one zmm a row where the CPU runs 512-bit vectors at full width).
+_tile16 = _tile_kernel(16 // LANES, edge=False, gather=True, lanes=LANES)
+_edge16 = _tile_kernel(16 // LANES, edge=True, gather=True, lanes=LANES)
 _edge8 = _tile_kernel(1, edge=True, gather=True)
 
 
