@@ -46,7 +46,8 @@ def broadcast(builder, scalar, lanes: int = 8):
     """A vector of ``lanes`` floats with ``scalar`` in every lane."""
     vt = vector(lanes)
     v = builder.insert_element(ir.Constant(vt, ir.Undefined), scalar, ir.Constant(_I32, 0))
-    return builder.shuffle_vector(v, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(_I32, lanes), [0] * lanes))
+    zeros = ir.Constant(ir.VectorType(_I32, lanes), [0] * lanes)
+    return builder.shuffle_vector(v, ir.Constant(vt, ir.Undefined), zeros)
 
 
 # LLVM splits 512-bit vectors into two 256-bit halves on CPUs it tunes for 256-bit code

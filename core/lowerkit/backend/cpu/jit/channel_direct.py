@@ -44,10 +44,10 @@ from numba.core.extending import intrinsic
 
 from ._act import act_span
 from ._act_ir import IR_CODES, activate
-from ._simd import _F32, _I32, _I64, _V8
+from ._simd import _F32, _I32, _I64, _V8, broadcast, fmuladd, vector
 from ._types import f8, i8, ro, rw
 from .layer import team_ready
-from .panel import _close_loop, _merged, _prefetch
+from .panel import _close_loop, _const, _merged, _prefetch
 
 team_ready()  # team_pad and team_conv are parallel regions: choose the threading layer first
 
@@ -63,24 +63,10 @@ PREFETCH = 256  # floats of the strip ahead of the step a tile prefetches (4 ste
 # so the weight streams from memory while the group computes rather than in its first tile.
 LINE = 16  # floats of a cache line
 
-_V16 = ir.VectorType(_F32, LANES)
+_V16 = vector(LANES)
 _U64 = types.uint64
 _FIRST_HALF = ir.Constant(ir.VectorType(_I32, 8), list(range(8)))
 _SECOND_HALF = ir.Constant(ir.VectorType(_I32, 8), list(range(8, 16)))
-
-
-def _const(v: int):
-    return ir.Constant(_I64, v)
-
-
-def _broadcast16(builder, scalar):
-    v = builder.insert_element(ir.Constant(_V16, ir.Undefined), scalar, ir.Constant(_I32, 0))
-    return builder.shuffle_vector(v, ir.Constant(_V16, ir.Undefined), ir.Constant(ir.VectorType(_I32, LANES), [0] * LANES))
-
-
-def _fmuladd16(builder, a, b, c):
-    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V16, [_V16] * 3), "llvm.fmuladd.v16f32")
-    return builder.call(fn, [a, b, c])
 
 
 # k0, k1, strip, xp, taps, offs, out (the strip's first channel), hw, pix, bias (the strip's),
@@ -137,8 +123,8 @@ def _tile(typingctx, k0, k1, strip, xp, taps, offs, out, hw, pix, bias, rows, ch
         weights = [builder.load(vec(w_row, LANES * v), align=4) for v in range(VECTORS)]
         new = []
         for r in range(PIXELS):
-            value = _broadcast16(builder, builder.load(builder.gep(pixel_rows[r], [tap])))
-            new.extend(_fmuladd16(builder, value, weights[v], acc[r * VECTORS + v]) for v in range(VECTORS))
+            value = broadcast(builder, builder.load(builder.gep(pixel_rows[r], [tap])), LANES)
+            new.extend(fmuladd(builder, value, weights[v], acc[r * VECTORS + v]) for v in range(VECTORS))
         final = _close_loop(builder, idx, acc, new, k1_, (pre, start), loop, done)
         with builder.if_else(last_) as (finish, keep):
             with keep:
