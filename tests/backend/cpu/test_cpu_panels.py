@@ -246,6 +246,60 @@ def test_eight_threads_at_once_get_their_own_results():
             np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
+class _RecordingKernels:
+    """The panel kernels as a stand-in that copies (``PACKS``) and records, for each call, whether
+    the strips it got are the calling thread's own."""
+
+    PACKS, PACK_PANELS, PACK_INPUTS, STRIP_FLOATS = True, 1, 1, 64
+
+    def __init__(self):
+        self.own = []
+
+    def _record(self, strips, ways):
+        self.own.append(strips is panels.strips(ways * self.STRIP_FLOATS))
+
+    def gemm(self, *args):
+        self._record(args[4], 1)
+
+    gemm_images = gemm
+
+    def team_gemm(self, *args):
+        self._record(args[4], args[11])
+
+    def team_gated_gemm(self, *args):
+        self._record(args[6], args[13])
+
+
+@pytest.mark.parametrize("method", ["bind", "bind_images", "bind_team", "bind_team_gated"])
+def test_a_call_bound_on_one_thread_copies_into_the_strips_of_the_thread_that_runs_it(method):
+    """The plugins bind a layer's calls on the thread that builds the plan and run them on the
+    pool's workers (a batch slice each): two workers copying their images into the binding
+    thread's strips would overwrite each other's (every AVX2 CPU's path: the narrow tile
+    copies). A bound call looks the strips up where it runs."""
+    import dataclasses
+    import threading
+
+    m, k, n = 30, 48, 20
+    w, x, b = _case(m, k, n)
+    kernels = _RecordingKernels()
+    packed = dataclasses.replace(panels.PackedWeight.of(w, b), kernels=kernels)
+    out, act = np.empty((m, n), np.float32), _code("relu")
+    if method == "bind":
+        call = packed.bind(x, out, act)
+    elif method == "bind_images":
+        call = packed.bind_images(x[None], out[None], act)
+    elif method == "bind_team":
+        call = packed.bind_team(x, out, act, 2)
+    else:
+        call = packed.bind_team_gated(np.ones((2, k), np.float32), packed.gated_copies(2), np.stack([x, x]),
+                                      np.stack([out, out]), act, 2)
+    panels.strips(2 * kernels.STRIP_FLOATS)  # the binding thread has strips of its own
+    worker = threading.Thread(target=call)
+    worker.start()
+    worker.join()
+    assert kernels.own and all(kernels.own)
+
+
 def test_the_rule_takes_few_input_channels_or_small_maps_on_one_thread_and_more_on_a_team():
     assert panels.fits(16, 12544, team=False) and panels.fits(128, 3136, team=False)
     assert not panels.fits(147, 12544, team=False) and not panels.fits(480, 3136, team=False)
@@ -340,6 +394,27 @@ for m, k, n in ((200, 300, 49), (200, 64, 74), (197, 300, 37), (13, 300, 50), (7
     team = np.full((m, n), np.nan, np.float32)
     packed.run_team(x, team, (1, 0.0, 0.0), 2)
     np.testing.assert_array_equal(team, out)
+# Calls bound here and run on two threads at once (batch slices on the workers), each copying
+# its own image into strips.
+import threading
+m, k, n = 200, 300, 143
+w = rng.standard_normal((m, k)).astype(np.float32)
+packed = panels.PackedWeight.of(w, None)
+xs = [rng.standard_normal((2, k, n)).astype(np.float32) for _ in range(2)]
+outs = [np.empty((2, m, n), np.float32) for _ in range(2)]
+calls = [packed.bind_images(xs[i], outs[i], (0, 0.0, 0.0)) for i in range(2)]
+expected = [np.einsum("mk,ikn->imn", w.astype(np.float64), x.astype(np.float64)) for x in xs]
+errors = []
+def repeat(i):
+    for _ in range(40):
+        calls[i]()
+        errors.append(np.abs(outs[i] - expected[i]).max())
+threads = [threading.Thread(target=repeat, args=(i,)) for i in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+assert len(errors) == 80 and max(errors) < 1e-3, max(errors)
 print("narrow tile ok")
 """
 

@@ -248,31 +248,30 @@ class PackedWeight:
         """:meth:`run_team_gated` of every image as a zero-argument call for these arrays (see
         :meth:`bind`): ``gates`` [N, K], ``x`` [N, K, P], ``out`` and ``residual`` [N, M, P],
         one region per image."""
-        strips = self._strips(ways)
         return sequence(*[
-            partial(self.kernels.team_gated_gemm, self.panels, gates[i], copies, self.bias, x[i], out[i], strips,
-                    self.k, self.m, self.columns, *act, ways, self.by_columns(x.shape[2]),
-                    _added(None if residual is None else residual[i], 2))
+            self._bound(self.kernels.team_gated_gemm, (self.panels, gates[i], copies, self.bias, x[i], out[i]), ways,
+                        (self.k, self.m, self.columns, *act, ways, self.by_columns(x.shape[2]),
+                         _added(None if residual is None else residual[i], 2)))
             for i in range(x.shape[0])])
 
     def bind(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
              residual: np.ndarray | None = None) -> Callable[[], None]:
         """:meth:`run` on these arrays as a zero-argument call (for a caller that runs the same
         arrays again and again: the kernel's arguments are gathered once)."""
-        return partial(self.kernels.gemm, self.panels, self.bias, x, out, self._strips(1), self.k, self.m,
-                       self.columns, *act, 0, self.count, 0, x.shape[1], _added(residual, 2))
+        return self._bound(self.kernels.gemm, (self.panels, self.bias, x, out), 1,
+                           (self.k, self.m, self.columns, *act, 0, self.count, 0, x.shape[1], _added(residual, 2)))
 
     def bind_images(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
                     residual: np.ndarray | None = None) -> Callable[[], None]:
         """:meth:`run_images` on these arrays as a zero-argument call (see :meth:`bind`)."""
-        return partial(self.kernels.gemm_images, self.panels, self.bias, x, out, self._strips(1), self.k, self.m,
-                       self.columns, *act, _added(residual, 3))
+        return self._bound(self.kernels.gemm_images, (self.panels, self.bias, x, out), 1,
+                           (self.k, self.m, self.columns, *act, _added(residual, 3)))
 
     def bind_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
                   ways: int, residual: np.ndarray | None = None) -> Callable[[], None]:
         """:meth:`run_team` on these arrays as a zero-argument call (see :meth:`bind`)."""
-        return partial(self.kernels.team_gemm, self.panels, self.bias, x, out, self._strips(ways), self.k, self.m,
-                       self.columns, *act, ways, self.by_columns(x.shape[1]), _added(residual, 2))
+        return self._bound(self.kernels.team_gemm, (self.panels, self.bias, x, out), ways,
+                           (self.k, self.m, self.columns, *act, ways, self.by_columns(x.shape[1]), _added(residual, 2)))
 
     def run_tiles(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], geometry: tuple[int, ...],
                   rows: int, cols: np.ndarray, residual: np.ndarray | None = None) -> None:
@@ -283,11 +282,28 @@ class PackedWeight:
         self.kernels.conv_tiles(self.panels, self.bias, x, out, cols, self._strips(1), self.k, self.m, self.columns,
                                 *act, *geometry, rows, 0, out.shape[1], _added(residual, 3))
 
+    def _copies(self) -> bool:
+        """Whether the kernel copies the image into strips (the narrow tile, many panels and rows)."""
+        k = self.kernels
+        return k.PACKS and self.count >= k.PACK_PANELS and self.k >= k.PACK_INPUTS
+
     def _strips(self, ways: int) -> np.ndarray:
-        """Scratch for the kernel's copy of the image (where it copies: many panels and rows)."""
-        if not self.kernels.PACKS or self.count < self.kernels.PACK_PANELS or self.k < self.kernels.PACK_INPUTS:
-            return _NO_STRIPS
-        return strips(ways * self.kernels.STRIP_FLOATS)
+        """The calling thread's scratch for the kernel's copy of the image, for ``ways`` threads
+        (empty where it does not copy)."""
+        return strips(ways * self.kernels.STRIP_FLOATS) if self._copies() else _NO_STRIPS
+
+    def _bound(self, kernel: Callable, head: tuple, ways: int, tail: tuple) -> Callable[[], None]:
+        """``kernel(*head, strips, *tail)`` as a zero-argument call, ``strips`` as
+        :meth:`_strips` gives them. Where the kernel copies the image, they are looked up at
+        every call: a call bound on one thread runs on another (a batch slice's worker), and
+        two workers copying into one thread's strips would overwrite each other's image."""
+        if not self._copies():
+            return partial(kernel, *head, _NO_STRIPS, *tail)
+        floats = ways * self.kernels.STRIP_FLOATS
+
+        def call() -> None:
+            kernel(*head, strips(floats), *tail)
+        return call
 
 
 _NO_STRIPS = np.empty(0, np.float32)
