@@ -161,10 +161,13 @@ def test_steady_calls_keep_their_partial_sums_buffer():
 
 
 def test_the_strips_and_the_bias_start_on_a_cache_line():
+    strip = jit.load("channel_direct").STRIP  # 64 channels with 32 vector registers, 16 with 16
     weight = channel_direct.StripWeight.of(np.ones((70, 37, 3, 3), np.float32), np.ones(70, np.float32))
+    count = -(-70 // strip)
     assert weight.strips.ctypes.data % 64 == 0 and weight.bias.ctypes.data % 64 == 0
-    assert weight.strips.size == 2 * 64 * 37 * 9 and (weight.bias[70:] == 0).all()
-    assert (weight.strips.reshape(2, 37 * 9, 64)[1, :, 6:] == 0).all()  # channels past 70: zero
+    assert weight.strips.size == count * strip * 37 * 9 and (weight.bias[70:] == 0).all()
+    last = 70 - (count - 1) * strip
+    assert (weight.strips.reshape(count, 37 * 9, strip)[-1, :, last:] == 0).all()  # channels past 70: zero
 
 
 def test_the_rule(monkeypatch):
@@ -177,7 +180,11 @@ def test_the_rule(monkeypatch):
     monkeypatch.setenv(channel_direct.SWITCH_ENV, "0")
     assert not channel_direct.fits(64, (3, 3))
     monkeypatch.delenv(channel_direct.SWITCH_ENV)
-    monkeypatch.setattr(panels, "_RULES", ["avx2"])  # 16 vector registers, or full-width AVX-512
+    assert channel_direct.fits(64, (3, 3), stride=(2, 2))
+    monkeypatch.setattr(panels, "_RULES", ["avx2"])  # 16 vector registers: the narrow tile, strided layers only
+    assert channel_direct.fits(64, (3, 3), stride=(2, 2)) and channel_direct.fits(512, (3, 3), stride=(2, 1))
+    assert not channel_direct.fits(512, (3, 3)) and not channel_direct.fits(16, (3, 3), stride=(2, 2))
+    monkeypatch.setattr(panels, "_RULES", ["avx512"])  # full-width AVX-512 without the wide tile: unmeasured
     assert not channel_direct.fits(64, (3, 3))
 
 

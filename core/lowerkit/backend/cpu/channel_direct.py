@@ -25,19 +25,29 @@ from .direct import MAX_CHANNELS as STEM_CHANNELS
 # panel GEMM, unmeasured against this one.
 MIN_INPUTS = 256
 SWITCH_ENV = "LOWERKIT_CHANNEL_DIRECT"  # "0": never (the layers keep im2col and the panel GEMM)
+# With 16 vector registers (the ``avx2`` rules) the tile is 6 pixels x 16 channels, and it
+# takes strided layers only. One image against im2col then the panel GEMM, ReLU, calls
+# alternating, median of 40 paired ratios (AMD EPYC Zen 3 VM): the 3x3/2 layers of
+# ResNet-18/50 (64->128 at 56 to 512->512 at 14) one thread 0.82-0.94, two threads
+# 0.60-0.94, four images on one thread 0.77-0.92; ResNet-50 at batch 4 on one thread
+# (benchmarks/per_node.py) layer2.0.conv2 14.2 -> 11.3 ms, layer3.0.conv2 12.6 -> 11.5,
+# layer4.0.conv2 13.2 -> 12.7. Stride 1 lost: 512->512 at 7x7 0.97-1.00 alone but in
+# ResNet-18 at batch 1 on two threads 1.95 against 1.66 ms; 256->256 at 14x14 1.02-1.04.
 
 
-def fits(c: int, kernel, groups: int = 1) -> bool:
-    """Whether a convolution of ``c`` input channels with this ``kernel`` runs here: dense, not
-    1x1 (a strided 1x1 layer's subsampled image on the panel GEMM won: ResNet-50's
-    downsamples 1.02-1.07 ms there against 1.14-1.16), more input channels than a stem
-    (``direct.MAX_CHANNELS``) and at least :data:`MIN_INPUTS` rows of columns, on a CPU with
-    AVX-512's 32 vector registers run in two halves (``panels.wide_tile``; elsewhere
-    unmeasured: with 16 registers the 7 x 64 tile does not fit); not with
-    ``$LOWERKIT_CHANNEL_DIRECT=0``."""
+def fits(c: int, kernel, groups: int = 1, stride=(1, 1)) -> bool:
+    """Whether a convolution of ``c`` input channels with this ``kernel`` and ``stride`` runs
+    here: dense, not 1x1 (a strided 1x1 layer's subsampled image on the panel GEMM won:
+    ResNet-50's downsamples 1.02-1.07 ms there against 1.14-1.16), more input channels than a
+    stem (``direct.MAX_CHANNELS``) and at least :data:`MIN_INPUTS` rows of columns; under the
+    ``wide`` rules (AVX-512's 32 vector registers: the 7 x 64 tile) any stride, under the
+    ``avx2`` ones (16 registers: the 6 x 16 tile) strided layers only (measured above);
+    not under the ``avx512`` ones (unmeasured); not with ``$LOWERKIT_CHANNEL_DIRECT=0``."""
     kh, kw = tuple(kernel)
+    rules = panels.rules()
     return (os.environ.get(SWITCH_ENV, "") != "0" and groups == 1 and kh * kw > 1 and c > STEM_CHANNELS
-            and c * kh * kw >= MIN_INPUTS and panels.wide_tile())
+            and c * kh * kw >= MIN_INPUTS
+            and (rules == "wide" or (rules == "avx2" and max(tuple(stride)) > 1)))
 
 
 @dataclass(frozen=True, eq=False)

@@ -141,7 +141,7 @@ class DenseTeamForm:
         direct = None
         if not pointwise and direct_fits(c, (kh, kw), stride, dilation, (oh, ow)):
             direct = DirectConv.of(c, (kh, kw), stride, padding, (oh, ow))
-        elif in_hw is not None and channel_direct.fits(c, (kh, kw)):
+        elif in_hw is not None and channel_direct.fits(c, (kh, kw), stride=stride):
             channel = ChannelDirectConv.of((c, *in_hw), (kh, kw), stride, padding, dilation, (oh, ow))
             return cls(pointwise=False, panel=False, tiled=False, by_columns=False, tile_rows=1,
                        cols_shape=(1, int(np.prod(channel.padded_shape))) if channel.pads else None,

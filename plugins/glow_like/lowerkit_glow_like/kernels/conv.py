@@ -356,7 +356,7 @@ def _prepare_channel_direct(x, w, bias, out, attrs, scratch, residual=None):
 
     stride, padding, dilation, _ = _geometry(x.shape, w.shape, out.shape, attrs)
     (_, c, kh, kw), (h, wd) = w.shape, x.shape[2:]
-    if not (channel_direct.fits(c, (kh, kw)) and all(a.dtype == np.float32 for a in (x, w, out))
+    if not (channel_direct.fits(c, (kh, kw), stride=stride) and all(a.dtype == np.float32 for a in (x, w, out))
             and x.flags.c_contiguous and out.flags.c_contiguous):
         return None
     weight = channel_direct.StripWeight.shared(w, bias)

@@ -47,13 +47,15 @@ from ._act_ir import IR_CODES, activate
 from ._simd import _F32, _I32, _I64, _V8, broadcast, fmuladd, vector
 from ._types import f8, i8, ro, rw
 from .layer import team_ready
-from .panel import _close_loop, _const, _merged, _prefetch
+from .panel import TILE, _close_loop, _const, _merged, _prefetch
 
 team_ready()  # team_pad and team_conv are parallel regions: choose the threading layer first
 
-PIXELS = 7  # output pixels of a tile (a 7x7 map's row)
-LANES = 16  # floats of a vector
-VECTORS = 4  # vectors of a tile's row
+# The tile: PIXELS output pixels x VECTORS vectors of LANES channels, in PIXELS * VECTORS
+# accumulators. With AVX-512's 32 registers (the panel GEMM's wide tile), 7 pixels (a 7x7
+# map's row) x 64 channels in 28; with 16 (AVX2), 6 pixels x 16 channels in 12, beside the
+# step's two weight vectors and its broadcast.
+PIXELS, LANES, VECTORS = (7, 16, 4) if TILE == 32 else (6, 8, 2)
 STRIP = LANES * VECTORS  # output channels of a strip (of a tile)
 K_BLOCK = 256  # steps of k a group of tiles runs before the next block
 GROUP = 16  # tiles that pass over one block of the weight
@@ -166,11 +168,13 @@ def _epilogue(builder, final, c_p, hw_, pix_p, rows_, chans_, code_, p0_, p1_, r
     """A finished tile: its accumulators as 8-float halves, plus the residual, through the
     activation, scattered into the channel-major output (a strip of 64 channels without a
     test per lane; the last, partial one with)."""
-    halves = []
-    for value in final:
-        halves.append(builder.shuffle_vector(value, value, _FIRST_HALF))
-        halves.append(builder.shuffle_vector(value, value, _SECOND_HALF))
-    per_pixel = 2 * VECTORS  # 8-float halves a pixel has
+    halves = list(final)
+    if LANES == 16:
+        halves = []
+        for value in final:
+            halves.append(builder.shuffle_vector(value, value, _FIRST_HALF))
+            halves.append(builder.shuffle_vector(value, value, _SECOND_HALF))
+    per_pixel = STRIP // 8  # 8-float halves (or vectors) a pixel has
     pixel_at = [builder.load(builder.gep(pix_p, [_const(r)])) for r in range(PIXELS)]
     whole = builder.icmp_signed(">=", chans_, _const(STRIP))
 
