@@ -6,22 +6,25 @@ The panel GEMM (:mod:`.panel`) puts pixels in the lanes: its image rows must be 
 so a strided or padded convolution first writes its im2col (ResNet-50's 128->128 3x3/2 at
 56: 1152 rows of 784 columns, 3.6 MB, ~0.27 ms of a 1.4 ms layer on two threads). Here the
 lanes hold output channels, read from the weight packed once in strips of :data:`STRIP`
-channels (``strips[s, k, j] = w[64s + j, k]``), and the image supplies one value per pixel
-and step, broadcast: any stride, dilation or padding is then just an address. The tile is
-:data:`PIXELS` (7) output pixels x 64 channels in 28 accumulators of 16 floats (AVX-512's
-32 registers; on a CPU that runs 512-bit operations in two halves the FMA count per cycle is
-that of 8-float ones, with half the instructions), started from the bias, over the image
-padded once per call into ``xp`` (zeros around it, so a tap never tests its bounds): step k
-reads the tap offset ``taps[k]``, seven pixels at ``xp + offs[r] + taps[k]``, four weight
-vectors, and issues 28 FMAs. The inner dimension runs in blocks of :data:`K_BLOCK` steps
-over a group of :data:`GROUP` tiles (the weight block, 64 KB, stays in L2 while the group's
-pixels pass over it; partial sums wait in a per-thread scratch), and the sum over k runs in
-the panel GEMM's order, so the two give the same bits. The finished tile adds the residual
-(lanes gathered from the channel-major output layout), runs the activation in registers
-(:mod:`._act_ir`, on 8-float halves) and scatters its lanes into ``out`` [OC, OH*OW].
+channels (``strips[s, k, j] = w[STRIP*s + j, k]``), and the image supplies one value per
+pixel and step, broadcast: any stride, dilation or padding is then just an address. The tile
+is :data:`PIXELS` output pixels x :data:`STRIP` channels: with AVX-512's 32 registers 7 x 64
+in 28 accumulators of 16 floats (on a CPU that runs 512-bit operations in two halves the FMA
+count per cycle is that of 8-float ones, with half the instructions); with AVX2's 16, 6 x 16
+in 12 of 8 floats. It starts from the bias, over the image padded once per call into ``xp``
+(zeros around it, so a tap never tests its bounds): step k reads the tap offset
+``taps[k]``, the tile's pixels at ``xp + offs[r] + taps[k]``, :data:`VECTORS` weight
+vectors, and issues PIXELS x VECTORS FMAs. The inner dimension runs in blocks of
+:data:`K_BLOCK` steps over a group of :data:`GROUP` tiles (the weight block, 64 KB or 16 KB,
+stays in cache while the group's pixels pass over it; partial sums wait in a per-thread
+scratch), and the sum over k runs in the panel GEMM's order, so the two give the same bits.
+The finished tile adds the residual (lanes gathered from the channel-major output layout),
+runs the activation in registers (:mod:`._act_ir`, on 8-float vectors) and scatters its
+lanes into ``out`` [OC, OH*OW].
 
 One image, ReLU, the weight from memory as in a model, against im2col then the panel GEMM
-(the form before), median of paired ratios (AMD EPYC Zen 4 VM, 2026-12-05): two threads
+(the form before), median of paired ratios (AMD EPYC Zen 4 VM, 2026-12-05; the 6 x 16 tile
+on Zen 3: ``lowerkit.backend.cpu.channel_direct``): two threads
 0.85-0.94 on 256->256 3x3/2 at 28, 0.80-0.93 on 512->512 3x3/2 at 14, 0.96-1.03 on 128->128
 3x3/2 at 56 and on 512x7x7 3x3; one thread 0.82-0.91. With 6 x 32 tiles of 8-float vectors
 it lost on 7x7 maps (49 pixels in 6-pixel tiles leave most of a ninth empty); 14 x 32
@@ -65,7 +68,7 @@ PREFETCH = 256  # floats of the strip ahead of the step a tile prefetches (4 ste
 # so the weight streams from memory while the group computes rather than in its first tile.
 LINE = 16  # floats of a cache line
 
-_V16 = vector(LANES)
+_VECTOR = vector(LANES)
 _U64 = types.uint64
 _FIRST_HALF = ir.Constant(ir.VectorType(_I32, 8), list(range(8)))
 _SECOND_HALF = ir.Constant(ir.VectorType(_I32, 8), list(range(8, 16)))
@@ -82,8 +85,8 @@ _TILE_SIG = types.void(i8, i8, _U64, _U64, _U64, _U64, _U64, i8, _U64, _U64, i8,
 def _tile(typingctx, k0, k1, strip, xp, taps, offs, out, hw, pix, bias, rows, chans, partial, first, last, code, p0,
           p1, residual, ahead):
     """Steps [k0, k1) of one tile: pixels ``offs[0:7]`` (offsets into ``xp``; rows past
-    ``rows`` repeat a valid one and are never stored) x the strip's 64 channels. Starts from
-    the ``bias`` where ``first``, else from the tile's ``partial`` sums [7, 64]; ends by
+    ``rows`` repeat a valid one and are never stored) x the strip's channels. Starts from
+    the ``bias`` where ``first``, else from the tile's ``partial`` sums [PIXELS, STRIP]; ends by
     storing them there, or where ``last`` by adding the ``residual`` (if its address is not 0),
     the activation, and storing pixel r's channel j < ``chans`` at ``out + j*hw + pix[r]``
     (whose lines, and the residual's, it prefetches first). Step i prefetches the line
@@ -93,7 +96,7 @@ def _tile(typingctx, k0, k1, strip, xp, taps, offs, out, hw, pix, bias, rows, ch
     def codegen(context, builder, signature, args):
         (k0_, k1_, w_a, x_a, taps_a, offs_a, c_a, hw_, pix_a, b_a, rows_, chans_, part_a, first_, last_, code_, p0_,
          p1_, res_a, ahead_a) = args
-        fptr, vptr, iptr = _F32.as_pointer(), _V16.as_pointer(), _I64.as_pointer()
+        fptr, vptr, iptr = _F32.as_pointer(), _VECTOR.as_pointer(), _I64.as_pointer()
         w_p, x_p, c_p, b_p, part_p, res_p = (builder.inttoptr(a, fptr) for a in (w_a, x_a, c_a, b_a, part_a, res_a))
         taps_p, offs_p, pix_p = (builder.inttoptr(a, iptr) for a in (taps_a, offs_a, pix_a))
 
@@ -114,7 +117,7 @@ def _tile(typingctx, k0, k1, strip, xp, taps, offs, out, hw, pix, bias, rows, ch
         idx.add_incoming(k0_, pre)
         acc = []
         for s in start:
-            phi = builder.phi(_V16)
+            phi = builder.phi(_VECTOR)
             phi.add_incoming(s, pre)
             acc.append(phi)
         tap = builder.load(builder.gep(taps_p, [idx]))
@@ -141,9 +144,9 @@ def _tile(typingctx, k0, k1, strip, xp, taps, offs, out, hw, pix, bias, rows, ch
 
 def _fetch_scatter_lines(builder, c_p, hw_, pix_p, res_a, res_p):
     """Before the last block of a tile: prefetch the lines its epilogue will write (for
-    writing) and, where there is one, the residual's it will read — 64 channel rows, the
-    tile's first and last pixel each, while the block's FMAs run. The epilogue touches 64
-    lines or more of each, one lane at a time; from another core's cache (a model's arenas are
+    writing) and, where there is one, the residual's it will read — a strip's channel rows,
+    the tile's first and last pixel each, while the block's FMAs run. The epilogue touches a
+    line or more of each row, one lane at a time; from another core's cache (a model's arenas are
     shared between its layers and threads) each would wait in turn."""
     ends = [builder.load(builder.gep(pix_p, [_const(r)])) for r in (0, PIXELS - 1)]
     has_res = builder.icmp_unsigned("!=", res_a, _const(0))
@@ -165,9 +168,9 @@ def _prefetch_for(builder, ptr, write: bool):
 
 
 def _epilogue(builder, final, c_p, hw_, pix_p, rows_, chans_, code_, p0_, p1_, res_a, res_p):
-    """A finished tile: its accumulators as 8-float halves, plus the residual, through the
-    activation, scattered into the channel-major output (a strip of 64 channels without a
-    test per lane; the last, partial one with)."""
+    """A finished tile: its accumulators as 8-float vectors (16-float ones in halves), plus
+    the residual, through the activation, scattered into the channel-major output (a whole
+    strip without a test per lane; the last, partial one with)."""
     halves = list(final)
     if LANES == 16:
         halves = []
