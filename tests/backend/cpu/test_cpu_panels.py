@@ -415,15 +415,36 @@ for t in threads:
 for t in threads:
     t.join()
 assert len(errors) == 80 and max(errors) < 1e-3, max(errors)
+# The direct-by-output-channels kernel's 6 x 16 tile (strips of 16 channels): a 3x3/2 layer
+# with 70 output channels (a partial last strip), a residual and ReLU, against float64.
+from lowerkit.backend.cpu import channel_direct
+assert jit.load("channel_direct").STRIP == 16
+c, oc, h, wd = 40, 70, 11, 13
+x = rng.standard_normal((2, c, h, wd)).astype(np.float32)
+w = (rng.standard_normal((oc, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+b = rng.standard_normal(oc).astype(np.float32)
+xp = np.zeros((2, c, h + 2, wd + 2))
+xp[:, :, 1:-1, 1:-1] = x
+oh, ow = (h - 1) // 2 + 1, (wd - 1) // 2 + 1
+want = np.zeros((2, oc, oh, ow)) + b[None, :, None, None]
+for i in range(3):
+    for j in range(3):
+        want += np.einsum("nchw,oc->nohw", xp[:, :, i:i + 2 * oh - 1:2, j:j + 2 * ow - 1:2], w[:, :, i, j].astype(np.float64))
+residual = rng.standard_normal(want.shape).astype(np.float32)
+form = channel_direct.ChannelDirectConv.of((c, h, wd), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), (oh, ow))
+got = np.full(want.shape, np.nan, np.float32)
+form.run(channel_direct.StripWeight.of(w, b), x, got, (1, 0.0, 0.0), np.empty(form.padded_shape, np.float32), residual)
+np.testing.assert_allclose(got, np.maximum(want + residual, 0), rtol=1e-4, atol=1e-4)
 print("narrow tile ok")
 """
 
 
 def test_the_narrow_tile_and_its_strips_where_numba_compiles_for_another_cpu():
     """Compiled for an AVX2 CPU (``NUMBA_CPU_NAME=haswell``), the kernel keeps the 6 x 16 tile
-    and copies the image into strips on calls over many panels: the path of every AVX2
-    machine, checked here in a process of its own wherever this CPU can run AVX2 code (the
-    first run compiles the panel kernels for that CPU: about a minute, then cached)."""
+    and copies the image into strips on calls over many panels, and the direct-by-output-
+    channels kernel has its 6 x 16 tile: the paths of every AVX2 machine, checked here in a
+    process of its own wherever this CPU can run AVX2 code (the first run compiles those
+    kernels for that CPU: a minute or two, then cached)."""
     import os
     import subprocess
     import sys
