@@ -2,7 +2,12 @@
 padding: nnpack's depthwise extension and
 glow_like against ONNX Runtime, OpenVINO and PyTorch, one process, interleaved rounds (each
 engine after a pause: the others' spinning threads go idle first), best time of each engine;
-ratios against the best peer (run from benchmarks/conv.py)."""
+ratios against the best peer (run from benchmarks/conv.py).
+
+``nnpack`` is the layer object (``lowerkit_nnpack.depthwise.DepthwiseConv2d``), the kernel
+with its output; ``nnpack lowered`` and ``glow_like`` are one-layer modules through
+``lowerkit.to_backend``, which add a call's checks and, for glow_like, copying the input into
+its arena and the output out of it (on large planes, as much as the kernel)."""
 
 from __future__ import annotations
 
@@ -38,7 +43,8 @@ def _best(fn: Callable[[], object], budget: float, reps: int) -> float:
     return min(times)
 
 
-def _glow_like(x: np.ndarray, w: np.ndarray, stride: int, pad: int):
+def _lowered(x: np.ndarray, w: np.ndarray, stride: int, pad: int, backend: str = "glow_like"):
+    """The layer as a one-node module lowered to ``backend``, as a zero-argument call."""
     import lowerkit as lk
     from lowerkit.ir import Graph, GraphMethod, Module, TensorType
     from lowerkit.opset import get_schema
@@ -50,10 +56,12 @@ def _glow_like(x: np.ndarray, w: np.ndarray, stride: int, pad: int):
     attrs = get_schema("conv2d").normalize_attrs({"stride": (stride, stride), "padding": (pad,) * 4, "groups": c})
     (t,) = get_schema("conv2d").infer([xv.type, wv.type], attrs)
     g.set_outputs([g.add_node("conv2d", [xv, wv], [t], attrs).output])
+    for handle, node in enumerate(g.nodes):
+        node.debug_handle = handle
     module = Module({"w": w}, {"forward": GraphMethod(g)}, name="Depthwise")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        lowered = lk.to_backend(module, "glow_like")
+        lowered = lk.to_backend(module, backend)
     return lambda: lowered(x)
 
 
@@ -75,10 +83,10 @@ def depthwise_table(batches: list[int], args) -> None:
     cores = cpu_count()
     rng = np.random.default_rng(0)
     order = np.random.default_rng(3)
-    cols = ["nnpack", "glow_like", *PEERS]
+    cols = ["nnpack", "nnpack lowered", "glow_like", *PEERS]
     print(f"depthwise (kernel // 2 padding), microseconds (best of interleaved rounds), {cores} threads each; "
           "ratio = ours / best peer")
-    header = ["layer", "N", "kernel", *cols, "nnpack/best", "glow_like/best"]
+    header = ["layer", "N", "kernel", *cols, "nnpack/best", "lowered/best", "glow_like/best"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for c, hw, stride, k in LAYERS:
@@ -88,7 +96,8 @@ def depthwise_table(batches: list[int], args) -> None:
             x = rng.standard_normal((n, c, hw, hw)).astype(np.float32)
             geom = ConvGeometry(c, c, (hw, hw), (k, k), (stride, stride), (pad,) * 4)
             nn = DepthwiseConv2d(geom, w, options=RunOptions(args.threads))
-            engines = {"nnpack": lambda nn=nn, x=x: nn(x), "glow_like": _glow_like(x, w, stride, pad)}
+            engines = {"nnpack": lambda nn=nn, x=x: nn(x), "nnpack lowered": _lowered(x, w, stride, pad, "nnpack"),
+                       "glow_like": _lowered(x, w, stride, pad)}
             model = conv_model(x.shape, w, stride, pad, groups=c)
             for name, make in (("onnxruntime", onnxruntime_runner), ("openvino", openvino_runner)):
                 try:
@@ -110,6 +119,6 @@ def depthwise_table(batches: list[int], args) -> None:
             peer = min((best[p] for p in PEERS if p in best), default=math.nan)
             cells = [f"{k}x{k} {c}x{hw}x{hw} s{stride}", str(n), nn.algorithm]
             cells += [f"{best[k] * 1e6:.0f}" if k in best else "-" for k in cols]
-            cells += [f"{best['nnpack'] / peer:.2f}", f"{best['glow_like'] / peer:.2f}"]
+            cells += [f"{best[k] / peer:.2f}" for k in ("nnpack", "nnpack lowered", "glow_like")]
             print("| " + " | ".join(cells) + " |", flush=True)
     print()

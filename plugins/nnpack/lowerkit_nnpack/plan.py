@@ -434,22 +434,32 @@ class Plan:
 
     def _run_slices(self, inputs: Sequence[np.ndarray], slices: list[slice]) -> list[np.ndarray]:
         """Every layer on each slice of the batch, one slice per worker (a team plan's steps in
-        their serial forms); outputs joined."""
+        their serial forms); each worker copies its part of the outputs into the joined ones
+        (made by the first to finish) while the part is in its cache — not the calling thread
+        after both: a lowered 3x3 depthwise layer over 8 x 32 x 112 x 112, whose outputs are
+        as large as its input, took 1.7 ms that way against the layer's own 0.6."""
         arrays = [np.asarray(x) for x in inputs]
-        parts: list[list[np.ndarray]] = [[] for _ in slices]
+        total = len(arrays[0])
+        joined: list[np.ndarray] = []
+        made = threading.Lock()
 
         def run_slice(j: int) -> None:
             part = [x[slices[j]] for x in arrays]
             run = self._run_with_head if self.head and len(part[0]) > 1 else self._run
             if self.team is None:
-                parts[j] = run(part)
+                outputs = run(part)
             else:  # a team plan run as slices (on trial): each worker runs the serial forms
                 with team_off():
-                    parts[j] = run(part)
+                    outputs = run(part)
+            with made:
+                if not joined:
+                    joined.extend(np.empty((total, *out.shape[1:]), out.dtype) for out in outputs)
+            for whole, out in zip(joined, outputs):
+                whole[slices[j]] = out
 
         with blas_limit(1):
             run_parallel(len(slices), run_slice, range(len(slices)))
-        return [np.concatenate([part[k] for part in parts]) for k in range(len(self.outputs))]
+        return joined
 
     def _run_images(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Every step on one image at a time (team regions inside); outputs joined."""
