@@ -77,8 +77,8 @@ columns multiplied while in cache.
         # Many input channels: direct with the output channels in the vector lanes
         # (lowerkit.backend.cpu.channel_direct), bias, residual and activation fused
         self._channel = None
-        channel = channel_direct.fits(g.in_channels, g.kernel, stride=g.stride)
-        if self._im2col is not None and self._direct is None and channel:
+        if (self._im2col is not None and self._direct is None
+                and channel_direct.fits(g.in_channels, g.kernel, stride=g.stride)):
             self._channel = channel_direct.ChannelDirectConv.of((g.in_channels, *g.in_hw), g.kernel, g.stride,
                                                                 g.padding, (1, 1), self.out_hw)
         self._tile_geometry = (*g.kernel, *g.stride, g.padding[0], g.padding[1], 1, 1)
