@@ -2,8 +2,9 @@
 (lowerkit.backend.cpu.channel_direct, kernels in jit.channel_direct): ``act(conv(x, w) + bias
 [+ residual])`` against a float64 convolution over a sweep of geometries (strides 1-3, odd
 sizes, uneven padding, dilation, no padding at all, a partial last strip of channels, pixels
-that leave a partial tile, inner dimensions past one block), every activation kind, the team
-region equal to the serial kernel bit for bit, the sum in the panel GEMM's order, eight
+that leave a partial tile, inner dimensions past one block, a map whose tiles split between
+threads in several groups each), every activation kind, the team region equal to the serial
+kernel bit for bit, the sum in the panel GEMM's order, eight
 threads at once, the rule, and both plugins running such layers against reference."""
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ CASES = [
     (40, 33, 9, 9, (3, 3), (1, 1), (0, 0, 0, 0), (1, 1)),  # no padding: the image read in place
     (33, 129, 10, 12, (5, 5), (3, 2), (2, 2, 2, 2), (1, 1)),  # stride 3, 825 rows of columns (4 blocks)
     (300, 16, 5, 6, (2, 2), (1, 1), (0, 1, 1, 0), (1, 1)),  # 1200 rows, 16 channels, padding right only
+    (24, 40, 40, 38, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # 254 tiles: each thread's band spans groups
 ]
 
 

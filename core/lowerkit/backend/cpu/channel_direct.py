@@ -166,7 +166,8 @@ class ChannelDirectConv:
                  padded: np.ndarray | None, ways: int, residual: np.ndarray | None = None) -> None:
         """One image, ``x`` [C, H, W] -> ``out`` [M, OH, OW] (plus ``residual`` of its shape), on
         ``ways`` threads: the padded copy in bands of rows (one region, where the image
-        needs padding), then bands of work units — 64-channel strips x groups of tiles."""
+        needs padding), then each thread's band of the tiles (or of the strips where they
+        divide evenly and the weight is the larger: ``jit.channel_direct._share``)."""
         xp = x
         if self.pads:
             xp = padded.reshape(self.padded_shape)
