@@ -9,7 +9,7 @@ whole-call time is taken from a second, unprofiled session). Convolutions are pa
 and weight shape, the i-th of each in one schedule with the i-th in the other (ONNX Runtime may
 fuse a residual add into its convolution where glow_like lists its adds apart, or the other
 way round; an activation glow_like fuses may be a node of its own there) and printed by
-excess, the largest first. Medians over the rounds; ms.
+excess, the largest first. Medians over the rounds (or the best, ``--statistic min``); ms.
 
     python benchmarks/per_node.py --model mobilenet_v2 --batch 4
     python benchmarks/per_node.py --model efficientnet_b0 --batch 1 --threads 2 --top 20
@@ -57,9 +57,9 @@ def ort_sessions(module: lk.Module, threads: int, profile_dir: str):
     return sessions
 
 
-def ort_node_medians(profile_path: str, skip: int) -> list[tuple[str, str, tuple, float]]:
-    """(node, op, output shape, median ms) per node in run order from ONNX Runtime's profile,
-    the first ``skip`` runs dropped."""
+def ort_node_times(profile_path: str, skip: int, statistic=statistics.median) -> list[tuple[str, str, tuple, float]]:
+    """(node, op, output shape, ms) per node in run order from ONNX Runtime's profile: the
+    ``statistic`` (median, or min) of its runs, the first ``skip`` dropped."""
     with open(profile_path, encoding="utf-8") as f:
         events = json.load(f)
     per_node: dict[str, tuple[str, tuple, list[float]]] = {}
@@ -72,7 +72,7 @@ def ort_node_medians(profile_path: str, skip: int) -> list[tuple[str, str, tuple
             weight = tuple(next(iter(inputs[1].values()), ())) if len(inputs) > 1 else ()
             key = (shape, weight)
             per_node.setdefault(name, (event["args"].get("op_name", "?"), key, []))[2].append(event["dur"] / 1e3)
-    return [(name, op, key, statistics.median(times[skip:] or times)) for name, (op, key, times) in per_node.items()]
+    return [(name, op, key, statistic(times[skip:] or times)) for name, (op, key, times) in per_node.items()]
 
 
 def paired(mine: list[tuple[tuple, object]], theirs: list[tuple[tuple, object]]) -> list[tuple[int, int]]:
@@ -100,7 +100,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="both engines' threads (default 1)")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--top", type=int, default=15, help="layers listed, by excess")
+    parser.add_argument("--statistic", choices=("median", "min"), default="median",
+                        help="per layer over the rounds: the median (default), or the best (min: on a "
+                             "noisy shared machine, what each layer takes when nothing interferes)")
     args = parser.parse_args()
+    statistic = statistics.median if args.statistic == "median" else min
 
     from lowerkit.backend.cpu import blas_limit
 
@@ -150,9 +154,9 @@ def main() -> None:
                         kept.append(time.perf_counter() - start)
         finally:
             executable.close()
-        peer_nodes = ort_node_medians(profiled.end_profiling(), warmup)
+        peer_nodes = ort_node_times(profiled.end_profiling(), warmup, statistic)
 
-    mine = [(statistics.median(t[warmup:]) * 1e3, ins) for t, ins in zip(kernel_times, program.instructions)]
+    mine = [(statistic(t[warmup:]) * 1e3, ins) for t, ins in zip(kernel_times, program.instructions)]
     glow_convs = [((tuple(program.buffers[ins.outputs[0]].shape), tuple(program.buffers[ins.inputs[1]].shape)), (ms, ins))
                   for ms, ins in mine if _convolution(ins.op)]
     peer_convs = [(shape, ms) for _, op, shape, ms in peer_nodes if op in _PEER_CONVS]
@@ -160,7 +164,7 @@ def main() -> None:
           f"glow_like best {min(whole_glow) * 1e3:.2f} / median {statistics.median(whole_glow) * 1e3:.2f} ms, "
           f"ONNX Runtime {min(whole_ort) * 1e3:.2f} / {statistics.median(whole_ort) * 1e3:.2f} ms "
           f"(median ratio {statistics.median(whole_glow) / statistics.median(whole_ort):.2f})")
-    print(f"sums of the medians: glow_like's instructions {sum(ms for ms, _ in mine):.2f} ms, "
+    print(f"sums of the {args.statistic}s: glow_like's instructions {sum(ms for ms, _ in mine):.2f} ms, "
           f"ONNX Runtime's nodes {sum(node[3] for node in peer_nodes):.2f} ms (profiled)")
     pairs = []
     for i, j in paired(glow_convs, peer_convs):
