@@ -257,3 +257,64 @@ def test_a_head_with_a_winograd_layer_matches_layer_by_layer(rng, monkeypatch):
     for _ in range(3):
         np.testing.assert_allclose(np.asarray(lowered(x)), np.asarray(layers(x)), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.asarray(lowered(x)), np.asarray(module(x)), rtol=1e-4, atol=1e-4)
+
+
+class _Outputs(nn.Module):
+    """A depthwise layer's activated map returned twice and read on by a 1x1 layer, whose
+    output is returned too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(6, 8, 3, padding=1)
+        self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.b = nn.Conv2d(8, 5, 1)
+        self.act, self.act6 = nn.ReLU(), nn.ReLU6()
+
+    def forward(self, x):
+        d = self.act6(self.dw(self.act(self.a(x))))
+        return d, self.b(d), d
+
+
+def test_image_by_image_steps_write_the_outputs_into_their_place(rng, monkeypatch):
+    """From the second image on, a step whose output the call returns writes it straight into
+    the joined result (no copy); the first image's outputs, and an output returned twice, are
+    copied. Every call returns fresh arrays with the reference's values."""
+    import lowerkit_nnpack.plan as plan_module
+    from tests.team_calls import team_on_small_layers
+
+    from lowerkit.backend.cpu import cpu_count
+
+    team_on_small_layers(monkeypatch)
+    if cpu_count() < 2:
+        pytest.skip("one core: plans run serially")
+    monkeypatch.setenv("LOWERKIT_NNPACK_PER_IMAGE", "1")  # image by image, no trial of slices
+    copied, in_place = [], []
+
+    class Counting(plan_module._Joined):
+        def put(self, rows, outputs):
+            for i, out in enumerate(outputs):
+                (in_place if i < len(self._places) and out is self._places[i] else copied).append(i)
+            super().put(rows, outputs)
+
+    monkeypatch.setattr(plan_module, "_Joined", Counting)
+    with nn.init_seed(0):
+        net = _Outputs()
+    x = rng.standard_normal((3, 6, 9, 9)).astype(np.float32)
+    module = lowerkit.trace(net, x)
+    lowered = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    (plan,) = _plans(lowered)
+    assert plan.per_image and plan.form_trial is None
+    expected = [np.asarray(e) for e in module(x)]
+    earlier = None
+    for _ in range(3):  # the spares plan their arena after the first call
+        copied.clear()
+        in_place.clear()
+        got = [np.asarray(g) for g in lowered(x)]
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
+        # image 0: all three copied; images 1 and 2: the two maps in place, the repeat copied
+        assert sorted(copied) == [0, 1, 2, 2, 2] and sorted(in_place) == [0, 0, 1, 1]
+        if earlier is not None:  # a later call leaves an earlier call's results alone
+            for g, e in zip(earlier, kept):
+                np.testing.assert_array_equal(g, e)
+        earlier, kept = got, [g.copy() for g in got]

@@ -121,6 +121,25 @@ def test_spares_plan_one_arena_per_thread_from_the_second_call(rng):
     assert seen[0] is not spares  # another thread, another pool and arena
 
 
+def test_a_call_whose_buffers_never_die_is_planned_once(monkeypatch):
+    """A plan of no arena slots (every take returned by the call): made once, then kept, its
+    takes fresh buffers that stay the caller's."""
+    import lowerkit_nnpack.spares as spares_module
+
+    planned = []
+    monkeypatch.setattr(spares_module, "plan_offsets", lambda log: planned.append(1) or plan_offsets(log))
+    spares = Spares()
+    outputs = []
+    for _ in range(4):
+        spares.start_call()
+        out = spares.take((4, 4))
+        spares.produced([out])
+        out.fill(len(outputs))
+        outputs.append(out)
+    assert len(planned) == 1 and spares._arena is None and spares._slots == [None]
+    assert [float(a[0, 0]) for a in outputs] == [0.0, 1.0, 2.0, 3.0]  # four buffers, none shared
+
+
 def test_the_offsets_never_overlap_for_values_alive_together():
     rng = np.random.default_rng(0)
     for _ in range(200):

@@ -58,7 +58,7 @@ class Spares:
     """
 
     __slots__ = ("_free", "_owned", "_lent", "_log", "_recording", "_clock", "taken", "_slots", "_arena", "_views",
-                 "tracking", "bound")
+                 "tracking", "bound", "destinations", "into")
     # Freed buffers kept, the least recently freed dropped first: at 8, EfficientNet-B0
     # allocated 32 fresh maps a call (1-5 MB each, in page faults); from 32 no zoo model did.
     MAX_FREE = 32
@@ -84,6 +84,11 @@ class Spares:
         # used only while its step sees the same array objects again — arena views from the
         # second call on — and holds them, and the arena they view, until replaced.
         self.bound: dict[int, Bound] = {}
+        # Where this call's outputs go, by value slot (``Plan._run_images``: an image's place in
+        # the joined result), or None; and, for the step now running, where each of its takes
+        # goes in order (None: a spare as usual), set by the plan's loop from ``destinations``.
+        self.destinations: dict[int, np.ndarray] | None = None
+        self.into: list[np.ndarray | None] | None = None
 
     def start_call(self) -> None:
         """A new call: only arrays this call's steps produce count as owned. A call recorded
@@ -93,12 +98,12 @@ class Spares:
         self.tracking = False
         if self._slots is None and self._log:
             self._slots, size = plan_offsets(self._log)
+            self._views = [None] * len(self._slots)
             if size:
                 self._arena = aligned_empty(size, np.uint8)
-                self._views = [None] * len(self._slots)
                 self._free.clear()  # the arena holds what they held
-            else:
-                self._slots = None
+            # (A call none of whose buffers die keeps this plan of no arena slots: planned
+            # again at every call, a one-layer module's image-by-image form spent ~8 us an image.)
         self._log = []
         self._recording = self._slots is None
         self._clock = self.taken = 0
@@ -116,11 +121,20 @@ class Spares:
 
     def take(self, shape: tuple[int, ...]) -> np.ndarray:
         """A float32 C-contiguous, cache-line-aligned array of ``shape`` in memory nobody
-        reads any more (a new one where no spare buffer holds it)."""
+        reads any more (a new one where no spare buffer holds it) — or, where the plan's loop
+        set :attr:`into` for this take, that place of the call's result."""
         nbytes = 4 * prod(shape)
         k, self.taken = self.taken, self.taken + 1
         self._clock += 1
         slots = self._slots
+        place = self.into.pop(0) if self.into else None
+        if place is not None and place.shape == shape and place.dtype == np.float32 and place.flags.c_contiguous:
+            # A call output's place: never freed within the call, so never an arena slot
+            if slots is not None and (k >= len(slots) or slots[k] is not None):
+                self._slots, self._arena, self._views = None, None, []
+            if self._recording:
+                self._log.append([nbytes, self._clock, None])
+            return place
         if slots is not None:
             slot = slots[k] if k < len(slots) else None
             if slot is not None and slot[0] == nbytes:
