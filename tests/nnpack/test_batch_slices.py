@@ -275,10 +275,12 @@ class _Outputs(nn.Module):
         return d, self.b(d), d
 
 
-def test_image_by_image_steps_write_the_outputs_into_their_place(rng, monkeypatch):
-    """From the second image on, a step whose output the call returns writes it straight into
-    the joined result (no copy); the first image's outputs, and an output returned twice, are
-    copied. Every call returns fresh arrays with the reference's values."""
+@pytest.mark.parametrize("per_image", ["1", "0"])
+def test_parts_of_a_batch_write_their_outputs_into_their_place(rng, monkeypatch, per_image):
+    """Image by image (``LOWERKIT_NNPACK_PER_IMAGE=1``) or in slices (``=0``), a step whose
+    output the call returns writes it straight into its rows of the joined result (made at
+    once: the outputs' types are static); an output returned twice is copied into its own
+    array. Every call returns fresh arrays with the reference's values."""
     import lowerkit_nnpack.plan as plan_module
     from tests.team_calls import team_on_small_layers
 
@@ -287,14 +289,14 @@ def test_image_by_image_steps_write_the_outputs_into_their_place(rng, monkeypatc
     team_on_small_layers(monkeypatch)
     if cpu_count() < 2:
         pytest.skip("one core: plans run serially")
-    monkeypatch.setenv("LOWERKIT_NNPACK_PER_IMAGE", "1")  # image by image, no trial of slices
+    monkeypatch.setenv("LOWERKIT_NNPACK_PER_IMAGE", per_image)  # no trial of the other form
     copied, in_place = [], []
 
     class Counting(plan_module._Joined):
-        def put(self, rows, outputs):
+        def put(self, rows, outputs, placed=()):
             for i, out in enumerate(outputs):
-                (in_place if i < len(self._places) and out is self._places[i] else copied).append(i)
-            super().put(rows, outputs)
+                (in_place if i < len(placed) and out is placed[i] else copied).append(i)
+            super().put(rows, outputs, placed)
 
     monkeypatch.setattr(plan_module, "_Joined", Counting)
     with nn.init_seed(0):
@@ -303,7 +305,8 @@ def test_image_by_image_steps_write_the_outputs_into_their_place(rng, monkeypatc
     module = lowerkit.trace(net, x)
     lowered = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 2}})
     (plan,) = _plans(lowered)
-    assert plan.per_image and plan.form_trial is None
+    assert plan.form_trial is None and (plan.per_image if per_image == "1" else plan.sliced)
+    parts = 3 if per_image == "1" else 2  # images, or slices of 2 and 1
     expected = [np.asarray(e) for e in module(x)]
     earlier = None
     for _ in range(3):  # the spares plan their arena after the first call
@@ -312,8 +315,7 @@ def test_image_by_image_steps_write_the_outputs_into_their_place(rng, monkeypatc
         got = [np.asarray(g) for g in lowered(x)]
         for g, e in zip(got, expected):
             np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
-        # image 0: all three copied; images 1 and 2: the two maps in place, the repeat copied
-        assert sorted(copied) == [0, 1, 2, 2, 2] and sorted(in_place) == [0, 0, 1, 1]
+        assert sorted(in_place) == [0] * parts + [1] * parts and copied == [2] * parts
         if earlier is not None:  # a later call leaves an earlier call's results alone
             for g, e in zip(earlier, kept):
                 np.testing.assert_array_equal(g, e)

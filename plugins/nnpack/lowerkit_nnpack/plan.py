@@ -434,46 +434,63 @@ class Plan:
 
     def _run_slices(self, inputs: Sequence[np.ndarray], slices: list[slice]) -> list[np.ndarray]:
         """Every layer on each slice of the batch, one slice per worker (a team plan's steps in
-        their serial forms); each worker copies its part of the outputs into the joined ones
-        (:class:`_Joined`)."""
+        their serial forms), each worker's outputs into its rows of the joined ones
+        (:meth:`_run_part`)."""
         arrays = [np.asarray(x) for x in inputs]
-        joined = _Joined(len(arrays[0]))
+        joined = self._joined(len(arrays[0]))
 
         def run_slice(j: int) -> None:
             part = [x[slices[j]] for x in arrays]
             run = self._run_with_head if self.head and len(part[0]) > 1 else self._run
             if self.team is None:
-                joined.put(slices[j], run(part))
+                self._run_part(run, joined, slices[j], part)
             else:  # a team plan run as slices (on trial): each worker runs the serial forms
                 with team_off():
-                    joined.put(slices[j], run(part))
+                    self._run_part(run, joined, slices[j], part)
 
         with blas_limit(1):
             run_parallel(len(slices), run_slice, range(len(slices)))
         return joined.arrays
 
     def _run_images(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Every step on one image at a time (team regions inside). The first image's outputs
-        are copied into the joined ones (:class:`_Joined`); from the second on, a step that
-        takes its output from the spares writes it straight into its place there
-        (``Spares.into``: a lowered 3x3 depthwise layer over 8 x 32 x 112 x 112, whose output is
-        as large as its input, copied ~80 us an image); any other output is copied in."""
+        """Every step on one image at a time (team regions inside), each image's outputs into
+        its row of the joined ones (:meth:`_run_part`)."""
         arrays = [np.asarray(x) for x in inputs]
         guard = self.team.guard if self.team is not None else None
         start = guard.begin() if guard is not None else 0.0
-        joined = _Joined(len(arrays[0]))
-        spares = self._thread_spares()
-        try:
-            with blas_limit(1):
-                for i in range(len(arrays[0])):
-                    rows = slice(i, i + 1)
-                    spares.destinations = joined.places(rows, self._output_slots)
-                    joined.put(rows, self._run([x[rows] for x in arrays]))
-        finally:
-            spares.destinations = None
+        joined = self._joined(len(arrays[0]))
+        with blas_limit(1):
+            for i in range(len(arrays[0])):
+                rows = slice(i, i + 1)
+                self._run_part(self._run, joined, rows, [x[rows] for x in arrays])
         if guard is not None:
             guard.end(start)
         return joined.arrays
+
+    def _joined(self, total: int) -> _Joined:
+        """The joined outputs of a call over ``total`` images run in parts: made now where every
+        output's type is float32 of a static shape over this batch (else by the first part)."""
+        shapes = [v.type.shape for v in self.outputs]
+        static = all(v.type.dtype == "f32" and all(isinstance(d, int) for d in shape) and shape and shape[0] == total
+                     for v, shape in zip(self.outputs, shapes))
+        return _Joined(total, shapes if static else None)
+
+    def _run_part(self, run: Callable[[Sequence[np.ndarray]], list[np.ndarray]], joined: _Joined, rows: slice,
+                  part: list[np.ndarray]) -> None:
+        """``run`` on the images ``part`` (at ``rows`` of the batch), on this thread, its
+        outputs into ``joined``: a step that takes its output from the spares writes an output
+        of the call straight into its place there (``Spares.destinations``, which the plan's
+        loop turns into ``Spares.into`` for the step: a lowered 3x3 depthwise layer over 8 x 32
+        x 112 x 112, whose output is as large as its input, copied ~80 us an image); the
+        others are copied in (:meth:`_Joined.put`)."""
+        spares = self._thread_spares()
+        places, placed = joined.places(rows, self._output_slots)
+        spares.destinations = places
+        try:
+            outputs = run(part)
+        finally:
+            spares.destinations = None
+        joined.put(rows, outputs, placed)
 
     def _spares(self) -> Spares:
         """This thread's spare arrays (kept across calls; each thread has its own), for a new call."""
@@ -589,41 +606,40 @@ class Plan:
 
 class _Joined:
     """A call's outputs over a batch of ``total`` run in parts (batch slices on the workers, or
-    images one by one): made by the first part to finish, each part copied in as soon as it is
-    done, while it is in the cache of the thread that computed it (concatenated by the calling
-    thread after every part, a lowered 3x3 depthwise layer over 8 x 32 x 112 x 112, whose
-    output is as large as its input, took 1.70 ms against 1.45), unless a step wrote it there
-    already (:meth:`places`)."""
+    images one by one): made at once where their ``shapes`` are given (float32), else by the
+    first part to finish. A part's outputs that a step did not write in place
+    (:meth:`places`) are copied in as soon as it is done, while they are in the cache of the
+    thread that computed them (concatenated by the calling thread after every part, a lowered
+    3x3 depthwise layer over 8 x 32 x 112 x 112, whose output is as large as its input, took
+    1.70 ms against 1.45)."""
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, shapes: Sequence[tuple[int, ...]] | None = None) -> None:
         self.total = total
-        self.arrays: list[np.ndarray] = []
+        self.arrays: list[np.ndarray] = [np.empty(shape, np.float32) for shape in shapes] if shapes else []
         self._made = threading.Lock()
-        self._places: tuple[np.ndarray | None, ...] = ()  # what :meth:`places` gave out last
 
-    def put(self, rows: slice, outputs: Sequence[np.ndarray]) -> None:
-        """The part of the batch at ``rows``: its ``outputs``, one per output of the call (those
-        :meth:`places` gave for these rows are there already)."""
+    def places(self, rows: slice, slots: Sequence[int]) -> tuple[dict[int, np.ndarray] | None, tuple]:
+        """Where a part's outputs go, by their slots in the call's value list, once the joined
+        arrays are made (else ``(None, ())``): ``(places, placed)`` — the first of an output
+        returned twice gets the place (``placed`` has None for the others, which :meth:`put`
+        copies)."""
+        if not self.arrays:
+            return None, ()
+        places: dict[int, np.ndarray] = {}
+        placed: list[np.ndarray | None] = []
+        for slot, whole in zip(slots, self.arrays):
+            placed.append(None if slot in places else places.setdefault(slot, whole[rows]))
+        return places, tuple(placed)
+
+    def put(self, rows: slice, outputs: Sequence[np.ndarray], placed: tuple = ()) -> None:
+        """The part of the batch at ``rows``: its ``outputs``, one per output of the call;
+        those that are the very arrays :meth:`places` gave (``placed``) are there already."""
         with self._made:
             if not self.arrays:
                 self.arrays.extend(np.empty((self.total, *out.shape[1:]), out.dtype) for out in outputs)
-        placed = self._places
         for i, (whole, out) in enumerate(zip(self.arrays, outputs)):
             if i >= len(placed) or out is not placed[i]:
                 whole[rows] = out
-
-    def places(self, rows: slice, slots: Sequence[int]) -> dict[int, np.ndarray] | None:
-        """Where the next part's outputs go, by their slots in the call's value list (the first
-        of an output returned twice), once the first part made the joined arrays; else None.
-        One part at a time (the images on the calling thread)."""
-        if not self.arrays:
-            return None
-        places: dict[int, np.ndarray] = {}
-        given: list[np.ndarray | None] = []
-        for slot, whole in zip(slots, self.arrays):
-            given.append(None if slot in places else places.setdefault(slot, whole[rows]))
-        self._places = tuple(given)  # None: a repeated output, which put copies into its own array
-        return places
 
 
 # Layers with a ``run_into(x, out, residual)``: a plan's call of the layer's own weights into
