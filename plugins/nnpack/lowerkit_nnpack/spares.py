@@ -84,9 +84,9 @@ class Spares:
         # used only while its step sees the same array objects again — arena views from the
         # second call on — and holds them, and the arena they view, until replaced.
         self.bound: dict[int, Bound] = {}
-        # Where this call's outputs go, by value slot (``Plan._run_images``: an image's place in
-        # the joined result), or None; and, for the step now running, where each of its takes
-        # goes in order (None: a spare as usual), set by the plan's loop from ``destinations``.
+        # Where this call's outputs go, by value slot (``Plan._run_part``: a part's rows of the
+        # joined result), or None; and, for the step now running, where each of its takes goes
+        # in order (None: a spare as usual), set by the plan's loop from ``destinations``.
         self.destinations: dict[int, np.ndarray] | None = None
         self.into: list[np.ndarray | None] | None = None
 
