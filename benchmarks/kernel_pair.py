@@ -160,7 +160,7 @@ def main() -> None:
     started = time.perf_counter()
     then = kernels_at(args.rev, args.kernel)
     print(f"the kernels at {args.rev}: ready in {time.perf_counter() - started:.1f} s "
-          f"(source digest {hashlib.sha1(open(then.__file__, 'rb').read()).hexdigest()[:8]})")
+          f"({os.path.basename(then.__file__)} sha1 {hashlib.sha1(open(then.__file__, 'rb').read()).hexdigest()[:8]})")
     default = PANEL_SHAPES if args.kernel == "panel" else DIRECT_SHAPES
     shapes = default if not args.shapes else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     calls = panel_calls if args.kernel == "panel" else direct_calls
