@@ -275,13 +275,15 @@ class _Outputs(nn.Module):
         return d, self.b(d), d
 
 
-@pytest.mark.parametrize("per_image", ["1", "0"])
-def test_parts_of_a_batch_write_their_outputs_into_their_place(rng, monkeypatch, per_image):
-    """Image by image (``LOWERKIT_NNPACK_PER_IMAGE=1``) or in slices (``=0``), a step whose
-    output the call returns writes it straight into its rows of the joined result (made at
-    once: the outputs' types are static); an output returned twice is copied into its own
-    array. Every call returns fresh arrays with the reference's values."""
+@pytest.mark.parametrize("per_image, size", [("1", 9), ("0", 9), ("0", 32)])
+def test_parts_of_a_batch_write_their_outputs_into_their_place(rng, monkeypatch, per_image, size):
+    """Image by image (``LOWERKIT_NNPACK_PER_IMAGE=1``) or in slices (``=0``; at 32x32 the
+    slice of two images runs every step in its head, image by image), a step whose output the
+    call returns writes it straight into its rows of the joined result (made at once: the
+    outputs' types are static); an output returned twice is copied into its own array. Every
+    call returns fresh arrays with the reference's values."""
     import lowerkit_nnpack.plan as plan_module
+    from lowerkit_nnpack.spares import Spares
     from tests.team_calls import team_on_small_layers
 
     from lowerkit.backend.cpu import cpu_count
@@ -290,7 +292,7 @@ def test_parts_of_a_batch_write_their_outputs_into_their_place(rng, monkeypatch,
     if cpu_count() < 2:
         pytest.skip("one core: plans run serially")
     monkeypatch.setenv("LOWERKIT_NNPACK_PER_IMAGE", per_image)  # no trial of the other form
-    copied, in_place = [], []
+    copied, in_place, taken = [], [], []
 
     class Counting(plan_module._Joined):
         def put(self, rows, outputs, placed=()):
@@ -298,24 +300,31 @@ def test_parts_of_a_batch_write_their_outputs_into_their_place(rng, monkeypatch,
                 (in_place if i < len(placed) and out is placed[i] else copied).append(i)
             super().put(rows, outputs, placed)
 
+    take = Spares.take
     monkeypatch.setattr(plan_module, "_Joined", Counting)
+    monkeypatch.setattr(Spares, "take", lambda self, shape: taken.append(take(self, shape)) or taken[-1])
     with nn.init_seed(0):
         net = _Outputs()
-    x = rng.standard_normal((3, 6, 9, 9)).astype(np.float32)
+    x = rng.standard_normal((3, 6, size, size)).astype(np.float32)
     module = lowerkit.trace(net, x)
     lowered = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 2}})
     (plan,) = _plans(lowered)
     assert plan.form_trial is None and (plan.per_image if per_image == "1" else plan.sliced)
+    assert (plan.head == len(plan.steps)) == (size == 32)
     parts = 3 if per_image == "1" else 2  # images, or slices of 2 and 1
+    writes = 2 * (3 if per_image == "1" or size == 32 else 2)  # two maps per image, or per slice
     expected = [np.asarray(e) for e in module(x)]
     earlier = None
     for _ in range(3):  # the spares plan their arena after the first call
         copied.clear()
         in_place.clear()
+        taken.clear()
         got = [np.asarray(g) for g in lowered(x)]
         for g, e in zip(got, expected):
             np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
         assert sorted(in_place) == [0] * parts + [1] * parts and copied == [2] * parts
+        # the two maps were written where they are returned (by each image's step in a head)
+        assert sum(np.shares_memory(t, got[0]) or np.shares_memory(t, got[1]) for t in taken) == writes
         if earlier is not None:  # a later call leaves an earlier call's results alone
             for g, e in zip(earlier, kept):
                 np.testing.assert_array_equal(g, e)

@@ -565,7 +565,10 @@ class Plan:
     def _run_with_head(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """A slice of two or more images: each image through the first :attr:`head` steps in
         turn, the values the rest reads joined over the slice's images (into the spares),
-        then the rest of the steps on the whole slice (:func:`head_length` says why)."""
+        then the rest of the steps on the whole slice (:func:`head_length` says why). An
+        output of the call among those values is joined in its place in the call's result
+        where :meth:`_run_part` gave one (``Spares.destinations``), each image's written there
+        by its step."""
         spares = self._spares()
         head, first_runtime = self.steps[:self.head], self._first_runtime
         n = len(inputs[0])
@@ -573,11 +576,15 @@ class Plan:
         images_bound = getattr(self._local, "head_bound", None)
         if images_bound is None or len(images_bound) < n:
             images_bound = self._local.head_bound = [{} for _ in range(n)]
-        slice_bound = spares.bound
+        slice_bound, places = spares.bound, spares.destinations
         joined: dict[int, np.ndarray] = {}
         try:
             for i in range(n):
                 spares.bound = images_bound[i]
+                # this image's rows of the outputs the head computes
+                mine = None if places is None else {slot: places[slot][i:i + 1] for slot in self._crossing
+                                                    if slot in places} or None
+                spares.destinations = mine
                 values = self._template.copy()
                 for slot, x in zip(self._input_slots, inputs):
                     values[slot] = x[i:i + 1]
@@ -585,16 +592,21 @@ class Plan:
                 for slot in self._crossing:
                     one = values[slot]
                     if i == 0:
-                        joined[slot] = spares.take((n, *one.shape[1:]))
-                        if spares.tracking:
-                            spares.produced([joined[slot]])
-                    joined[slot][i:i + 1] = one
+                        place = None if places is None else places.get(slot)
+                        if place is not None and place.shape == (n, *one.shape[1:]) and place.dtype == one.dtype:
+                            joined[slot] = place
+                        else:
+                            joined[slot] = spares.take((n, *one.shape[1:]))
+                            if spares.tracking:
+                                spares.produced([joined[slot]])
+                    if not (mine and one is mine.get(slot) and joined[slot] is places.get(slot)):
+                        joined[slot][i:i + 1] = one
                 for slot in self._crossing:  # this image's copies are spare now
                     one, values[slot] = values[slot], None
                     if spares.tracking:
                         spares.died(one, islice(values, first_runtime, None))
         finally:
-            spares.bound = slice_bound
+            spares.bound, spares.destinations = slice_bound, places
         values = self._template.copy()
         for slot, x in zip(self._input_slots, inputs):
             values[slot] = x
