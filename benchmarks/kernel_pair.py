@@ -39,13 +39,14 @@ import numpy as np
 
 from lowerkit.backend.cpu import blas_limit, make_team, panels
 from lowerkit.backend.cpu.channel_direct import ChannelDirectConv, StripWeight, partial_sums
+from panel import RELU6
 from panel import SHAPES as PANEL_SHAPES
 from peers import blas_lines
 
 JIT_PATH = "core/lowerkit/backend/cpu/jit"
 DIRECT_SHAPES = [(64, 128, 56, 2), (128, 128, 56, 2), (256, 256, 28, 2), (512, 512, 14, 2), (512, 512, 7, 1),
                  (256, 256, 14, 1)]
-RELU6, RELU = (2, 0.0, 6.0), (1, 0.0, 0.0)  # jit.activation_code's codes and parameters
+RELU = (1, 0.0, 0.0)  # jit.activation_code's code and parameters
 
 
 def kernels_at(rev: str, kernel: str) -> ModuleType:
@@ -77,30 +78,24 @@ def kernels_at(rev: str, kernel: str) -> ModuleType:
     return importlib.import_module(f"lowerkit.backend.cpu.{name}").load(kernel)
 
 
-def panel_calls(kernels: ModuleType, shape: tuple[int, ...], ways: int) -> Callable[[], tuple[Callable, np.ndarray]]:
-    """A maker of ``(call, output)`` for ``kernels``' panel GEMM on one shape (same inputs for every maker)."""
+def panel_calls(kernels: ModuleType, shape: tuple[int, ...], ways: int) -> tuple[Callable[[], None], np.ndarray]:
+    """``kernels``' panel GEMM on one shape as ``(call, output)`` (the inputs seeded: the same
+    for either version)."""
     m, k, n = shape
     rng = np.random.default_rng(0)
     w, x, bias = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n), (m,)))
     packed = panels.PackedWeight.of(w, bias)
     none = np.empty((0, 0), np.float32)
+    out = np.empty((m, n), np.float32)
+    strips = np.empty(ways * kernels.STRIP_FLOATS, np.float32) if kernels.PACKS else np.empty(0, np.float32)
+    head = (packed.panels, packed.bias, x, out, strips, packed.k, packed.m, packed.columns, *RELU6)
+    if ways == 1:
+        return (lambda: kernels.gemm(*head, 0, packed.count, 0, n, none)), out
     by_columns = packed.by_columns(n)
-
-    def make():
-        out = np.empty((m, n), np.float32)
-        strips = np.empty(ways * kernels.STRIP_FLOATS, np.float32) if kernels.PACKS else np.empty(0, np.float32)
-        if ways == 1:
-            call = lambda: kernels.gemm(packed.panels, packed.bias, x, out, strips, packed.k, packed.m,  # noqa: E731
-                                        packed.columns, *RELU6, 0, packed.count, 0, n, none)
-        else:
-            call = lambda: kernels.team_gemm(packed.panels, packed.bias, x, out, strips, packed.k, packed.m,  # noqa: E731
-                                             packed.columns, *RELU6, ways, by_columns, none)
-        return call, out
-
-    return make
+    return (lambda: kernels.team_gemm(*head, ways, by_columns, none)), out
 
 
-def direct_calls(kernels: ModuleType, shape: tuple[int, ...], ways: int) -> Callable[[], tuple[Callable, np.ndarray]]:
+def direct_calls(kernels: ModuleType, shape: tuple[int, ...], ways: int) -> tuple[Callable[[], None], np.ndarray]:
     """The same for ``kernels``' channel-direct convolution, 3x3 with padding 1, one image."""
     c, oc, h, s = shape
     oh = (h + 2 - 3) // s + 1
@@ -109,25 +104,20 @@ def direct_calls(kernels: ModuleType, shape: tuple[int, ...], ways: int) -> Call
     w = (rng.standard_normal((oc, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
     weight = StripWeight.of(w, rng.standard_normal(oc).astype(np.float32))
     form = ChannelDirectConv.of((c, h, h), (3, 3), (s, s), (1, 1, 1, 1), (1, 1), (oh, oh))
+    out = np.empty((1, oc, oh * oh), np.float32)
+    padded = np.empty(form.padded_shape, np.float32)
+    sums = partial_sums(ways, kernels.GROUP * kernels.PIXELS * kernels.STRIP).copy()
+    tables = (form.taps, form.offs, form.pix, weight.m)
+    if ways == 1:
+        none = np.empty((0, 0, 0), np.float32)
+        return (lambda: kernels.conv(weight.strips, weight.bias, x, padded, out, none, *tables, True, 1, 1, *RELU,
+                                     sums[0])), out
+    none = np.empty((0, 0), np.float32)
 
-    def make():
-        out = np.empty((1, oc, oh * oh), np.float32)
-        padded = np.empty(form.padded_shape, np.float32)
-        sums = partial_sums(ways, kernels.GROUP * kernels.PIXELS * kernels.STRIP).copy()
-        if ways == 1:
-            none = np.empty((0, 0, 0), np.float32)
-            call = lambda: kernels.conv(weight.strips, weight.bias, x, padded, out, none, form.taps,  # noqa: E731
-                                        form.offs, form.pix, weight.m, True, 1, 1, *RELU, sums[0])
-        else:
-            none = np.empty((0, 0), np.float32)
-
-            def call():
-                kernels.team_pad(x[0], padded, 1, 1, ways)
-                kernels.team_conv(weight.strips, weight.bias, padded, out[0], none, form.taps, form.offs, form.pix,
-                                  weight.m, *RELU, sums, ways)
-        return call, out
-
-    return make
+    def call() -> None:
+        kernels.team_pad(x[0], padded, 1, 1, ways)
+        kernels.team_conv(weight.strips, weight.bias, padded, out[0], none, *tables, *RELU, sums, ways)
+    return call, out
 
 
 def pair(now: Callable, then: Callable, pairs: int) -> tuple[float, float, list[float]]:
@@ -174,7 +164,7 @@ def main() -> None:
                 if ways > 1 and team is None:
                     continue
                 try:
-                    (now_call, now_out), (then_call, then_out) = (calls(mod, shape, ways)() for mod in (now, then))
+                    (now_call, now_out), (then_call, then_out) = (calls(mod, shape, ways) for mod in (now, then))
                     now_call()
                     then_call()
                 except TypeError as err:

@@ -241,6 +241,12 @@ class Plan:
             self._template[slot[v]] = array
         self._input_slots = tuple(slot[v] for v in self.inputs)
         self._output_slots = tuple(slot[v] for v in self.outputs)
+        # The outputs' shapes where every one is float32 of a static shape (the joined arrays of
+        # a call run in parts are then made at its start: _joined), else None.
+        shapes = [tuple(v.type.shape) for v in self.outputs]
+        static = all(v.type.dtype == "f32" and shape and all(isinstance(d, int) for d in shape)
+                     for v, shape in zip(self.outputs, shapes))
+        self._output_shapes = shapes if static else None
         self.steps = [
             replace(step, reads=tuple(slot[v] for v in step.inputs), writes=tuple(slot[v] for v in step.outputs),
                     frees=tuple(slot[v] for v in step.dying if v in slot and v not in self.constants))
@@ -470,10 +476,8 @@ class Plan:
     def _joined(self, total: int) -> _Joined:
         """The joined outputs of a call over ``total`` images run in parts: made now where every
         output's type is float32 of a static shape over this batch (else by the first part)."""
-        shapes = [v.type.shape for v in self.outputs]
-        static = all(v.type.dtype == "f32" and all(isinstance(d, int) for d in shape) and shape and shape[0] == total
-                     for v, shape in zip(self.outputs, shapes))
-        return _Joined(total, shapes if static else None)
+        shapes = self._output_shapes
+        return _Joined(total, shapes if shapes and all(shape[0] == total for shape in shapes) else None)
 
     def _run_part(self, run: Callable[[Sequence[np.ndarray]], list[np.ndarray]], joined: _Joined, rows: slice,
                   part: list[np.ndarray]) -> None:
