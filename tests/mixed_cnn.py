@@ -1,9 +1,10 @@
 """A small CNN that partitions over several backends, for the tests of multi-backend files.
 
 The quick start's SmallCNN runs whole on nnpack (nnpack claims every op of it, flatten
-included); this one average-pools instead of max-pooling, which nnpack declines (NNPACK has
-no average pooling), so ``[nnpack, glow_like, reference]`` gives three regions: nnpack
-(convolution, ReLU), glow_like (average pooling), nnpack (flatten, linear).
+included); this one also average-pools, which nnpack declines (NNPACK has no average
+pooling), and adds that to the max-pooled map, so ``[nnpack, glow_like, reference]`` gives
+three regions: nnpack (convolution, ReLU, max pooling), glow_like (average pooling), nnpack
+(the add, which continues from the max pooling, flatten, linear).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from lowerkit.models.small import SmallCNN
 
 
 class MixedCNN(SmallCNN):
-    """SmallCNN's layers, average pooling instead of max pooling (input [N, 3, 8, 8])."""
+    """SmallCNN's layers, the sum of average and max pooling (input [N, 3, 8, 8])."""
 
     def forward(self, x):
-        x = ops.avg_pool2d(ops.relu(self.bn(self.conv(x))), 2)
+        x = ops.relu(self.bn(self.conv(x)))
+        x = ops.avg_pool2d(x, 2) + ops.max_pool2d(x, 2)
         return self.fc(ops.flatten(x, 1))
 
 

@@ -33,7 +33,8 @@ def team_on_small_layers(monkeypatch, tiled_pixels: int | None = None) -> None:
 
 
 def record_team_calls(monkeypatch) -> list[str]:
-    """Wrap every team kernel (and the panel GEMM's ``team_gemm`` and ``team_gated_gemm``,
+    """Wrap every team kernel (and the panel GEMM's ``team_gemm``, ``team_gated_gemm`` and
+    ``team_fc``,
     the direct stems' ``team_phases`` and ``team_rows``, the channel-direct layers' ``team_pad``
     and ``team_conv``) so that each call appends
     its name to the returned list. Which kernels ran is what the callers assert, so the stall
@@ -47,7 +48,7 @@ def record_team_calls(monkeypatch) -> list[str]:
     kernels = jit.load("team")
     ran: list[str] = []
     for module, name in ([(kernels, name) for name in TEAM_KERNELS]
-                         + [(jit.load("panel"), "team_gemm"), (jit.load("panel"), "team_gated_gemm"),
+                         + [(jit.load("panel"), "team_gemm"), (jit.load("panel"), "team_gated_gemm"), (jit.load("panel"), "team_fc"),
                             (jit.load("direct"), "team_phases"), (jit.load("direct"), "team_rows"),
                             (jit.load("channel_direct"), "team_pad"), (jit.load("channel_direct"), "team_conv")]):
         original = getattr(module, name)

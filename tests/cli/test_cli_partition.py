@@ -56,7 +56,7 @@ def test_selective_lowering_from_the_command_line(cli, cnn_file):
     assert out.returncode == 0, out.stderr
     taken = {n["op"]: n["backend"] for n in json.loads(out.stdout)["nodes"]}
     assert taken == {"conv2d": "nnpack", "batch_norm": None, "relu": None, "avg_pool2d": None,
-                     "flatten": None, "linear": "nnpack"}
+                     "max_pool2d": None, "add": None, "flatten": None, "linear": "nnpack"}
 
 
 def test_dot_draws_plain_and_single_backend_files_too(cli, cnn_file, tmp_path):

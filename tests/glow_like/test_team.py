@@ -104,6 +104,27 @@ def test_team_is_off_by_environment_and_beside_a_gemm_without_team_form(monkeypa
     assert handle.team is None and handle.blas_threads == 2
 
 
+@pytest.mark.parametrize("tokens,expected", [(197, 2), (3, 1)])
+def test_a_program_of_fully_connected_layers_runs_them_on_blas_s_threads(tokens, expected):
+    """No convolution (a transformer's layers, a partition's region after the patch
+    embedding): fully-connected layers of at least 1M multiply-adds take BLAS's threads, as
+    convolution GEMMs do; smaller ones leave it at one."""
+    rng = np.random.default_rng(2)
+    g = Graph()
+    x = g.add_input("x", f32(1, tokens, 192))
+    w1 = g.add_node("param", [], [f32(768, 192)], {"name": "w1"}).output
+    w2 = g.add_node("param", [], [f32(192, 768)], {"name": "w2"}).output
+    y = _add(g, "gelu", [_add(g, "linear", [x, w1])])
+    g.set_outputs([_add(g, "linear", [y, w2])])
+    params = {"w1": (rng.standard_normal((768, 192)) * 0.05).astype(np.float32),
+              "w2": (rng.standard_normal((192, 768)) * 0.05).astype(np.float32)}
+    module = module_of(g, params)
+    handle = _compile(module, threads=2)
+    assert handle.team is None and handle.blas_threads == expected
+    xs = rng.standard_normal((1, tokens, 192)).astype(np.float32)
+    assert_close(handle.run([xs]), [module.run("forward", xs)], rtol=1e-4)
+
+
 def test_eight_threads_share_a_team_handle_and_calls_allocate_only_outputs():
     module = mobile_block()
     rng = np.random.default_rng(4)
@@ -179,7 +200,7 @@ def test_a_fully_connected_layer_runs_on_the_team_for_several_rows_only(monkeypa
     ran = record_team_calls(monkeypatch)
     xv = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
     (got,) = handle.run([xv])
-    assert ran.count("fc_bias_activation") == 1, ran
+    assert ran.count("team_fc") == 1, ran  # row panels against the packed bands
     assert_close([got], [module.run("forward", xv)], rtol=1e-4)
 
 

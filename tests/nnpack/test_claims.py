@@ -58,29 +58,29 @@ def _node(op, shape, attrs=None):
 
 @pytest.mark.parametrize("op", ["relu", "relu6", "clip", "hardswish", "hardsigmoid", "silu", "gelu"])
 def test_activations_on_feature_maps_are_claimed(op):
-    assert lowerkit_is_supported(_node(op, (2, 8, 5, 5))) is True
-    assert lowerkit_is_supported(_node(op, (2, 8))) is True  # after a fully-connected layer
+    assert lowerkit_is_supported(_node(op, (2, 8, 5, 5)), None) is True
+    assert lowerkit_is_supported(_node(op, (2, 8)), None) is True  # after a fully-connected layer
 
 
 @pytest.mark.parametrize("op", ["relu", "silu", "sigmoid"])
 def test_activations_on_pooled_vectors_are_claimed(op):
     """A squeeze-excitation gate's activations stay in nnpack's region (global pooling and
     the gate's multiply are nnpack's too)."""
-    assert lowerkit_is_supported(_node(op, (1, 8, 1, 1))) is True
+    assert lowerkit_is_supported(_node(op, (1, 8, 1, 1)), None) is True
 
 
 def test_convolution_on_a_1x1_plane_is_claimed():
     b = Builder((1, 16, 1, 1))
     b.conv(b.x, 4)
     node = next(n for n in b.g.nodes if n.op == "conv2d")
-    assert lowerkit_is_supported(node) is True
+    assert lowerkit_is_supported(node, None) is True
 
 
 def test_mul_of_a_map_by_anything_but_a_channel_gate_or_its_shape_is_declined():
     b = Builder((1, 8, 4, 4))
     gate = b.g.add_input("g", TensorType("f32", (1, 1, 4, 4)))
     node = b.g.add_node("mul", [b.x, gate], [TensorType("f32", (1, 8, 4, 4))])
-    answer = lowerkit_is_supported(node)
+    answer = lowerkit_is_supported(node, None)
     assert not answer and "per-channel gate" in answer.reason
 
 
@@ -138,10 +138,10 @@ def test_residual_add_and_relu_fuse_into_a_convolution(downsample, batch):
 def test_add_is_claimed_for_operands_of_one_shape_only():
     b = Builder((2, 8, 5, 5))
     b.op("add", [b.x, b.x])
-    assert lowerkit_is_supported(b.g.nodes[-1]) is True
+    assert lowerkit_is_supported(b.g.nodes[-1], None) is True
     c = Builder((2, 8, 5, 5))
     c.op("add", [c.x, c.param((8, 1, 1))])
-    answer = lowerkit_is_supported(c.g.nodes[-1])
+    answer = lowerkit_is_supported(c.g.nodes[-1], None)
     assert not answer and "no broadcasting" in answer.reason
 
 
@@ -206,7 +206,7 @@ def test_flatten_is_claimed_and_stays_in_the_region():
     b = Builder((2, 6, 4, 4), seed=6)
     pooled = b.op("global_avg_pool2d", [b.op("relu", [b.conv(b.x, 6, k=3)])])
     flat = b.op("flatten", [pooled], {"start_dim": 1})
-    assert lowerkit_is_supported(b.g.nodes[-1]) is True
+    assert lowerkit_is_supported(b.g.nodes[-1], None) is True
     module = b.module(flat)
     lowered = lk.to_backend(module, ["nnpack", "glow_like"])
     assert _regions(lowered) == [("nnpack", ("conv2d", "relu", "global_avg_pool2d", "flatten"))]

@@ -70,13 +70,13 @@ def test_depthwise_matches_reference(case, threads):
 def test_depthwise_is_claimed_but_other_groups_are_not():
     module = depthwise_module((1, 4, 8, 8), 3, (1, 1), (1, 1, 1, 1))
     conv = next(n for n in lk.graph_of(module).nodes if n.op == "conv2d")
-    assert nnpack.lowerkit_is_supported(node=conv) is True
+    assert nnpack.lowerkit_is_supported(node=conv, graph=None) is True
     g = Graph()
     x = g.add_input("x", TensorType("f32", (1, 4, 8, 8)))
     w = g.add_node("param", [], [TensorType("f32", (4, 2, 3, 3))], {"name": "w"}).output
     _add(g, "conv2d", [x, w], {"groups": 2})
     grouped = next(n for n in g.nodes if n.op == "conv2d")
-    assert "groups=2" in str(nnpack.lowerkit_is_supported(node=grouped).reason)
+    assert "groups=2" in str(nnpack.lowerkit_is_supported(node=grouped, graph=None).reason)
 
 
 def test_depthwise_from_eight_threads():

@@ -31,7 +31,7 @@ def _conv(k=3, stride=1, padding=(1, 1, 1, 1), dilation=(1, 1), groups=1, c=4):
      _node("param", [], (2,), {"name": "w"})],
 )
 def test_claimed(node):
-    assert lowerkit_is_supported(node) is True
+    assert lowerkit_is_supported(node, None) is True
 
 
 @pytest.mark.parametrize(
@@ -51,6 +51,6 @@ def test_claimed(node):
     ],
 )
 def test_declined_with_reason(node, reason):
-    answer = lowerkit_is_supported(node)
+    answer = lowerkit_is_supported(node, None)
     assert not answer
     assert re.search(reason, answer.reason), answer.reason

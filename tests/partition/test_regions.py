@@ -16,7 +16,7 @@ T = TensorType("f32", (2,))
 
 
 def _claims(*ops):
-    return lambda node: node.op in ops
+    return lambda node, graph: node.op in ops
 
 
 def _regions(graph, candidates):
@@ -47,7 +47,7 @@ def test_cycle_through_unlowered_node_splits_region():
     b = g.add_node("neg", [a], [T], scope="keep").output
     c = g.add_node("add", [a, b], [T]).output
     g.set_outputs([c])
-    assignment = assign_backends(g, [Candidate("A", lambda n: True)], selected=lambda n: n.scope != "keep")
+    assignment = assign_backends(g, [Candidate("A", lambda n, graph: True)], selected=lambda n: n.scope != "keep")
     regions = form_regions(g, assignment)
     assert [[n.op for n in r.nodes] for r in regions] == [["relu"], ["add"]]
 
@@ -59,7 +59,7 @@ def test_parallel_branches_merge_at_their_join():
     b = g.add_node("neg", [x], [T]).output
     c = g.add_node("add", [a, b], [T]).output
     g.set_outputs([c])
-    regions = _regions(g, [Candidate("A", lambda n: True)])
+    regions = _regions(g, [Candidate("A", lambda n, graph: True)])
     assert len(regions) == 1
     assert [n.op for n in regions[0].nodes] == ["relu", "neg", "add"]
     interface = region_interface(g, regions[0])
@@ -116,7 +116,7 @@ def test_three_branches_of_one_backend_join_one_region():
     x = g.add_input("x", T)
     branches = [g.add_node(op, [x], [T]).output for op in ("relu", "neg", "sigmoid")]
     g.set_outputs([g.add_node("concat", branches, [TensorType("f32", (6,))], {"dim": 0}).output])
-    regions = _regions(g, [Candidate("A", lambda n: True)])
+    regions = _regions(g, [Candidate("A", lambda n, graph: True)])
     assert [[n.op for n in r.nodes] for r in regions] == [["relu", "neg", "sigmoid", "concat"]]
 
 
@@ -124,7 +124,7 @@ def _check_random_partition(seed: int, size: int, max_inputs: int) -> None:
     rng = random.Random(seed)
     g = _random_graph(rng, size, max_inputs)
     owner = {n: rng.choice("AB") for n in g.nodes}
-    candidates = [Candidate(b, lambda n, b=b: owner[n] == b) for b in "AB"]
+    candidates = [Candidate(b, lambda n, graph, b=b: owner[n] == b) for b in "AB"]
     regions = _regions(g, candidates)
     # Every node lands in exactly one region of its backend.
     placed = [n for r in regions for n in r.nodes]

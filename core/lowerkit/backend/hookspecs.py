@@ -116,12 +116,17 @@ def lowerkit_is_available() -> Any:
 
 
 @hookspec(firstresult=True)
-def lowerkit_is_supported(node: Any) -> Any:
+def lowerkit_is_supported(node: Any, graph: Any) -> Any:
     """Say whether the backend can run one IR node; used by partitioning.
 
     Optional: a backend without it takes whole modules only. Called on the host. ``node``
-    is a :class:`lowerkit.ir.Node` (op, attrs, input/output types). Return ``True``,
-    ``False`` or ``Unsupported("dilation 2 unsupported")``.
+    is a :class:`lowerkit.ir.Node` (op, attrs, input/output types). ``graph`` is the
+    :class:`lowerkit.ir.Graph` holding it, read-only, so an answer may depend on the node's
+    neighbours (a backend that fuses an activation into the layer producing its input can
+    decline one whose producer it does not run); it is None where a node is asked about
+    alone. An implementation may leave ``graph`` out of its signature (pluggy passes only
+    the arguments it names). Return ``True``, ``False`` or
+    ``Unsupported("dilation 2 unsupported")``.
     """
 
 

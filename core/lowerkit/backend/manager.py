@@ -307,12 +307,13 @@ class Backend:
                 )
         return list(outputs)
 
-    def supports(self, node: Any) -> tuple[bool, str]:
-        """``(supported, reason)`` for one node; whole-module backends support nothing."""
+    def supports(self, node: Any, graph: Any = None) -> tuple[bool, str]:
+        """``(supported, reason)`` for one node (of ``graph``, where known); whole-module
+        backends support nothing."""
         if not _has_impl(self.pm, "lowerkit_is_supported"):
             return False, f"backend {self.name} lowers whole modules only (no lowerkit_is_supported)"
         try:
-            answer = self.pm.hook.lowerkit_is_supported(node=node)
+            answer = self.pm.hook.lowerkit_is_supported(node=node, graph=graph)
         except _HOOK_FAILURES as err:
             raise self._hook_error("lowerkit_is_supported", err) from err
         return self._answer("lowerkit_is_supported", answer)

@@ -40,6 +40,7 @@ from .delegate import lower_to_one, normalize_compile_spec
 from .partitioned import PartitionedModule, lower_plan
 from ..backend.hookspecs import Unsupported
 from ..errors import InputError
+from ..ir.graph import Graph
 from ..ir.interpreter import Interpreter
 from ..ir.module import Module
 from ..ir.node import Node
@@ -183,7 +184,7 @@ def _capture_region_inputs(
 def _supports_all(candidate: Candidate, nodes: list[Node]) -> bool:
     if candidate.is_supported is None:
         return False
-    return all(bool(candidate.is_supported(n)) for n in nodes)
+    return all(bool(candidate.is_supported(n, None)) for n in nodes)
 
 
 def _time_region(
@@ -270,11 +271,13 @@ def _pinned(candidates: Sequence[Candidate], assignment: dict[Node, str]) -> lis
         if query is None:
             return cand
 
-        def ask(node: Node, cand: Candidate = cand, query=query) -> object:
+        def ask(node: Node, graph: Graph | None = None, cand: Candidate = cand, query=query) -> object:
             owner = assignment.get(node)
             if owner is not None and owner != cand.name:
                 return Unsupported(f"the measured plan gives it to {owner}")
-            return query(node)
+            # A node the measured plan gives this backend is asked about alone: the timings
+            # decide, not the backend's preferences about its neighbours.
+            return query(node, None if owner == cand.name else graph)
 
         return Candidate(cand.name, ask)
 

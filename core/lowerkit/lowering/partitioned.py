@@ -21,6 +21,7 @@ from .delegate import lower_to_one, normalize_compile_spec
 from ..backend.registry import get_backend
 from ..errors import BackendExecutionError, InputError, NodeExecutionError
 from ..backend.hookspecs import Unsupported
+from ..ir.graph import Graph
 from ..ir.interpreter import Interpreter
 from ..ir.module import Module, Signature, format_outputs
 from ..ir.node import Node
@@ -307,9 +308,9 @@ def _support_query(backend):
     if not backend.has_hook("lowerkit_is_supported"):
         return None
 
-    def query(node: Node) -> object:
+    def query(node: Node, graph: Graph | None = None) -> object:
         try:
-            supported, reason = backend.supports(node)
+            supported, reason = backend.supports(node, graph)
         except Exception as err:  # a broken hook declines; it never breaks the others
             return Unsupported(f"lowerkit_is_supported raised: {err}")
         return True if supported else Unsupported(reason or "not supported")

@@ -11,8 +11,9 @@ from ..ir.node import Node
 # Ops that carry no computation: they follow the nodes that read them.
 FREE_OPS = frozenset({"param", "constant"})
 
-# A backend's answer for one node: truthy to claim it, falsy (optionally with a reason) to decline.
-SupportQuery = Callable[[Node], object]
+# A backend's answer for one node of a graph (None: the node alone): truthy to claim it, falsy
+# (optionally with a reason) to decline.
+SupportQuery = Callable[[Node, "Graph | None"], object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +52,12 @@ def assign_backends(
     graph: Graph,
     candidates: Sequence[Candidate],
     selected: Callable[[Node], bool] = lambda node: True,
+    with_graph: bool = True,
 ) -> Assignment:
     """Offer every selected compute node to each candidate in order; the first yes wins.
+
+    With ``with_graph`` each candidate is asked about a node of ``graph`` (its answer may
+    depend on the node's neighbours); without, about the node alone.
 
     A candidate without ``is_supported`` takes the whole method when no earlier candidate
     claimed anything in it, and declines every node otherwise. Nodes that are not
@@ -60,6 +65,7 @@ def assign_backends(
     outer graph: they invoke other methods or submodules.
     """
     result = Assignment()
+    context = graph if with_graph else None
     compute = [n for n in graph.nodes if n.op not in FREE_OPS]
     pending: list[Node] = []
     for node in compute:
@@ -84,7 +90,7 @@ def assign_backends(
             continue
         still_pending = []
         for node in pending:
-            answer = candidate.is_supported(node)
+            answer = candidate.is_supported(node, context)
             if answer:
                 result.backend_of[node] = candidate.name
             else:

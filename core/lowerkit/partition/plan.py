@@ -80,6 +80,9 @@ def plan_partition(
     claims, in every method, with the reasons each backend gave.
     """
     selected = _selector(module, submodules)
+    # Backends see a node's graph (its neighbours) where their answers choose between them:
+    # two or more candidates, every node offered.
+    choosing = len(candidates) > 1 and submodules is None
     methods: list[MethodPlan] = []
     unclaimed: list[tuple[str, Node, Assignment]] = []
     taken_names = set(module.submodules)
@@ -88,7 +91,7 @@ def plan_partition(
             raise InputError(f"method {name!r} of {module.name} is already lowered; partition the original module")
         # Composite ops no candidate claims (attention) are decomposed into ones they may.
         graph = decompose_unclaimed(method.graph, lambda node: _claimed(node, candidates))
-        assignment = assign_backends(graph, candidates, selected)
+        assignment = assign_backends(graph, candidates, selected, with_graph=choosing)
         unclaimed.extend((name, node, assignment) for node in assignment.unclaimed)
         methods.append(MethodPlan(name, graph, assignment, [], [], []))
     if unclaimed:
@@ -107,7 +110,9 @@ def plan_partition(
 
 
 def _claimed(node: Node, candidates: Sequence[Candidate]) -> bool:
-    return any(c.is_supported is not None and bool(c.is_supported(node)) for c in candidates)
+    """Whether a candidate could take ``node`` (asked alone: decomposing a composite op is
+    about what the backends can run, not where their regions are)."""
+    return any(c.is_supported is not None and bool(c.is_supported(node, None)) for c in candidates)
 
 
 def _unsupported_message(unclaimed, backends: list[str]) -> str:

@@ -81,6 +81,22 @@ def _module(op: str) -> str:
     return KERNELS[op].prepare.__module__.rsplit(".", 1)[-1]
 
 
+# A fully-connected layer or matrix product of this many multiply-adds is a GEMM worth BLAS's
+# threads (OpenBLAS threads sgemm from about this size on its own).
+_THREADED_MATMUL_MACS = 1 << 20
+_MATMULS = ("glow.fc", "matmul")
+
+
+def _matmul_macs(program: Program, ins) -> int:
+    """The multiply-adds of a ``glow.fc`` or ``matmul`` instruction (0 for other ops): output
+    elements x the inner dimension."""
+    if ins.op not in _MATMULS:
+        return 0
+    out = program.buffers[ins.outputs[0]].shape
+    inner = program.buffers[ins.inputs[0]].shape[-1]  # x [..., K], a [..., K] (or [K])
+    return int(np.prod(out, dtype=np.int64)) * int(inner)
+
+
 def _uses_blas(op: str) -> bool:
     """Whether the kernel of ``op`` may call BLAS (its module is not a BLAS-free one)."""
     return _module(op) not in _BLAS_FREE_KERNELS
@@ -162,15 +178,22 @@ class Executable:
         9.9 / 73.5 with GEMM bands on the pool; EfficientNet-B0 12.9 / 110.9, 13.6 / 119.1,
         17.7 / 126.4. Programs with Winograd keep the pool: its 36 small channel GEMMs per
         layer are each too small for BLAS to thread, while two pool bands split all 36
-        (ResNet-18 22.8 vs 24.1 ms, batch 8 129 vs 164). Programs without dense
-        convolutions keep it too: nothing there gains from BLAS's threads.
+        (ResNet-18 22.8 vs 24.1 ms, batch 8 129 vs 164). Fully-connected layers and matrix
+        products of at least ``_THREADED_MATMUL_MACS`` multiply-adds count as such GEMMs too:
+        a transformer's program without its patch-embedding convolution (a region of a
+        partition) had its layers on one BLAS thread, DeiT-Tiny 39 ms against 27 for the
+        whole model (AMD EPYC Zen 3 VM). Programs with neither keep the pool: nothing there
+        gains from BLAS's threads.
         ``LOWERKIT_GLOW_GEMM_ON_POOL=1`` (read at compile) keeps the pool for every program.
         """
         if os.environ.get("LOWERKIT_GLOW_GEMM_ON_POOL"):
             return False
         convolutions = [ins for ins in program.instructions
                         if ins.op in _CONVOLUTIONS and int(ins.attrs.get("groups", 1)) == 1]
-        return bool(convolutions) and not any(ins.attrs.get("algo") == "winograd" for ins in convolutions)
+        if any(ins.attrs.get("algo") == "winograd" for ins in convolutions):
+            return False
+        return bool(convolutions) or any(_matmul_macs(program, ins) >= _THREADED_MATMUL_MACS
+                                         for ins in program.instructions)
 
     @staticmethod
     def _team_mode(program: Program) -> bool:

@@ -182,8 +182,8 @@ def lowerkit_is_available() -> Any:
 
 
 @hookimpl
-def lowerkit_is_supported(node: Any) -> Any:
-    return is_supported(node)
+def lowerkit_is_supported(node: Any, graph: Any) -> Any:
+    return is_supported(node, graph)
 
 
 @hookimpl

@@ -140,9 +140,15 @@ def support_reason(node: Node) -> str | None:
     return None
 
 
-def is_supported(node: Node) -> bool | Unsupported:
+def is_supported(node: Node, graph: Any = None) -> bool | Unsupported:
     """The partition answer: nnpack claims everything it runs (:func:`support_reason`), the
     squeeze-excitation ops on pooled ``[N, C, 1, 1]`` vectors included, so a block stays in
-    nnpack's region."""
-    reason = support_reason(node)
+    nnpack's region — in a ``graph``, except where the node would start a region that cannot
+    pay for its boundary (:mod:`.context`)."""
+    if graph is not None:
+        from .context import context_reason
+
+        reason = context_reason(node, graph)
+    else:
+        reason = support_reason(node)
     return True if reason is None else Unsupported(reason)

@@ -11,7 +11,8 @@ docs/glow_like.md, "Threads").
   thread; large outputs as implicit GEMM in tiles (im2col of a few output rows, multiplied
   while in cache) — NNPACK's implicit GEMM, split between threads without a pool hand-off;
 - depthwise convolutions: bands of planes;
-- fully-connected layers: bands of output columns.
+- fully-connected layers: bands of output columns; of more than six rows, row panels against
+  the weight packed in bands (``panels.PackedBands.run_rows_team``).
 
 A fused residual is added in the region where the form can (Winograd's output transform, the
 panel GEMM's tiles), else after it, with the activation, in one compiled pass. Each
@@ -25,7 +26,7 @@ from functools import partial
 
 import numpy as np
 
-from lowerkit.backend.cpu import Team, aligned_empty, team_layers
+from lowerkit.backend.cpu import Team, aligned_empty, panels, team_layers
 from lowerkit.backend.cpu.calls import on_team
 from lowerkit.backend.cpu.gemm import matmul_into
 
@@ -344,5 +345,8 @@ class TeamLinear:
             return self.layer(x, weight, bias)
         x2 = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, wt.shape[0])
         out = aligned_empty((x2.shape[0], wt.shape[1]))
+        if panels.rows_fit(rows):  # row panels against the packed bands (sgemm packs the weight every call)
+            self.layer.bands().run_rows_team(x2, out, NONE, self.team.ways)
+            return out.reshape(*x.shape[:-1], wt.shape[1])
         self.kernels.fc_bias_activation(x2, wt, self.bias, out, *NONE, self.team.ways, self.team.sgemm)
         return out.reshape(*x.shape[:-1], wt.shape[1])

@@ -1,8 +1,8 @@
-"""A few rows of a fully-connected layer on its weight packed in bands
-(lowerkit.backend.cpu.panels.PackedBands, jit.panel.fc_rows): ``act(x @ w + bias)`` against
-float64 numpy over odd shapes and every row count it takes, no write outside the output,
-eight threads at once, and both plugins running a batch slice's classifier on it against
-reference."""
+"""A fully-connected layer on its weight packed in bands (lowerkit.backend.cpu.panels.PackedBands):
+a few rows (jit.panel.fc_rows) and many (jit.panel.fc, team_fc). ``act(x @ w + bias)``
+against float64 numpy over odd shapes and row counts, no write outside the output, eight
+threads at once, team regions equal to one thread bit for bit, and both plugins running
+their layers on it against reference."""
 
 from __future__ import annotations
 
@@ -167,3 +167,89 @@ def test_plugins_run_a_one_row_classifier_on_a_team_on_the_bands(monkeypatch, ba
     with team_off():
         np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-4, atol=1e-4)
     assert not ran
+
+
+# Many rows (PackedBands.run_rows / run_rows_team, jit.panel.fc / team_fc): row panels of six
+# against the bands. Rows: one panel, a partial last panel, several; with a chunk of the bands
+# smaller than N (K = 1029: two bands a chunk) and one chunk for all.
+ROW_COUNTS = [7, 13, 48, 197]
+
+
+@pytest.mark.parametrize("rows", ROW_COUNTS)
+@pytest.mark.parametrize("k,n", SHAPES)
+@pytest.mark.parametrize("act", ["none", "relu", "gelu"])
+def test_many_rows_match_numpy(rows, k, n, act):
+    x, w, b = _case(rows, k, n, bias=act != "relu")
+    buffer = np.full(rows * n + 64, -7.0, np.float32)
+    out = buffer[: rows * n].reshape(rows, n)
+    panels.PackedBands.of(w, b).run_rows(x, out, _code(act))
+    np.testing.assert_allclose(out, _expected(x, w, b, act), rtol=1e-4, atol=1e-4 * max(1.0, k ** 0.5))
+    assert np.all(buffer[rows * n:] == -7.0)
+
+
+@pytest.mark.parametrize("rows", ROW_COUNTS)
+@pytest.mark.parametrize("k,n", [(300, 16), (257, 37), (64, 1029), (33, 24)])
+@pytest.mark.parametrize("ways", [2, 3])
+@pytest.mark.parametrize("by_columns", [False, True])
+def test_many_rows_on_a_team_equal_one_thread_bit_for_bit(monkeypatch, rows, k, n, ways, by_columns):
+    """run_rows_team, in shares of the rows or of the bands, gives run_rows' bits and writes
+    only the output."""
+    from lowerkit.backend.cpu.jit.layer import team_ready
+
+    if not team_ready():
+        pytest.skip("team kernels cannot run here")
+    x, w, b = _case(rows, k, n)
+    packed = panels.PackedBands.of(w, b)
+    monkeypatch.setattr(panels.PackedBands, "by_columns", lambda self, r: by_columns)
+    expected = np.empty((rows, n), np.float32)
+    packed.run_rows(x, expected, _code("gelu"))
+    buffer = np.full(rows * n + 64, -7.0, np.float32)
+    out = buffer[: rows * n].reshape(rows, n)
+    packed.run_rows_team(x, out, _code("gelu"), ways)
+    np.testing.assert_array_equal(out, expected)
+    assert np.all(buffer[rows * n:] == -7.0)
+
+
+def test_a_team_splits_the_bands_only_for_a_large_weight_over_few_rows():
+    packed = panels.PackedBands.of(np.zeros((768, 3072), np.float32), None)
+    assert packed.by_columns(49) and not packed.by_columns(3136)
+    assert not panels.rows_fit(6) and panels.rows_fit(7)
+
+
+@pytest.mark.parametrize("backend", ["glow_like", "nnpack"])
+def test_plugins_run_many_rows_on_a_team_on_the_bands(monkeypatch, backend):
+    """On a team, a fully-connected layer of more than six rows on a constant weight (a
+    channels-last map's pixels — ConvNeXt's pointwise layers —, a sequence's tokens) is one
+    team region of row panels against the packed bands."""
+    import lowerkit as lk
+    from lowerkit import nn, ops
+    from tests.team_calls import team_on_small_layers
+
+    class ChannelsLast(nn.Module):  # glow_like's team mode needs a convolution
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 40, 3, padding=1)
+            self.fc = nn.Linear(40, 70)
+
+        def forward(self, x):
+            return ops.relu(self.fc(ops.permute(self.conv(x), (0, 2, 3, 1))))
+
+    team_on_small_layers(monkeypatch)
+    rng = np.random.default_rng(1)
+    if backend == "nnpack":  # 81 tokens: nnpack runs no permute, and its team plans one image
+        x = rng.standard_normal((1, 81, 40)).astype(np.float32)
+        module = lk.trace(nn.Sequential(nn.Linear(40, 70), nn.ReLU()), x)
+    else:
+        x = rng.standard_normal((1, 3, 9, 9)).astype(np.float32)
+        module = lk.trace(ChannelsLast(), x)
+    ran: list[int] = []
+    original = panels.PackedBands.run_rows_team
+    monkeypatch.setattr(panels.PackedBands, "run_rows_team",
+                        lambda self, x2, *a: (ran.append(x2.shape[0]), original(self, x2, *a))[1])
+    if backend == "nnpack":
+        lowered = lk.to_backend(module, ["nnpack", "reference"], {"forward": {"nnpack": {"threads": 2}}})
+    else:
+        lowered = lk.to_backend(module, backend, {"forward": {"threads": 2}})
+    expected = np.asarray(lk.to_backend(module, "reference")(x))
+    np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-4, atol=1e-4)
+    assert ran and set(ran) == {81}

@@ -426,6 +426,10 @@ class PackedTuples:
                                  -(-last // rows), columns)
 
 
+# A team's fully-connected layer of many rows splits the bands between its threads (each reads
+# part of the weight, all copy every row) where the weight is this many times the rows' size,
+# else the rows (each reads all the weight, copies only its rows).
+FC_COLUMNS_WEIGHT_PER_INPUT = 4
 BANDS_MIN_WEIGHTS = 65_536  # below, the weight sits in cache and BLAS's copy of it costs little
 
 
@@ -436,6 +440,13 @@ def bands_fit(rows: int, w: np.ndarray) -> bool:
     too (on a team it takes :meth:`PackedBands.run_team`: ``team_layers.row_on_team``). (6,
     not the kernel module's constant: this rule is asked before any kernel loads.)"""
     return 2 <= rows <= 6 and w.size >= BANDS_MIN_WEIGHTS
+
+
+def rows_fit(rows: int) -> bool:
+    """Whether a team's ``x [rows, K] @ w`` on a constant weight runs on
+    :meth:`PackedBands.run_rows_team` rather than ``sgemm`` bands: more rows than
+    :func:`bands_fit` takes (7 or more; one row has :meth:`PackedBands.run_team`)."""
+    return rows > 6
 
 
 @dataclass(frozen=True, eq=False)
@@ -481,6 +492,27 @@ class PackedBands:
         floats = self.k * self.kernels.ROWS + self.kernels.PAD
         scratch = _row_panel(ways * floats)[: ways * floats].reshape(ways, floats)
         self.kernels.team_fc_rows(x, self.bands, self.bias, out, scratch, *act, ways)
+
+    def run_rows(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> None:
+        """``out`` [R, N] = act(``x`` [R, K] @ w + bias) for any R on the calling thread
+        (``jit.panel.fc``: row panels of 6 rows against the bands; C-contiguous float32)."""
+        floats = self.kernels.fc_panel_floats(x.shape[0], self.k)
+        self.kernels.fc(x, self.bands, self.bias, out, _row_panel(floats)[:floats], *act)
+
+    def by_columns(self, rows: int) -> bool:
+        """Whether :meth:`run_rows_team` over ``rows`` rows splits the bands between the
+        threads rather than the rows: where the weight is over ``FC_COLUMNS_WEIGHT_PER_INPUT``
+        times the rows' size (each thread then reads only its part of it)."""
+        return self.k * self.n > FC_COLUMNS_WEIGHT_PER_INPUT * rows * self.k
+
+    def run_rows_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], ways: int) -> None:
+        """:meth:`run_rows` as one team region (``jit.panel.team_fc``): shares of the rows, or
+        of the bands (:meth:`by_columns`)."""
+        by_columns = self.by_columns(x.shape[0])
+        rows = x.shape[0] if by_columns else -(-x.shape[0] // (self.kernels.ROWS * ways)) * self.kernels.ROWS
+        floats = self.kernels.fc_panel_floats(rows, self.k)
+        scratch = _row_panel(ways * floats)[: ways * floats].reshape(ways, floats)
+        self.kernels.team_fc(x, self.bands, self.bias, out, scratch, *act, ways, by_columns)
 
 
 def _row_panel(floats: int) -> np.ndarray:

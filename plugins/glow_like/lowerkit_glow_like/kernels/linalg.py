@@ -5,7 +5,9 @@ whole batch is one GEMM, then adds the bias and applies the fused activation in 
 rows on a constant weight (a batch slice's classifier) run on the weight packed in bands
 (``lowerkit.backend.cpu.panels.PackedBands``: bias and activation in the same pass), which
 streams it once where ``sgemm`` would copy it first; so does one row on a team (a classifier
-at batch 1), each thread streaming its share of the bands.
+at batch 1), each thread streaming its share of the bands, and more rows on a team
+(``PackedBands.run_rows_team``: row panels against the bands, where ``sgemm`` packs the
+weight again every call).
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ def _fc(inputs, outputs, attrs, scratch, team=None):
     if (team is not None and team_layers.linear_on_team(x2.shape[0], w.size) and x2.flags.c_contiguous
             and w.flags.c_contiguous
             and all(a.dtype == np.float32 for a in (*inputs, out))):
+        packed = panels.PackedBands.shared(w, bias) if panels.rows_fit(x2.shape[0]) and out.flags.c_contiguous else None
+        if packed is not None:  # a constant weight: ConvNeXt's pointwise layers, say
+            return _fc_rows_team(x2, w, bias, out2, attrs, team, packed)
         return _fc_team(x2, w, bias, out2, attrs, team)
     if (team is not None and team_layers.row_on_team(x2.shape[0], w.size) and x.flags.c_contiguous
             and out.flags.c_contiguous and all(a.dtype == np.float32 for a in (*inputs, out))):
@@ -87,6 +92,23 @@ def _fc_row_team(x2, w, bias, out2, attrs, team, packed):
     def run():
         if team.usable():
             packed.run_team(x2, out2, act, team.ways)
+        else:
+            _fc_numpy(x2, w, bias, out2, attrs)
+
+    return run
+
+
+def _fc_rows_team(x2, w, bias, out2, attrs, team, packed):
+    """``glow.fc`` of many rows as one team region on the weight packed in bands (shares of
+    the rows, or of the bands; bias and activation in the same pass); numpy while the team
+    is off."""
+    from lowerkit.backend.cpu import jit
+
+    act = jit.activation_code(attrs)
+
+    def run():
+        if team.usable():
+            packed.run_rows_team(x2, out2, act, team.ways)
         else:
             _fc_numpy(x2, w, bias, out2, attrs)
 

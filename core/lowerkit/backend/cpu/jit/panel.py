@@ -40,7 +40,8 @@ Kernels:
   :func:`team_gated_gemm` — the same with the weight's columns scaled by a gate;
 - :func:`fc_rows` — a fully-connected layer of a few rows, the weight packed in bands
   (:func:`pack_bands`, ``panels.PackedBands``); :func:`team_fc_rows` — the same as one team
-  region (a model's one-row classifier at batch 1).
+  region (a model's one-row classifier at batch 1); :func:`fc` — the same tile over row
+  panels, for any number of rows (transformers' tokens); :func:`team_fc` — its team region.
 """
 
 from __future__ import annotations
@@ -734,6 +735,105 @@ def team_fc_rows(x, bands, bias, out, xpanels, code, p0, p1, ways):
         c1 = n if j == ways - 1 else 16 * b1
         if c1 > 16 * b0:
             _fc_columns(x, bands, bias, out, xpanels[j], code, p0, p1, 16 * b0, c1)
+
+
+# fc's column chunk: the bands that one row panel's tiles sweep before the next row panel
+# takes them, sized to stay in L2 between the two.
+FC_CHUNK_FLOATS = 32_768  # 128 KB
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _pack_rows(x, xpanel, r0, r1):
+    """Rows [r0, r1) of ``x`` [R, K] as row panels of ``ROWS``: ``xpanel[(q * K + k) * ROWS +
+    r] = x[r0 + q * ROWS + r, k]`` (zeros past ``r1``), as :func:`fc_rows` copies its few."""
+    k = x.shape[1]
+    for q in range(-(-(r1 - r0) // ROWS)):
+        base = q * k * ROWS
+        for r in range(ROWS):
+            row = r0 + q * ROWS + r
+            if row < r1:
+                for kk in range(k):
+                    xpanel[base + kk * ROWS + r] = x[row, kk]
+            else:
+                for kk in range(k):
+                    xpanel[base + kk * ROWS + r] = 0.0
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _fc_block(x, bands, bias, out, xpanel, code, p0, p1, r0, r1, c0, c1):
+    """Rows [r0, r1) and columns [c0, c1) of :func:`fc` (``c0`` a multiple of 16; ``c1`` too,
+    or N): the rows copied once into row panels, then, a chunk of the bands at a time, every
+    row panel's tiles over the chunk (the chunk stays in L2, the row panel in L1)."""
+    k = x.shape[1]
+    n = out.shape[1]
+    _pack_rows(x, xpanel, r0, r1)
+    in_tile = code in IR_CODES
+    tile_code = code if in_tile else 0
+    has_bias = bias.size > 0
+    of = out.reshape(-1)
+    f = np.uint64(4)
+    pa, oa, xa = xpanel.ctypes.data, out.ctypes.data, bands.ctypes.data
+    chunk = max(1, FC_CHUNK_FLOATS // (k * 16)) * 16
+    full = n // 16 * 16
+    for j0 in range(c0, c1, chunk):
+        j1 = min(c1, j0 + chunk)
+        whole = min(j1, full)  # whole bands in [j0, whole), a partial one in [whole, j1)
+        for q in range(-(-(r1 - r0) // ROWS)):
+            row = r0 + q * ROWS
+            rows = min(ROWS, r1 - row)
+            for r in range(row, row + rows):  # the tiles add onto the bias (first=False)
+                for j in range(j0, j1):
+                    of[r * n + j] = bias[j] if has_bias else 0.0
+            wp = pa + f * np.uint64(q * k * ROWS)
+            cp = oa + f * np.uint64(row * n)
+            for b in range(j0 // 16, whole // 16):
+                _tile16(k, wp, xa + f * np.uint64(b * k * 16), 16, cp + f * np.uint64(b * 16), n, wp, False, rows,
+                        tile_code, p0, p1, _NONE)
+            rest = j1 - whole
+            if rest > 0:
+                xe, ce = xa + f * np.uint64(whole * k), cp + f * np.uint64(whole)
+                if rest > 8:
+                    _edge16(k, wp, xe, 16, ce, n, wp, False, rows, tile_code, p0, p1, _NONE, rest)
+                else:
+                    _edge8(k, wp, xe, 16, ce, n, wp, False, rows, tile_code, p0, p1, _NONE, rest)
+            if code != 0 and not in_tile:  # the GELUs, on the rows while they are in L1
+                for r in range(row, row + rows):
+                    act_span(of, r * n + j0, r * n + j1, code, p0, p1)
+
+
+@njit(types.void(ro(2), ro(1), ro(1), rw(2), rw(1), i8, f8, f8), nogil=True, cache=True, error_model="numpy")
+def fc(x, bands, bias, out, xpanel, code, p0, p1):
+    """``out = act(x @ w + bias)`` for any number of rows of ``x`` [R, K] (a transformer's
+    tokens, a channels-last map's pixels), ``w`` packed by :func:`pack_bands`, on the calling
+    thread: :func:`fc_rows`' tile over row panels of 6 rows (``xpanel``: at least
+    ``fc_panel_floats(R, K)`` floats). BLAS's ``sgemm`` packs the weight again every call."""
+    _fc_block(x, bands, bias, out, xpanel, code, p0, p1, 0, x.shape[0], 0, out.shape[1])
+
+
+@njit(types.void(ro(2), ro(1), ro(1), rw(2), rw(2), i8, f8, f8, i8, types.boolean), nogil=True, cache=True,
+      parallel=True, error_model="numpy")
+def team_fc(x, bands, bias, out, xpanels, code, p0, p1, ways, by_columns):
+    """:func:`fc` as one team region: thread j takes the j-th share of the row panels (each
+    thread reads all the weight, none copies another's rows) or, ``by_columns``, of the bands
+    (each copies all the rows and reads its part of the weight: a large weight, few rows)."""
+    r_n = x.shape[0]
+    n = out.shape[1]
+    bands_n = -(-n // 16)
+    panels_n = -(-r_n // ROWS)
+    for j in prange(ways):
+        if by_columns:
+            c0, c1 = 16 * (bands_n * j // ways), min(n, 16 * (bands_n * (j + 1) // ways))
+            if c1 > c0:
+                _fc_block(x, bands, bias, out, xpanels[j], code, p0, p1, 0, r_n, c0, c1)
+        else:
+            r0, r1 = ROWS * (panels_n * j // ways), min(r_n, ROWS * (panels_n * (j + 1) // ways))
+            if r1 > r0:
+                _fc_block(x, bands, bias, out, xpanels[j], code, p0, p1, r0, r1, 0, n)
+
+
+def fc_panel_floats(rows: int, k: int) -> int:
+    """The floats :func:`fc` copies ``rows`` rows of ``k`` inputs into (whole row panels)."""
+    return -(-rows // ROWS) * ROWS * k + PAD
 
 
 def pack_bands(w: np.ndarray) -> np.ndarray:

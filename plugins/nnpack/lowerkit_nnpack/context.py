@@ -1,0 +1,102 @@
+"""Which nodes nnpack claims in their graph: no region that cannot pay for its boundary.
+
+A region boundary costs a call and copies of the values crossing it, and stops fusion on both
+sides (``docs/partitioning.md``). nnpack is a specialist ahead of a general backend, so where
+it can run a node (:func:`.support.support_reason`) it still declines one that would *start*
+a region in the middle of another backend's work — a node none of whose inputs comes from the
+method's inputs or from a node nnpack claims — unless the node is a dense convolution heavy
+enough to pay for that boundary (:data:`START_MIN_MACS`). Everything else nnpack claims only
+to continue its regions: activations and residual adds it fuses into the layer before them,
+depthwise and small convolutions, pooling, the classifier.
+
+Without this rule the priority plan cut transformers and channel-shuffling networks into
+dozens of alternating regions: ``[nnpack, glow_like]`` ran DeiT-Tiny in 41 ms against 28 for
+glow_like alone (76 regions), MixNet-S in 15.1 against 6.8 (43), ShuffleNetV2 in 7.5 against
+4.3 (35; AMD EPYC Zen 3 VM, batch 1, ``benchmarks/model.py --yardstick``).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from lowerkit.ir.node import Node
+
+from .support import STRUCTURAL_OPS, attrs_of, support_reason
+
+# A dense forward convolution of at least this many multiply-adds may start a region of its
+# own. A boundary costs ~10 µs of call and a copy of each value crossing it (a 56x56 map of 96
+# channels: ~0.1 ms in and out), and the layers on either side lose their fusion; at the
+# ~100 GFLOP/s the kernels reach, 100M multiply-adds take ~2 ms, where a faster kernel can win
+# that back. Lighter layers cannot: ShuffleNetV2's 1x1 convolutions (2-6M), ConvNeXt-T's 7x7
+# depthwise (4-15M) and 2x2 downsampling ones (58M). UNet's convolutions after its upsampling
+# and concatenations (0.5-4.8G) start regions.
+START_MIN_MACS = 100_000_000
+# Nodes that may start a region whatever their size: the gradients' convolutions, whose
+# graphs are built from the forward's saved values (method inputs) in any case.
+_ALWAYS_START = ("conv2d_input_grad", "conv2d_weight_grad")
+
+_memo: weakref.WeakKeyDictionary[Any, tuple[int, dict[Node, str | None]]] = weakref.WeakKeyDictionary()
+
+
+def context_reason(node: Node, graph: Any) -> str | None:
+    """``None`` when nnpack claims ``node`` of ``graph`` (:func:`support_reason` and the
+    region rule above), else why it declines. Worked out once per graph."""
+    reasons = _reasons(graph)
+    if node not in reasons:  # a node added since: work the graph out again
+        _memo.pop(graph, None)
+        reasons = _reasons(graph)
+    return reasons.get(node, support_reason(node))
+
+
+def _reasons(graph: Any) -> dict[Node, str | None]:
+    cached = _memo.get(graph)
+    if cached is not None and cached[0] == len(graph.nodes):
+        return cached[1]
+    producers = graph.producers()
+    claimed: set[Node] = set()
+    reasons: dict[Node, str | None] = {}
+    for node in graph.nodes:  # topological order: a node's producers are decided first
+        if node.op in STRUCTURAL_OPS:
+            continue
+        reason = support_reason(node)
+        if reason is None and not _continues(node, producers, claimed) and not _starts(node):
+            reason = _start_reason(node)
+        reasons[node] = reason
+        if reason is None:
+            claimed.add(node)
+    _memo[graph] = (len(graph.nodes), reasons)
+    return reasons
+
+
+def _continues(node: Node, producers: dict, claimed: set[Node]) -> bool:
+    """Whether a data input of ``node`` comes from the method's inputs or a claimed node."""
+    for value in node.inputs:
+        producer = producers.get(value)
+        if producer is None or producer in claimed:
+            return True
+    return False
+
+
+def _starts(node: Node) -> bool:
+    """Whether ``node`` may start a region: a heavy dense convolution, or a gradient's."""
+    if node.op in _ALWAYS_START:
+        return True
+    return node.op == "conv2d" and attrs_of(node).get("groups", 1) == 1 and multiply_adds(node) >= START_MIN_MACS
+
+
+def multiply_adds(node: Node) -> int:
+    """A forward convolution's multiply-adds: output elements x input channels per group x
+    kernel taps (a symbolic dimension — a dynamic batch — counted as 1)."""
+    weight = node.inputs[1].type.shape  # [OC, C / groups, KH, KW]
+    out = 1
+    for d in node.outputs[0].type.shape:
+        out *= d if isinstance(d, int) else 1
+    return out * int(weight[1]) * int(weight[2]) * int(weight[3])
+
+
+def _start_reason(node: Node) -> str:
+    size = f" (this one {multiply_adds(node) / 1e6:.1f}M)" if node.op == "conv2d" else ""
+    return (f"it would start a region of its own: none of its inputs comes from a node nnpack runs or from the "
+            f"method's inputs, and only a dense convolution of at least {START_MIN_MACS // 1_000_000}M "
+            f"multiply-adds{size} pays for a region's boundary (a call, copies in and out)")

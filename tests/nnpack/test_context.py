@@ -1,0 +1,126 @@
+"""nnpack's claims in their graph (lowerkit_nnpack.context): a node that would start a region
+in the middle of another backend's work is declined unless it is a dense convolution heavy
+enough to pay for the boundary; the hook sees the graph only where its answer chooses
+between backends. No timings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lowerkit as lk
+from lowerkit.ir import TensorType
+
+nnpack = pytest.importorskip("lowerkit_nnpack")
+pytest.importorskip("numba")
+
+from lowerkit_nnpack import context  # noqa: E402
+from tests.nnpack.test_claims import Builder, _regions  # noqa: E402
+
+
+_POOL = {"kernel_size": (1, 1), "stride": (1, 1)}
+
+
+def _after_an_average_pool(shape, oc, k=1, then_relu=True):
+    """x -> conv -> relu -> avg_pool2d (nnpack declines it) -> conv (-> relu)."""
+    b = Builder(shape)
+    y = b.op("avg_pool2d", [b.op("relu", [b.conv(b.x, shape[1])])], _POOL)
+    y = b.conv(y, oc, k=k)
+    return b, (b.op("relu", [y]) if then_relu else y)
+
+
+def _answers(b):
+    return {n.debug_handle: lk.backend.get_backend("nnpack").supports(n, b.g) for n in b.g.nodes
+            if n.op not in ("param", "constant")}
+
+
+def test_a_light_convolution_after_a_declined_node_is_declined_with_the_reason():
+    b, out = _after_an_average_pool((1, 8, 6, 6), 8)
+    module = b.module(out)
+    answers = _answers(b)
+    ops = {n.debug_handle: n.op for n in b.g.nodes}
+    second_conv = max(h for h, op in ops.items() if op == "conv2d")
+    ok, reason = answers[second_conv]
+    assert not ok and "start a region of its own" in reason and "100M multiply-adds" in reason
+    assert not answers[max(ops)][0]  # the ReLU after it: its input's producer is declined
+    first_conv = min(h for h, op in ops.items() if op == "conv2d")
+    assert answers[first_conv][0]  # fed by the method's input
+    # Alone, the same nodes are claimed: the rule is about the graph, not the op.
+    node = next(n for n in b.g.nodes if n.debug_handle == second_conv)
+    assert nnpack.lowerkit_is_supported(node=node, graph=None) is True
+    lowered = lk.to_backend(module, ["nnpack", "glow_like"])
+    assert [r[0] for r in _regions(lowered)] == ["nnpack", "glow_like"]
+    x = np.random.default_rng(0).standard_normal((1, 8, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(lowered(x), module(x), rtol=1e-4, atol=1e-5)
+
+
+def test_a_heavy_dense_convolution_starts_a_region(monkeypatch):
+    monkeypatch.setattr(context, "START_MIN_MACS", 8 * 6 * 6 * 8 * 9)  # this graph's 3x3 layer
+    b, out = _after_an_average_pool((1, 8, 6, 6), 8, k=3)
+    module = b.module(out)
+    lowered = lk.to_backend(module, ["nnpack", "glow_like"])
+    assert [r[0] for r in _regions(lowered)] == ["nnpack", "glow_like", "nnpack"]
+    assert _regions(lowered)[2][1] == ("conv2d", "relu")
+
+
+def test_a_second_method_input_lets_nodes_continue():
+    """A node reading a method input continues: the add joins its second operand from the
+    input, so the convolution after it is nnpack's again."""
+    b = Builder((1, 8, 6, 6))
+    skip = b.g.add_input("skip", TensorType("f32", (1, 8, 6, 6)))
+    y = b.op("avg_pool2d", [b.conv(b.x, 8)], _POOL)
+    y = b.op("relu", [b.conv(b.op("add", [y, skip]), 8)])
+    module = b.module(y)
+    lowered = lk.to_backend(module, ["nnpack", "glow_like"])
+    assert [r[0] for r in _regions(lowered)] == ["nnpack", "glow_like", "nnpack"]
+    assert _regions(lowered)[2][1] == ("add", "conv2d", "relu")
+
+
+def test_the_graph_reaches_the_hook_only_where_the_answer_chooses_a_backend():
+    """assign_backends hands the hook the graph, or None (``with_graph=False``: one backend,
+    or chosen submodules — tests/cli's selective lowering keeps nnpack's linear after an
+    un-lowered flatten)."""
+    b, out = _after_an_average_pool((1, 8, 6, 6), 8)
+    module = b.module(out)
+    part = lk.to_backend(module, ["nnpack", "reference"])
+    assert [r[0] for r in _regions(part)] == ["nnpack", "reference"]  # two backends: the graph decides
+    seen = []
+    original = context.context_reason
+    import lowerkit_nnpack.context as ctx
+
+    def spy(node, graph):
+        seen.append(graph)
+        return original(node, graph)
+
+    ctx.context_reason = spy
+    try:
+        from lowerkit.partition.assign import Candidate, assign_backends
+        from lowerkit.lowering.partitioned import _support_query
+
+        query = _support_query(lk.backend.get_backend("nnpack"))
+        assign_backends(b.g, [Candidate("nnpack", query)], with_graph=False)
+        assert not seen
+        assign_backends(b.g, [Candidate("nnpack", query)])
+        assert seen and all(g is b.g for g in seen)
+    finally:
+        ctx.context_reason = original
+
+
+def test_the_memo_follows_an_edited_graph():
+    b, out = _after_an_average_pool((1, 8, 6, 6), 8)
+    b.module(out)
+    conv = [n for n in b.g.nodes if n.op == "conv2d"][1]
+    assert context.context_reason(conv, b.g) is not None
+    # Feed the second convolution from the first one's ReLU instead: it continues now.
+    relu = next(n for n in b.g.nodes if n.op == "relu")
+    pool = next(n for n in b.g.nodes if n.op == "avg_pool2d")
+    conv.inputs[0] = relu.output
+    b.g.nodes.remove(pool)
+    assert context.context_reason(conv, b.g) is None
+
+
+def test_multiply_adds_count_a_symbolic_batch_as_one():
+    b = Builder(("N", 4, 5, 5))
+    b.conv(b.x, 6, k=3)
+    conv = next(n for n in b.g.nodes if n.op == "conv2d")
+    assert context.multiply_adds(conv) == 6 * 5 * 5 * 4 * 9
