@@ -1,9 +1,11 @@
 """``scaled_dot_product_attention`` as one instruction: scores, mask, softmax, weighted sum.
 
-The two products are BLAS's (over every head at once); the scale goes on the queries (a
-pass over ``L x E`` floats, not ``L x S`` scores), and the softmax is one compiled pass per
-row of scores (``jit.norm.softmax_rows``) instead of numpy's five over the whole score
-tensor. The scores live in a buffer bound once.
+The two products are BLAS's (over every head at once), the softmax numpy's passes (its
+float32 ``exp`` is vectorised; the compiled ``jit.norm.softmax_rows`` calls a scalar one:
+on DeiT-Tiny's shapes it made the kernel 0.73 ms against 0.53, best of 300 calls). The scale goes on the queries (a pass over ``L x E``
+floats, not ``L x S`` scores), and the scores and their row maxima and sums live in buffers
+bound once: without a mask a call allocates nothing (DeiT-Tiny's scores are 460 KB a
+layer, which numpy had mapped and unmapped every call).
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ def _sdpa(inputs, outputs, attrs, scratch):
         length, source = q.shape[-2], k.shape[-2]
         additive = np.where(np.tril(np.ones((length, source), bool)), 0, -np.inf).astype(q.dtype)
     kt = np.swapaxes(k, -1, -2)
-    if all(a.dtype == np.float32 for a in (q, k, v, out)):
-        return _compiled_softmax(q, kt, v, out, scale, additive, mask)
+    scores_shape = np.broadcast_shapes(q.shape[:-2], kt.shape[:-2]) + (q.shape[-2], kt.shape[-1])
+    if (all(a.dtype == np.float32 for a in (q, k, v, out))
+            and (mask is None or np.broadcast_shapes(scores_shape, mask.shape) == scores_shape)):
+        return _bound(q, kt, v, out, scale, additive, mask, scores_shape)
 
     def run():
         scores = np.matmul(q, kt)
@@ -40,21 +44,23 @@ def _sdpa(inputs, outputs, attrs, scratch):
     return run
 
 
-def _compiled_softmax(q, kt, v, out, scale, additive, mask):
-    from lowerkit.backend.cpu import jit
-
-    softmax_rows = jit.load("norm").softmax_rows
+def _bound(q, kt, v, out, scale, additive, mask, scores_shape):
+    """The float32 form: buffers bound once (a mask that widens the scores takes the other)."""
     scaled = np.empty(q.shape, np.float32)
-    scores = np.empty(np.broadcast_shapes(q.shape[:-2], kt.shape[:-2]) + (q.shape[-2], kt.shape[-1]), np.float32)
-    rows = scores.size // scores.shape[-1]
+    scores = np.empty(scores_shape, np.float32)
+    rows = np.empty(scores.shape[:-1] + (1,), np.float32)  # each row's maximum, then its sum
 
     def run():
         np.multiply(q, scale, out=scaled)
         np.matmul(scaled, kt, out=scores)
         masked = _masked(scores, additive, mask)
-        flat = np.ascontiguousarray(masked).reshape(rows, -1)
-        softmax_rows(flat, flat, False, 0, rows)  # a fully masked row is nan, as in torch
-        _weighted_sum(flat.reshape(masked.shape), v, out)
+        with np.errstate(invalid="ignore"):  # a fully masked row is nan, as in torch
+            np.max(masked, axis=-1, keepdims=True, out=rows)
+            np.subtract(masked, rows, out=masked)
+            np.exp(masked, out=masked)
+            np.sum(masked, axis=-1, keepdims=True, out=rows)
+            np.divide(masked, rows, out=masked)
+        _weighted_sum(masked, v, out)
 
     return run
 
