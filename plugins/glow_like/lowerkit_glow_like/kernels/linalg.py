@@ -53,29 +53,7 @@ def _fc(inputs, outputs, attrs, scratch, team=None):
             from lowerkit.backend.cpu import jit
 
             return partial(packed.run, x2, out2, jit.activation_code(attrs))
-    if (out.flags.c_contiguous and x2.shape[0] > 1 and out.dtype == np.float32
-            and (bias is None or bias.dtype == np.float32)):
-        return _fc_blas(x2, w, bias, out2, attrs)
     return partial(_fc_numpy, x2, w, bias, out2, attrs)
-
-
-def _fc_blas(x2, w, bias, out2, attrs):
-    """``glow.fc`` as BLAS's product, then bias and activation in one compiled pass over the
-    rows (numpy's bias pass and the activation's were two: DeiT-Tiny's 48 layers at batch 1
-    read and wrote their 16 MB of outputs twice)."""
-    from lowerkit.backend.cpu import jit
-
-    kernels = jit.load("conv")
-    b = np.empty(0, np.float32) if bias is None else np.ascontiguousarray(bias.reshape(-1))
-    act = jit.activation_code(attrs)
-    if b.size == 0 and act[0] == 0:
-        return partial(np.matmul, x2, w, out=out2)
-
-    def run():
-        np.matmul(x2, w, out=out2)
-        kernels.bias_activate_rows(out2, b, *act)
-
-    return run
 
 
 def _fc_numpy(x2, w, bias, out2, attrs) -> None:

@@ -284,22 +284,6 @@ def activate(a, code, p0, p1):
     act_span(a, 0, a.shape[0], code, p0, p1)
 
 
-@njit(types.void(rw(2), ro(1), i8, f8, f8), nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def bias_activate_rows(out, bias, code, p0, p1):
-    """``out[r] = act(out[r] + bias)`` for every row (``bias`` [N], or empty for none): a
-    fully-connected layer's epilogue after BLAS's product, one pass over memory (each row
-    activated while in L1)."""
-    n = out.shape[1]
-    of = out.reshape(-1)
-    for r in range(out.shape[0]):
-        base = r * n
-        if bias.shape[0] > 0:
-            for j in range(n):
-                of[base + j] += bias[j]
-        if code != 0:
-            act_span(of, base, base + n, code, p0, p1)
-
-
 _SUM_CHUNK = 4096  # floats of the sum activated while in L1
 
 
