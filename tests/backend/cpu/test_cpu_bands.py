@@ -92,6 +92,18 @@ def test_shared_packs_a_constant_weight_once_and_never_a_writable_one():
     assert panels.PackedBands.shared(np.ones((4, 4), np.float32), None) is None
 
 
+def _on_two_threads(module, backend, x):
+    """``module`` lowered to ``backend`` on two threads (nnpack beside reference), and the
+    reference's output for ``x``."""
+    import lowerkit as lk
+
+    if backend == "nnpack":
+        lowered = lk.to_backend(module, ["nnpack", "reference"], {"forward": {"nnpack": {"threads": 2}}})
+    else:
+        lowered = lk.to_backend(module, backend, {"forward": {"threads": 2}})
+    return lowered, np.asarray(lk.to_backend(module, "reference")(x))
+
+
 @pytest.mark.parametrize("backend", ["glow_like", "nnpack"])
 def test_plugins_run_a_batch_slice_s_classifier_on_the_bands(monkeypatch, backend):
     import lowerkit as lk
@@ -156,11 +168,7 @@ def test_plugins_run_a_one_row_classifier_on_a_team_on_the_bands(monkeypatch, ba
     original = panels.PackedBands.run_team
     monkeypatch.setattr(panels.PackedBands, "run_team",
                         lambda self, x2, *a: (ran.append(x2.shape[0]), original(self, x2, *a))[1])
-    if backend == "nnpack":
-        lowered = lk.to_backend(module, ["nnpack", "reference"], {"forward": {"nnpack": {"threads": 2}}})
-    else:
-        lowered = lk.to_backend(module, backend, {"forward": {"threads": 2}})
-    expected = np.asarray(lk.to_backend(module, "reference")(x))
+    lowered, expected = _on_two_threads(module, backend, x)
     np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-4, atol=1e-4)
     assert ran and set(ran) == {1}
     ran.clear()
@@ -246,10 +254,6 @@ def test_plugins_run_many_rows_on_a_team_on_the_bands(monkeypatch, backend):
     original = panels.PackedBands.run_rows_team
     monkeypatch.setattr(panels.PackedBands, "run_rows_team",
                         lambda self, x2, *a: (ran.append(x2.shape[0]), original(self, x2, *a))[1])
-    if backend == "nnpack":
-        lowered = lk.to_backend(module, ["nnpack", "reference"], {"forward": {"nnpack": {"threads": 2}}})
-    else:
-        lowered = lk.to_backend(module, backend, {"forward": {"threads": 2}})
-    expected = np.asarray(lk.to_backend(module, "reference")(x))
+    lowered, expected = _on_two_threads(module, backend, x)
     np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-4, atol=1e-4)
     assert ran and set(ran) == {81}

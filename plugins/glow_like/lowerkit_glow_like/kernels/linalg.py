@@ -39,13 +39,13 @@ def _fc(inputs, outputs, attrs, scratch, team=None):
             and all(a.dtype == np.float32 for a in (*inputs, out))):
         packed = panels.PackedBands.shared(w, bias) if panels.rows_fit(x2.shape[0]) and out.flags.c_contiguous else None
         if packed is not None:  # a constant weight: ConvNeXt's pointwise layers, say
-            return _fc_rows_team(x2, w, bias, out2, attrs, team, packed)
+            return _fc_bands_team(x2, w, bias, out2, attrs, team, packed.run_rows_team)
         return _fc_team(x2, w, bias, out2, attrs, team)
     if (team is not None and team_layers.row_on_team(x2.shape[0], w.size) and x.flags.c_contiguous
             and out.flags.c_contiguous and all(a.dtype == np.float32 for a in (*inputs, out))):
         packed = panels.PackedBands.shared(w, bias)
         if packed is not None:  # a constant weight: a model's classifier at batch 1
-            return _fc_row_team(x2, w, bias, out2, attrs, team, packed)
+            return _fc_bands_team(x2, w, bias, out2, attrs, team, packed.run_team)
     if (panels.bands_fit(x2.shape[0], w) and x.flags.c_contiguous and out.flags.c_contiguous
             and all(a.dtype == np.float32 for a in (*inputs, out))):
         packed = panels.PackedBands.shared(w, bias)
@@ -82,33 +82,18 @@ def _linear(inputs, outputs, attrs, scratch):
     return run
 
 
-def _fc_row_team(x2, w, bias, out2, attrs, team, packed):
-    """``glow.fc`` of one row as one team region on the weight packed in bands (each thread
-    streams its share); numpy's gemv while the team is off."""
+def _fc_bands_team(x2, w, bias, out2, attrs, team, region):
+    """``glow.fc`` as one team region on the weight packed in bands, bias and activation in
+    the same pass — ``region`` is ``PackedBands.run_team`` (one row: each thread streams its
+    share of the bands) or ``run_rows_team`` (many rows: shares of the rows, or of the
+    bands) —; numpy's product while the team is off."""
     from lowerkit.backend.cpu import jit
 
     act = jit.activation_code(attrs)
 
     def run():
         if team.usable():
-            packed.run_team(x2, out2, act, team.ways)
-        else:
-            _fc_numpy(x2, w, bias, out2, attrs)
-
-    return run
-
-
-def _fc_rows_team(x2, w, bias, out2, attrs, team, packed):
-    """``glow.fc`` of many rows as one team region on the weight packed in bands (shares of
-    the rows, or of the bands; bias and activation in the same pass); numpy while the team
-    is off."""
-    from lowerkit.backend.cpu import jit
-
-    act = jit.activation_code(attrs)
-
-    def run():
-        if team.usable():
-            packed.run_rows_team(x2, out2, act, team.ways)
+            region(x2, out2, act, team.ways)
         else:
             _fc_numpy(x2, w, bias, out2, attrs)
 
