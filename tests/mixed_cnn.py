@@ -9,6 +9,8 @@ three regions: nnpack (convolution, ReLU, max pooling), glow_like (average pooli
 
 from __future__ import annotations
 
+import pytest
+
 from lowerkit import nn, ops
 from lowerkit.models.resnet import randomize_batch_norms
 from lowerkit.models.small import SmallCNN
@@ -21,6 +23,14 @@ class MixedCNN(SmallCNN):
         x = ops.relu(self.bn(self.conv(x)))
         x = ops.avg_pool2d(x, 2) + ops.max_pool2d(x, 2)
         return self.fc(ops.flatten(x, 1))
+
+
+@pytest.fixture
+def small_regions(monkeypatch):
+    """The model's regions do a few thousand multiply-adds: nnpack keeps them beside another
+    backend only without its bound on a region's work (``lowerkit_nnpack.context``), which
+    this turns off for the test and the ``lowerkit`` commands it runs."""
+    monkeypatch.setenv("LOWERKIT_NNPACK_REGION_MACS", "0")
 
 
 def mixed_cnn(seed: int = 0) -> MixedCNN:

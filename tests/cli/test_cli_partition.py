@@ -9,10 +9,13 @@ import pytest
 
 import lowerkit as lk
 from lowerkit import models
-from tests.mixed_cnn import mixed_cnn
+from tests.mixed_cnn import mixed_cnn, small_regions  # noqa: F401 (a fixture)
 
 pytest.importorskip("lowerkit_nnpack")
 pytest.importorskip("lowerkit_glow_like")
+
+
+pytestmark = pytest.mark.usefixtures("small_regions")
 
 
 @pytest.fixture

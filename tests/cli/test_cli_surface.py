@@ -12,7 +12,7 @@ import pytest
 
 import lowerkit as lk
 from lowerkit import models
-from tests.mixed_cnn import mixed_cnn
+from tests.mixed_cnn import mixed_cnn, small_regions  # noqa: F401 (a fixture)
 
 X = np.arange(6, dtype=np.float32).reshape(2, 3)
 H = np.ones((2, 3), np.float32)
@@ -27,6 +27,9 @@ def named_file(tmp_path):
     np.save(tmp_path / "h.npy", H)
     np.save(tmp_path / "x64.npy", X.astype(np.float64))
     return tmp_path / "named.lkm"
+
+
+pytestmark = pytest.mark.usefixtures("small_regions")
 
 
 @pytest.fixture

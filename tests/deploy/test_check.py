@@ -38,7 +38,9 @@ def files(tmp_path_factory):
     module = lk.trace(mixed_cnn(), models.example_input("small_cnn", 1), dynamic_batch=True)
     lk.save(lk.to_backend(module, "glow_like"), d / "glow.lkm")
     lk.save(lk.to_backend(module, "glow_like", keep_source=True), d / "glow_kept.lkm")
-    lk.save(lk.to_backend(module, PLAN, keep_source=True), d / "parts.lkm")
+    with pytest.MonkeyPatch.context() as mp:  # keep nnpack's small regions (tests.mixed_cnn.small_regions)
+        mp.setenv("LOWERKIT_NNPACK_REGION_MACS", "0")
+        lk.save(lk.to_backend(module, PLAN, keep_source=True), d / "parts.lkm")
     lk.save(module, d / "plain.lkm")
     return d
 

@@ -91,6 +91,7 @@ def test_interleaved_nnpack_and_glow_like_regions_restore_blas_threads(monkeypat
         net = ConvTanh()
     x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
     module = lk.trace(net, x)
+    monkeypatch.setenv("LOWERKIT_NNPACK_REGION_MACS", "0")  # keep nnpack's region of one small layer
     # nnpack on 2 workers limits BLAS to cores // 2 (1 here), glow_like to 1 thread.
     spec_ = {"forward": {"nnpack": {"threads": 2}, "glow_like": {"threads": 1}}}
     lowered = lk.to_backend(module, ["nnpack", "glow_like"], spec_)
