@@ -123,8 +123,9 @@ def lowerkit_is_supported(node: Any, graph: Any) -> Any:
     is a :class:`lowerkit.ir.Node` (op, attrs, input/output types). ``graph`` is the
     :class:`lowerkit.ir.Graph` holding it, read-only, so an answer may depend on the node's
     neighbours (a backend that fuses an activation into the layer producing its input can
-    decline one whose producer it does not run); it is None where a node is asked about
-    alone. An implementation may leave ``graph`` out of its signature (pluggy passes only
+    decline one whose producer it does not run). It is given where partitioning chooses
+    between two or more backends for every node, and None otherwise (one backend, selective
+    lowering with ``submodules``, a node asked about alone). An implementation may leave ``graph`` out of its signature (pluggy passes only
     the arguments it names). Return ``True``, ``False`` or
     ``Unsupported("dilation 2 unsupported")``.
     """

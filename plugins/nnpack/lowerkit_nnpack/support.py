@@ -143,8 +143,8 @@ def support_reason(node: Node) -> str | None:
 def is_supported(node: Node, graph: Any = None) -> bool | Unsupported:
     """The partition answer: nnpack claims everything it runs (:func:`support_reason`), the
     squeeze-excitation ops on pooled ``[N, C, 1, 1]`` vectors included, so a block stays in
-    nnpack's region — in a ``graph``, except where the node would start a region that cannot
-    pay for its boundary (:mod:`.context`)."""
+    nnpack's region — in a ``graph``, except where its region could not pay for its
+    boundaries (:mod:`.context`)."""
     if graph is not None:
         from .context import context_reason
 
