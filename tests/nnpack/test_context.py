@@ -95,24 +95,15 @@ def test_the_graph_reaches_the_hook_only_where_the_answer_chooses_a_backend(monk
     assert [r[0] for r in _regions(part)] == ["nnpack", "reference"]  # two backends: the graph decides
     seen = []
     original = context.context_reason
-    import lowerkit_nnpack.context as ctx
+    monkeypatch.setattr(context, "context_reason", lambda node, graph: (seen.append(graph), original(node, graph))[1])
+    from lowerkit.lowering.partitioned import _support_query
+    from lowerkit.partition.assign import Candidate, assign_backends
 
-    def spy(node, graph):
-        seen.append(graph)
-        return original(node, graph)
-
-    ctx.context_reason = spy
-    try:
-        from lowerkit.partition.assign import Candidate, assign_backends
-        from lowerkit.lowering.partitioned import _support_query
-
-        query = _support_query(lk.backend.get_backend("nnpack"))
-        assign_backends(b.g, [Candidate("nnpack", query)], with_graph=False)
-        assert not seen
-        assign_backends(b.g, [Candidate("nnpack", query)])
-        assert seen and all(g is b.g for g in seen)
-    finally:
-        ctx.context_reason = original
+    query = _support_query(lk.backend.get_backend("nnpack"))
+    assign_backends(b.g, [Candidate("nnpack", query)], with_graph=False)
+    assert not seen
+    assign_backends(b.g, [Candidate("nnpack", query)])
+    assert seen and all(g is b.g for g in seen)
 
 
 def test_the_memo_follows_an_edited_graph(monkeypatch):
@@ -168,3 +159,13 @@ def test_multiply_adds_of_a_linear_layer_and_a_convolution_s_gradients():
     grad_w = conv.op("conv2d_weight_grad", [conv.x, grad_out], {"weight_size": (6, 4, 3, 3), "padding": (1, 1, 1, 1)})
     macs = [context.multiply_adds(n) for n in conv.g.nodes if n.op.startswith("conv2d")]
     assert macs == [6 * 5 * 5 * 4 * 9] * 3 and grad_in.type.shape == (1, 4, 5, 5) and grad_w.type.shape == (6, 4, 3, 3)
+
+
+def test_a_bound_that_is_not_a_whole_number_is_an_error_naming_the_variable(monkeypatch):
+    """Partitioning reports the hook's error as nnpack's reason for each node it declines."""
+    monkeypatch.setenv(context.REGION_MACS_ENV, "1e8")
+    b, out = _after_an_average_pool((1, 8, 6, 6), 8)
+    lowered = lk.to_backend(b.module(out), ["nnpack", "glow_like"])
+    assert [r[0] for r in _regions(lowered)] == ["glow_like"]
+    reasons = [d.reason for n in lowered.partition_report().nodes for d in n.declines if d.backend == "nnpack"]
+    assert reasons and all("LOWERKIT_NNPACK_REGION_MACS must be a whole number" in r and "'1e8'" in r for r in reasons)

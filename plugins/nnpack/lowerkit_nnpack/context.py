@@ -25,6 +25,7 @@ import os
 import weakref
 from typing import Any
 
+from lowerkit.errors import InputError
 from lowerkit.ir.node import Node
 
 from .support import STRUCTURAL_OPS, attrs_of, support_reason
@@ -50,18 +51,24 @@ _memo: weakref.WeakKeyDictionary[Any, tuple[tuple[int, int], dict[Node, str | No
 def context_reason(node: Node, graph: Any) -> str | None:
     """``None`` when nnpack claims ``node`` of ``graph`` (:func:`support_reason` and the
     region rule above), else why it declines. Worked out once per graph."""
+    if node.op in STRUCTURAL_OPS:
+        return None
     reasons = _reasons(graph)
     if node not in reasons:  # a node added since: work the graph out again
         _memo.pop(graph, None)
         reasons = _reasons(graph)
-    return reasons.get(node, support_reason(node))
+    return reasons[node] if node in reasons else support_reason(node)  # not the graph's: alone
 
 
 def region_macs() -> int:
     """The multiply-adds a region must be able to do: ``$LOWERKIT_NNPACK_REGION_MACS``, else
     :data:`START_MIN_MACS`."""
     text = os.environ.get(REGION_MACS_ENV, "").strip()
-    return int(text) if text.isdigit() else START_MIN_MACS
+    if not text:
+        return START_MIN_MACS
+    if not text.isdigit():
+        raise InputError(f"${REGION_MACS_ENV} must be a whole number of multiply-adds (0 or more), got {text!r}")
+    return int(text)
 
 
 def _reasons(graph: Any) -> dict[Node, str | None]:

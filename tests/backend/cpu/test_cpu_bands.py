@@ -92,6 +92,15 @@ def test_shared_packs_a_constant_weight_once_and_never_a_writable_one():
     assert panels.PackedBands.shared(np.ones((4, 4), np.float32), None) is None
 
 
+def _rows_of_calls(monkeypatch, method: str) -> list[int]:
+    """Wrap ``PackedBands.<method>`` so that each call appends the rows it multiplies."""
+    original = getattr(panels.PackedBands, method)
+    ran: list[int] = []
+    monkeypatch.setattr(panels.PackedBands, method,
+                        lambda self, x2, *a: (ran.append(x2.shape[0]), original(self, x2, *a))[1])
+    return ran
+
+
 def _on_two_threads(module, backend, x):
     """``module`` lowered to ``backend`` on two threads (nnpack beside reference), and the
     reference's output for ``x``."""
@@ -112,9 +121,7 @@ def test_plugins_run_a_batch_slice_s_classifier_on_the_bands(monkeypatch, backen
     net = nn.Sequential(nn.Linear(300, 260), nn.ReLU())
     x = np.random.default_rng(1).standard_normal((8, 300)).astype(np.float32)
     module = lk.trace(net, x)
-    ran: list[int] = []
-    original = panels.PackedBands.run
-    monkeypatch.setattr(panels.PackedBands, "run", lambda self, x2, *a: (ran.append(x2.shape[0]), original(self, x2, *a))[1])
+    ran = _rows_of_calls(monkeypatch, "run")
     lowered = lk.to_backend(module, [backend, "reference"] if backend == "nnpack" else backend)
     got = lowered(x)
     expected = lk.to_backend(module, "reference")(x)
@@ -164,10 +171,7 @@ def test_plugins_run_a_one_row_classifier_on_a_team_on_the_bands(monkeypatch, ba
     net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(800, 260), nn.ReLU())
     x = np.random.default_rng(1).standard_normal((1, 3, 10, 10)).astype(np.float32)
     module = lk.trace(net, x)
-    ran: list[int] = []
-    original = panels.PackedBands.run_team
-    monkeypatch.setattr(panels.PackedBands, "run_team",
-                        lambda self, x2, *a: (ran.append(x2.shape[0]), original(self, x2, *a))[1])
+    ran = _rows_of_calls(monkeypatch, "run_team")
     lowered, expected = _on_two_threads(module, backend, x)
     np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-4, atol=1e-4)
     assert ran and set(ran) == {1}
@@ -250,10 +254,7 @@ def test_plugins_run_many_rows_on_a_team_on_the_bands(monkeypatch, backend):
     else:
         x = rng.standard_normal((1, 3, 9, 9)).astype(np.float32)
         module = lk.trace(ChannelsLast(), x)
-    ran: list[int] = []
-    original = panels.PackedBands.run_rows_team
-    monkeypatch.setattr(panels.PackedBands, "run_rows_team",
-                        lambda self, x2, *a: (ran.append(x2.shape[0]), original(self, x2, *a))[1])
+    ran = _rows_of_calls(monkeypatch, "run_rows_team")
     lowered, expected = _on_two_threads(module, backend, x)
     np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-4, atol=1e-4)
     assert ran and set(ran) == {81}

@@ -431,22 +431,22 @@ class PackedTuples:
 # else the rows (each reads all the weight, copies only its rows).
 FC_COLUMNS_WEIGHT_PER_INPUT = 4
 BANDS_MIN_WEIGHTS = 65_536  # below, the weight sits in cache and BLAS's copy of it costs little
+BANDS_MAX_ROWS = 6  # jit.panel.ROWS: one row panel (this rule is asked before any kernel loads)
 
 
 def bands_fit(rows: int, w: np.ndarray) -> bool:
     """Whether ``x [rows, K] @ w [K, N]`` runs on :class:`PackedBands` on one thread: 2 to
-    ``jit.panel.ROWS`` (6) rows — a batch slice's fully-connected layer — and a weight of at
+    ``BANDS_MAX_ROWS`` rows — a batch slice's fully-connected layer — and a weight of at
     least ``BANDS_MIN_WEIGHTS``. One row stays on BLAS's ``gemv``, which reads the weight once
-    too (on a team it takes :meth:`PackedBands.run_team`: ``team_layers.row_on_team``). (6,
-    not the kernel module's constant: this rule is asked before any kernel loads.)"""
-    return 2 <= rows <= 6 and w.size >= BANDS_MIN_WEIGHTS
+    too (on a team it takes :meth:`PackedBands.run_team`: ``team_layers.row_on_team``)."""
+    return 2 <= rows <= BANDS_MAX_ROWS and w.size >= BANDS_MIN_WEIGHTS
 
 
 def rows_fit(rows: int) -> bool:
     """Whether a team's ``x [rows, K] @ w`` on a constant weight runs on
     :meth:`PackedBands.run_rows_team` rather than ``sgemm`` bands: more rows than
     :func:`bands_fit` takes (7 or more; one row has :meth:`PackedBands.run_team`)."""
-    return rows > 6
+    return rows > BANDS_MAX_ROWS
 
 
 @dataclass(frozen=True, eq=False)
@@ -503,7 +503,7 @@ class PackedBands:
         """Whether :meth:`run_rows_team` over ``rows`` rows splits the bands between the
         threads rather than the rows: where the weight is over ``FC_COLUMNS_WEIGHT_PER_INPUT``
         times the rows' size (each thread then reads only its part of it)."""
-        return self.k * self.n > FC_COLUMNS_WEIGHT_PER_INPUT * rows * self.k
+        return self.n > FC_COLUMNS_WEIGHT_PER_INPUT * rows  # K x N against R x K
 
     def run_rows_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], ways: int) -> None:
         """:meth:`run_rows` as one team region (``jit.panel.team_fc``): shares of the rows, or

@@ -35,10 +35,7 @@ def _sdpa(inputs, outputs, attrs, scratch):
         scores = np.matmul(q, kt)
         scores *= scale
         scores = _masked(scores, additive, mask)
-        with np.errstate(invalid="ignore"):  # a fully masked row is nan, as in torch
-            scores -= scores.max(axis=-1, keepdims=True)
-            np.exp(scores, out=scores)
-            scores /= scores.sum(axis=-1, keepdims=True)
+        _softmax(scores, None)
         _weighted_sum(scores, v, out)
 
     return run
@@ -54,12 +51,7 @@ def _bound(q, kt, v, out, scale, additive, mask, scores_shape):
         np.multiply(q, scale, out=scaled)
         np.matmul(scaled, kt, out=scores)
         masked = _masked(scores, additive, mask)
-        with np.errstate(invalid="ignore"):  # a fully masked row is nan, as in torch
-            np.max(masked, axis=-1, keepdims=True, out=rows)
-            np.subtract(masked, rows, out=masked)
-            np.exp(masked, out=masked)
-            np.sum(masked, axis=-1, keepdims=True, out=rows)
-            np.divide(masked, rows, out=masked)
+        _softmax(masked, rows)
         _weighted_sum(masked, v, out)
 
     return run
@@ -73,6 +65,18 @@ def _masked(scores, additive, mask):
     if mask is not None:
         scores = np.where(mask, scores, -np.inf) if mask.dtype == np.bool_ else scores + mask
     return scores
+
+
+def _softmax(scores, rows):
+    """Softmax over the last axis of ``scores`` in place; ``rows`` [..., 1] holds each row's
+    maximum, then its sum (None: numpy allocates them). A fully masked row is nan, as in
+    torch."""
+    with np.errstate(invalid="ignore"):
+        rows = np.max(scores, axis=-1, keepdims=True, out=rows)
+        np.subtract(scores, rows, out=scores)
+        np.exp(scores, out=scores)
+        rows = np.sum(scores, axis=-1, keepdims=True, out=rows)
+        np.divide(scores, rows, out=scores)
 
 
 def _weighted_sum(scores, v, out):
