@@ -34,7 +34,7 @@ def _serial_net(seed: int = 0) -> Module:
     e = _add(g, "add", [_add(g, "conv2d", [e, param("project", (16, 16, 1, 1)), param("project_b", (16,))]), e])
     s = _add(g, "relu", [_add(g, "conv2d", [_add(g, "global_avg_pool2d", [e]), param("squeeze", (16, 16, 1, 1))])])
     s = _add(g, "add", [_add(g, "conv2d", [s, param("excite", (16, 16, 1, 1)), param("excite_b", (16,))]), s])
-    s = _add(g, "conv2d", [s, param("head", (16, 16, 1, 1))])  # read by flatten's view: never bound
+    s = _add(g, "conv2d", [s, param("head", (16, 16, 1, 1))])  # its flatten folds into the linear layer
     y = _add(g, "flatten", [s], {"start_dim": 1})
     g.set_outputs([_add(g, "linear", [y, param("fc", (10, 16)), param("fc_b", (10,))])])
     return numbered_module(g, params, "SerialNet")
@@ -57,10 +57,11 @@ def test_a_serial_plan_binds_its_steps_and_computes_the_same_bits(rng):
     np.testing.assert_allclose(first, module(x), rtol=1e-4, atol=1e-5)
     for _ in range(4):
         np.testing.assert_array_equal(np.asarray(lowered(x)), first)
-    # every convolution but the first (it reads the call's input) and the last (its output
-    # is read through flatten's view, so it is a new buffer every call) runs its bound call
+    # every convolution but the first (it reads the call's input) runs its bound call, and the
+    # squeeze's pool — the last convolution too: the linear layer reads its output straight,
+    # not through flatten's view (the linear layer writes the call's output: never bound)
     entries = _bound_entries(plan)
-    assert len(entries) == 7 and sum(entry.call is not None for entry in entries) == 6, [e.call for e in entries]
+    assert len(entries) == 8 and all(entry.call is not None for entry in entries), [e.call for e in entries]
 
 
 def test_bound_steps_skip_run_into(monkeypatch, rng):
@@ -81,7 +82,7 @@ def test_bound_steps_skip_run_into(monkeypatch, rng):
         lowered(x)
     entries.clear()
     np.testing.assert_array_equal(np.asarray(lowered(x)), expected)
-    assert entries == ["Conv2d", "PooledPointwise"], entries  # the expansion and the head
+    assert entries == ["Conv2d"], entries  # the expansion (it reads the call's input)
 
 
 def test_the_plans_loop_runs_bound_calls_itself(monkeypatch, rng):
@@ -98,15 +99,79 @@ def test_the_plans_loop_runs_bound_calls_itself(monkeypatch, rng):
     for step in plan.steps:
         object.__setattr__(step, "kernel", lambda *a, _k=step.kernel, _op=step.node.op: (ran.append(_op), _k(*a))[1])
     np.testing.assert_array_equal(np.asarray(lowered(x)), expected)
-    # 6 of the 8 convolutions run from the loop; the expansion (it reads the call's input) and
-    # the head (flatten's view of its output makes it a new buffer every call) run their kernels
-    assert ran.count("conv2d") == 2 and len(plan.steps) - len(ran) == 6, ran
+    # 7 of the 8 convolutions and the pool run from the loop; the expansion (it reads the
+    # call's input) and the linear layer (it writes the call's output) run their kernels
+    assert ran == ["conv2d", "linear"] and len(plan.steps) - len(ran) == 8, ran
     spares = plan._local.spares
     key, entry = next((k, e) for k, e in spares.bound.items() if e.call is not None)
     spares.bound[key] = entry._replace(inputs=(entry.inputs[0].copy(), *entry.inputs[1:]))  # other arrays now
+    spares.chains = None  # step by step (a chain checks what its run reads from outside: below)
     ran.clear()
     np.testing.assert_array_equal(np.asarray(lowered(x)), expected)
-    assert len(plan.steps) - len(ran) == 5, ran  # that step ran its kernel (and rebinds)
+    assert len(plan.steps) - len(ran) == 7, ran  # that step ran its kernel (and rebinds)
+
+
+def _chained(seed: int):
+    """The serial net lowered and called four times — recorded, on the arena, bound, replayed:
+    ``(module, x, lowered, plan, first result)``."""
+    module = _serial_net(seed=seed)
+    x = np.random.default_rng(seed).standard_normal((1, 8, 32, 32)).astype(np.float32)
+    lowered = lk.to_backend(module, ["nnpack"], {"forward": {"nnpack": {"threads": 1}}})
+    plan = _plan(lowered.regions["forward_region0"])
+    first = np.asarray(lowered(x))
+    for _ in range(3):
+        np.testing.assert_array_equal(np.asarray(lowered(x)), first)
+    return module, x, lowered, plan, first
+
+
+def test_runs_of_bound_steps_replay_as_chains():
+    """After a call that replayed bound steps, each run of them is one chain: its calls back to back, the
+    same bits; the steps around it (the expansion, the linear layer) run their kernels."""
+    module, x, lowered, plan, first = _chained(seed=5)
+    chains = plan._local.spares.chains
+    ops = [[step.node.op for step in plan.steps[c.start:c.stop]] for c in chains]
+    assert ops == [["conv2d"] * 4 + ["global_avg_pool2d"] + ["conv2d"] * 3], ops
+    ran: list[str] = []
+    for step in plan.steps:
+        object.__setattr__(step, "kernel", lambda *a, _k=step.kernel, _op=step.node.op: (ran.append(_op), _k(*a))[1])
+    for _ in range(2):
+        np.testing.assert_array_equal(np.asarray(lowered(x)), first)
+    assert ran == ["conv2d", "linear"] * 2, ran
+    assert plan._local.spares.chains is chains
+    np.testing.assert_allclose(first, module(x), rtol=1e-4, atol=1e-5)
+
+
+def test_a_chain_whose_outside_reads_changed_runs_step_by_step_then_is_rebuilt():
+    import dataclasses
+
+    _, x, lowered, plan, first = _chained(seed=6)
+    spares = plan._local.spares
+    chain, spans = spares.chains[0], [(c.start, c.stop) for c in spares.chains]
+    assert chain.outside  # the expansion's output, at least
+    moved = dataclasses.replace(chain, outside=tuple((slot, array.copy()) for slot, array in chain.outside))
+    spares.chains = (moved, *spares.chains[1:])
+    np.testing.assert_array_equal(np.asarray(lowered(x)), first)
+    assert spares.chains is None  # dropped: that run replayed step by step
+    np.testing.assert_array_equal(np.asarray(lowered(x)), first)
+    assert spares.chains is not None and [(c.start, c.stop) for c in spares.chains] == spans
+
+
+def test_a_chain_call_that_fails_names_its_node():
+    import dataclasses
+
+    from lowerkit.errors import BackendExecutionError
+
+    _, x, lowered, plan, _ = _chained(seed=7)
+    spares = plan._local.spares
+    chain = spares.chains[0]
+
+    def broken() -> None:
+        raise RuntimeError("boom")
+
+    spares.chains = (dataclasses.replace(chain, calls=(chain.calls[0], broken, *chain.calls[2:])), *spares.chains[1:])
+    with pytest.raises(BackendExecutionError, match="nnpack kernel failed: boom") as caught:
+        lowered(x)
+    assert plan.steps[chain.start + 1].node.where() in str(caught.value)
 
 
 def test_steps_never_hold_the_callers_arrays(rng):
@@ -130,6 +195,7 @@ def test_a_team_plan_binds_its_steps_and_follows_the_guard(monkeypatch):
 
     monkeypatch.setattr(panels, "TEAM_MAX_INPUTS", 100)
     monkeypatch.setattr(selection, "TEAM_WINOGRAD_MIN_TILES", 16)  # the 20x20 layer's 25 tiles take wt6x6
+    monkeypatch.setattr(selection, "WINOGRAD_MIN_INPUTS", 1)  # and its few channels
     module = mobile_net(seed=4)
     x = np.random.default_rng(5).standard_normal((1, 5, 40, 40)).astype(np.float32)
     lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
@@ -176,7 +242,7 @@ def test_threads_keep_their_own_bound_calls(rng):
     for i in range(8):
         for got in results[i]:
             np.testing.assert_allclose(got, expected[i], rtol=1e-4, atol=1e-5)
-        assert sum(entry.call is not None for entry in spares[i].bound.values()) == 6
+        assert sum(entry.call is not None for entry in spares[i].bound.values()) == 8
 
 
 def _gated_net(seed: int = 0) -> Module:

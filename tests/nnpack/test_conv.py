@@ -79,8 +79,8 @@ def test_plan_sets_blas_threads_by_its_algorithms(rng, monkeypatch, stride, blas
 
     monkeypatch.setenv("LOWERKIT_NNPACK_TEAM", "0")
     with nn.init_seed(0):
-        net = nn.Conv2d(16, 16, 3, stride=stride, padding=1)
-    x = rng.standard_normal((1, 16, 40, 40)).astype(np.float32)
+        net = nn.Conv2d(32, 16, 3, stride=stride, padding=1)
+    x = rng.standard_normal((1, 32, 40, 40)).astype(np.float32)
     lowered = lowerkit.to_backend(lowerkit.trace(net, x), "nnpack", {"forward": {"threads": 2}})
     seen = []
 

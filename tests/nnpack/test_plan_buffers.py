@@ -237,12 +237,13 @@ def _gated_graph(map_is_input: bool = False, flatten_reads_map: bool = False):
     return Module(params, {"forward": GraphMethod(g)}, name="Gated")
 
 
-def _mul_kernel(lowered):
+def _mul_step(lowered):
+    """The plan of ``lowered``'s one nnpack region and its mul step."""
     from lowerkit_nnpack.plan import Plan
 
     (plan,) = [h.plan for h in lowered._handles.values() if isinstance(getattr(h, "plan", None), Plan)]
     (step,) = [s for s in plan.steps if s.node.op == "mul"]
-    return step.kernel.__name__
+    return plan, step
 
 
 def test_a_gate_multiply_scales_a_dying_map_in_place_and_only_then(rng):
@@ -252,7 +253,8 @@ def test_a_gate_multiply_scales_a_dying_map_in_place_and_only_then(rng):
     for kwargs, in_place in (({}, True), ({"map_is_input": True}, False), ({"flatten_reads_map": True}, False)):
         module = _gated_graph(**kwargs)
         lowered = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 1}})
-        assert (_mul_kernel(lowered) == "_multiply_in_place") is in_place, kwargs
+        plan, step = _mul_step(lowered)
+        assert ("multiply_in_place" in step.kernel.__name__) is in_place, kwargs
         kept = x.copy()
         expected = [np.asarray(v) for v in (module(x) if isinstance(module(x), tuple) else (module(x),))]
         for _ in range(3):  # the recorded call, then the arena's
@@ -261,3 +263,5 @@ def test_a_gate_multiply_scales_a_dying_map_in_place_and_only_then(rng):
             for a, b in zip(got, expected):
                 np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
         np.testing.assert_array_equal(x, kept)
+        if in_place:  # from the arena's calls on, the product is bound to the map and gate
+            assert plan._local.spares.bound[step.key].call is not None

@@ -15,12 +15,13 @@ from lowerkit_nnpack import payload, selftest
 
 
 class _Net(nn.Module):
-    """3x3 conv + relu, 5x5 conv + relu, 2x2 max pool, strided 1x1 conv, linear, softmax."""
+    """5x5 conv + relu, 3x3 conv + relu (32 inputs: Winograd's), 2x2 max pool, strided 1x1
+    conv, linear, softmax."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
-        self.c2 = nn.Conv2d(8, 8, 5, padding=2)
+        self.c1 = nn.Conv2d(3, 32, 5, padding=2)
+        self.c2 = nn.Conv2d(32, 8, 3, padding=1)
         self.c3 = nn.Conv2d(8, 4, 1, stride=2)
         self.fc = nn.Linear(5, 6)
 
@@ -81,7 +82,7 @@ def test_bad_option_values(traced, spec, message):
 
 
 def test_algorithm_that_cannot_serve_a_layer_names_it(traced):
-    with pytest.raises(InputError, match=r"algorithm 'wt8x8' cannot serve node conv2d #\d+ in c2 .*needs a 3x3 kernel, got 5x5"):
+    with pytest.raises(InputError, match=r"algorithm 'wt8x8' cannot serve node conv2d #\d+ in c1 .*needs a 3x3 kernel, got 5x5"):
         lowerkit.to_backend(traced[0], "nnpack", {"forward": {"algorithm": "wt8x8"}})
 
 

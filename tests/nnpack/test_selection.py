@@ -42,11 +42,24 @@ def test_nnpack_published_rules(kernel, stride, hw, expected):
 )
 def test_measured_policy(kernel, stride, hw, batch, expected):
     pad = (kernel[0] // 2, kernel[1] // 2) * 2
-    assert select_algorithm(ConvGeometry(4, 4, hw, kernel, stride, pad), batch) == expected
+    assert select_algorithm(ConvGeometry(64, 64, hw, kernel, stride, pad), batch) == expected
+
+
+def test_winograd_takes_layers_of_at_least_32_input_channels():
+    """Its transforms cost per channel what its GEMMs save per pair of channels: a stem of three
+    channels, or a narrow layer, stays on implicit GEMM however many tiles it has."""
+    from lowerkit_nnpack.selection import WINOGRAD_MIN_INPUTS
+
+    assert WINOGRAD_MIN_INPUTS == 32
+    for c, expected in ((3, "implicit_gemm"), (31, "implicit_gemm"), (32, "wt6x6")):
+        geom = ConvGeometry(c, 64, (256, 256), (3, 3), (1, 1), (1, 1, 1, 1))
+        assert select_algorithm(geom, batch=1) == expected
+        assert select_algorithm(geom, batch=8, workers=2) == expected
+        assert select_algorithm(geom, batch=1, team=True) == expected
 
 
 def test_batched_path_counts_one_workers_share_of_the_batch():
-    geom = ConvGeometry(4, 4, (10, 10), (3, 3), (1, 1), (1, 1, 1, 1))  # 9 4x4 tiles per image
+    geom = ConvGeometry(64, 64, (10, 10), (3, 3), (1, 1), (1, 1, 1, 1))  # 9 4x4 tiles per image
     assert select_algorithm(geom, batch=4, workers=1) == "wt6x6"  # one worker: the kernel is read once
     assert select_algorithm(geom, batch=4, workers=2, batch_threshold=2) == "implicit_gemm"  # 18 per worker
     assert select_algorithm(geom, batch=6, workers=2, batch_threshold=2) == "wt6x6"  # 27 per worker

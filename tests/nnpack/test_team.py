@@ -94,6 +94,7 @@ def test_a_one_image_plan_runs_team_regions_and_matches_the_reference(monkeypatc
     from lowerkit_nnpack import selection
 
     monkeypatch.setattr(selection, "TEAM_WINOGRAD_MIN_TILES", 16)  # the 20x20 layer's 25 tiles take wt6x6
+    monkeypatch.setattr(selection, "WINOGRAD_MIN_INPUTS", 1)  # and its few channels
     module = mobile_net()
     x = np.random.default_rng(1).standard_normal((1, 5, 40, 40)).astype(np.float32)
     lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
@@ -307,6 +308,7 @@ def test_wt6x6_channel_gemms_on_the_packed_kernel(monkeypatch):
 
     monkeypatch.setattr(panels, "wide_tile", lambda: True)  # the rule as measured, on any CPU
     monkeypatch.setattr(selection, "TEAM_WINOGRAD_MIN_TILES", 16)
+    monkeypatch.setattr(selection, "WINOGRAD_MIN_INPUTS", 1)  # and its few channels
     runs: list[int] = []
     original = panels.PackedTuples.run
     monkeypatch.setattr(panels.PackedTuples, "run", lambda self, *a: (runs.append(a[2]), original(self, *a))[1])

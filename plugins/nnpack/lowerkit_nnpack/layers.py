@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -50,7 +51,17 @@ class Linear:
         out = np.empty((x2.shape[0], wt.shape[1]), dtype=np.float32)
         if weight is None and bias is None and panels.bands_fit(x2.shape[0], wt):
             self.bands().run(x2, out, NONE)
-            return out.reshape(*x.shape[:-1], wt.shape[1])
+        else:
+            self._product(x2, wt, b, out)
+        return out.reshape(*x.shape[:-1], wt.shape[1])
+
+    def run_into(self, x2: np.ndarray, out2: np.ndarray) -> None:
+        """``out2`` [R, N] = ``x2`` [R, K] @ the stored weight + bias: the product alone (the
+        plan's :class:`~lowerkit_nnpack.linear_step.LinearStep` picks the bands itself)."""
+        self._product(x2, self.weight_t, self.bias, out2)
+
+    def _product(self, x2: np.ndarray, wt: np.ndarray, b: np.ndarray | None, out: np.ndarray) -> None:
+        """``out = x2 @ wt + b``: BLAS, the rows split between the layer's workers when large."""
         workers = self.options.workers
 
         def rows(block: slice) -> None:
@@ -62,7 +73,34 @@ class Linear:
             if 2 * x2.shape[0] * wt.shape[0] * wt.shape[1] < self.options.min_parallel_flops:
                 workers = 1
             run_parallel(workers, rows, split(x2.shape[0], workers))
-        return out.reshape(*x.shape[:-1], wt.shape[1])
+
+
+class GlobalAvgPool:
+    """A global average pool of float32 maps into a given ``[N, C, 1, 1]`` buffer (a plan's
+    pool whose output goes to the spares: a squeeze, or a classifier's before its linear
+    layer): ``output_shape``, ``run_into`` and ``bind`` as ``plan._bound_step`` calls a
+    layer's. Each plane's mean is one pass of the compiled ``jit.pool`` kernel."""
+
+    def __init__(self, channels: int) -> None:
+        from lowerkit.backend.cpu import jit
+
+        self.channels = channels
+        self.kernels = jit.load("pool")  # compile (or load from the cache) now, not in the first call
+
+    def output_shape(self, batch: int) -> tuple[int, int, int, int]:
+        return (batch, self.channels, 1, 1)
+
+    def run_into(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> np.ndarray:
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        self.kernels.global_avg_pool2d(x, out, 0, x.shape[0] * x.shape[1])
+        return out
+
+    def bind(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> Callable[[], None] | None:
+        """:meth:`run_into` on these very arrays as a zero-argument call (None for an ``x`` it
+        would copy)."""
+        if not (x.dtype is _FLOAT32 and x.flags.c_contiguous):
+            return None
+        return partial(self.kernels.global_avg_pool2d, x, out, 0, x.shape[0] * x.shape[1])
 
 
 class PooledPointwise:

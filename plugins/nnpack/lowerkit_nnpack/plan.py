@@ -43,8 +43,10 @@ from .depthwise import DepthwiseConv2d
 from .geometry import GeometryError
 from .grad import Conv2dInputGrad, Conv2dWeightGrad
 from .activations import NONE, activation_of, apply
-from .layers import Linear, MaxPool2d, PooledPointwise, softmax
+from .layers import GlobalAvgPool, Linear, MaxPool2d, PooledPointwise, softmax
+from .linear_step import LinearStep
 from .selection import select_algorithm
+from .chains import MIN_STEPS, build_chains
 from .spares import Bound, Spares
 from .team import ALGORITHMS as TEAM_ALGORITHMS, TeamConv, TeamDepthwise, TeamLinear
 from .support import (
@@ -147,12 +149,19 @@ class Plan:
         # -> mul (see _gated_convolutions). The mul's step is dropped; its dying values die
         # at the convolution.
         gates = _gated_convolutions(graph, users, graph_outputs) if self.team is not None else {}
+        producers = graph.producers()
         # Global pools read only by convolutions (squeeze-excitation) write into the spares:
         # the same array every call, so those layers can bind (see _bound_step). (Not where a
         # view such as flatten's reads the pool: the spares never see that view die.)
+        # A linear layer on constant weights reads a flatten that only it reads straight from
+        # the flatten's input (the same elements in the same order): no view to hold a pool's
+        # buffer, so the pool writes into the spares and the layer binds (linear_step).
+        flattened = _folded_flattens(graph, users, graph_outputs)
         squeezes = {node for node in graph.nodes if node.op == "global_avg_pool2d" and users.get(node.output)
-                    and node.output not in graph_outputs and all(u.op == "conv2d" for u in users[node.output])}
+                    and node.output not in graph_outputs
+                    and all(u.op == "conv2d" or u in flattened.values() for u in users[node.output])}
         folded = {mul: conv for conv, mul in gates.items()}
+        folded.update({flatten: linear for linear, flatten in flattened.items()})
         late_dying: dict[Node, list] = {}
         filled: set[Value] = set()  # values a step wrote into a buffer from the spares
         for node, dying in zip(graph.nodes, dead):
@@ -171,19 +180,28 @@ class Plan:
             if reason is not None:
                 raise UnsupportedOperatorError(f"nnpack cannot run {node.where()}: {reason}")
             add_node = act_node = residual = pool = None
+            planned_linear = node.op == "linear" and _linear_step_fits(node, producers)
             if node.op == "conv2d":
                 add_node, residual, act_node = _epilogue_of(node, users, graph_outputs, position)
                 pool = self._pooled_by(node, act_node or add_node or node, residual, users, graph_outputs)
+            elif planned_linear:
+                act_node = _only_reader(node.output, ACTIVATION_OPS, users, graph_outputs)
             act = NONE if act_node is None else activation_of(act_node)
             # A step may bind its arrays unless they are the caller's: an input of the call,
             # or the value the call returns.
             last = act_node or add_node or node
             gate = gates.get(node)
-            reads_caller = (node.inputs[0] in call_inputs or residual in call_inputs
-                            or (gate is not None and any(v in call_inputs for v in gate.inputs)))
+            source = flattened[node].inputs[0] if node in flattened else node.inputs[0]
+            reads_caller = (source in call_inputs or residual in call_inputs
+                            or (gate is not None and any(v in call_inputs for v in gate.inputs))
+                            or (node.op == "mul" and any(v in call_inputs for v in node.inputs)))
             bind_key = None if reads_caller or last.output in graph_outputs else len(self.steps)
             if node.op == "mul" and _scales_in_place(node, dying, filled, users, graph_outputs):
-                kernel, runtime_inputs = _multiply_in_place, list(node.inputs)
+                kernel, runtime_inputs = _bound_in_place_multiply(bind_key), list(node.inputs)
+            elif planned_linear:
+                kernel, runtime_inputs = self._linear_step(node, act, bind_key, last.output in graph_outputs), [source]
+            elif node in squeezes and isinstance(node.output.type.shape[1], int):  # into the spares: it binds
+                kernel, runtime_inputs = _bound_step(GlobalAvgPool(node.output.type.shape[1]), False, bind_key), [source]
             else:
                 kernel, runtime_inputs = self._kernel(node, act, residual, gate, bind_key, pool is not None)
             outputs = tuple(v for v in node.outputs)
@@ -198,7 +216,8 @@ class Plan:
                 outputs += (pool.output,)
                 dying += dead[position[pool]]
             dying = [v for v in dying if v not in graph_outputs]  # the call returns those
-            fills = node.op in ("conv2d", "mul") or node in squeezes
+            fills = (node.op in ("conv2d", "mul") or node in squeezes
+                     or (planned_linear and last.output not in graph_outputs))
             if fills:
                 filled.update(outputs)
             self.steps.append(Step(node, kernel, tuple(runtime_inputs), outputs, tuple(dying), fills=fills,
@@ -274,6 +293,24 @@ class Plan:
         if index >= len(node.inputs):
             return None
         return self.constants.get(node.inputs[index])
+
+    def _linear_step(self, node: Node, act: tuple[int, float, float], bind_key: int | None,
+                     returned: bool) -> StepKernel:
+        """The step of a linear layer on constant weights (:func:`_linear_step_fits`) with its
+        fused activation ``act``: output from the spares, bound as the convolutions are — or,
+        where the call ``returned`` it, into a new array (the caller keeps it)."""
+        layer = Linear(self._const(node, 1), self._const(node, 2), options=self.run_options)
+        if self.team is not None and TeamLinear.fits(layer):
+            layer.bands()  # pack now, not in the first call
+        step = LinearStep(layer, act, tuple(node.output.type.shape[1:]), self.team)
+        if not returned:
+            return _bound_step(step, False, bind_key)
+
+        def run_returned(args: list[np.ndarray]) -> list[np.ndarray]:
+            # a new array every call, numpy's own (as TeamLinear makes a returned row)
+            return [step.run_into(args[0], np.empty(step.output_shape(args[0].shape[0]), np.float32))]
+
+        return run_returned
 
     def _kernel(
         self, node: Node, act: tuple[int, float, float], residual: Value | None = None, gate: Node | None = None,
@@ -516,17 +553,47 @@ class Plan:
         values = self._template.copy()
         for i, x in zip(self._input_slots, inputs):
             values[i] = x
-        self._run_steps(self.steps, values, spares)
+        self._run_chained(values, spares)
         return self._outputs_of(values)
+
+    def _run_chained(self, values: list, spares: Spares) -> None:
+        """Every step, each run of bound steps that replays as one :class:`~.chains.Chain`
+        (this thread's, made after a call that replayed; dropped when one stops replaying)."""
+        steps, chains = self.steps, spares.chains
+        if chains is None:
+            if self._run_steps(steps, values, spares) >= MIN_STEPS and spares.arena_in_use() is not None:
+                spares.chains = build_chains(steps, spares.bound, spares.arena_in_use())
+            return
+        at = 0
+        for chain in chains:
+            if chain.start > at:
+                self._run_steps(steps[at:chain.start], values, spares)
+            if chain.holds(values, spares):
+                done = 0
+                try:
+                    for call in chain.calls:
+                        call()
+                        done += 1
+                except Exception as err:
+                    raise _step_error(steps[chain.start + done], err) from err
+                chain.finish(values, spares)
+            else:
+                self._run_steps(steps[chain.start:chain.stop], values, spares)
+                spares.chains = None
+            at = chain.stop
+        if at < len(steps):
+            self._run_steps(steps[at:], values, spares)
 
     def _outputs_of(self, values: list) -> list[np.ndarray]:
         """The call's outputs from its value list (a constant output copied)."""
         return [values[i] if i >= self._first_runtime else values[i].copy() for i in self._output_slots]
 
-    def _run_steps(self, steps: Sequence[Step], values: list, spares: Spares) -> None:
-        """``steps`` on the call's value list ``values`` (see :meth:`_run`)."""
+    def _run_steps(self, steps: Sequence[Step], values: list, spares: Spares) -> int:
+        """``steps`` on the call's value list ``values`` (see :meth:`_run`); returns how many
+        replayed their bound calls."""
         first_runtime = self._first_runtime
         bound = spares.bound
+        replayed = 0
         for step in steps:
             # A step bound to this call's very arrays: the loop runs its bound call itself —
             # what the step's kernel would do (the same call, the same arena views) without
@@ -539,17 +606,14 @@ class Plan:
                 spares.into = [spares.destinations.get(i) for i in step.writes]
             try:
                 if replay:
-                    spares.taken += len(entry.outputs)  # the takes its kernel would have made
+                    spares.taken += entry.takes  # the takes its kernel would have made
                     entry.call()
                     results = entry.outputs
+                    replayed += 1
                 else:
                     results = step.kernel(args, spares) if step.fills else step.kernel(args)
-            except (LowerkitError, GeometryError) as err:
-                raise NodeExecutionError(step.node.debug_handle, f"{step.node.where()}: {err}") from err
             except Exception as err:
-                raise NodeExecutionError(
-                    step.node.debug_handle, f"{step.node.where()}: nnpack kernel failed: {err}"
-                ) from err
+                raise _step_error(step, err) from err
             finally:
                 spares.into = None
             del args
@@ -565,6 +629,7 @@ class Plan:
                 array, values[i] = values[i], None
                 if tracking and array is not None:
                     spares.died(array, islice(values, first_runtime, None))
+        return replayed
 
     def _run_with_head(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """A slice of two or more images: each image through the first :attr:`head` steps in
@@ -660,10 +725,11 @@ class _Joined:
 
 # Layers with a ``run_into(x, out, residual)``: a plan's call of the layer's own weights into
 # an output buffer, without the checks of their ``__call__`` for any caller.
-BOUND_LAYERS = (TeamConv, TeamDepthwise, PooledPointwise, Conv2d, DepthwiseConv2d)
+BOUND_LAYERS = (TeamConv, TeamDepthwise, PooledPointwise, Conv2d, DepthwiseConv2d, LinearStep, GlobalAvgPool)
 
 
-def _bound_step(layer: TeamConv | TeamDepthwise | PooledPointwise | Conv2d | DepthwiseConv2d,
+def _bound_step(layer: TeamConv | TeamDepthwise | PooledPointwise | Conv2d | DepthwiseConv2d | LinearStep
+                | GlobalAvgPool,
                 with_residual: bool, key: int | None, means: bool = False, gated: bool = False) -> StepKernel:
     """The step of a layer of :data:`BOUND_LAYERS` with constant weights: its output buffer
     from the spares, then ``run_into`` — or, from the second call that hands the step the
@@ -712,14 +778,21 @@ def _bound_step(layer: TeamConv | TeamDepthwise | PooledPointwise | Conv2d | Dep
             call = entry.call
             if call is None:  # the second time these arrays came: bind them
                 call = bind(*arguments(args, outputs)) or partial(run, *arguments(args, outputs))
-                spares.bound[key] = Bound(tuple(args), outputs, call, first, spares.arena_in_use())
+                spares.bound[key] = Bound(tuple(args), outputs, call, first, spares.arena_in_use(), len(outputs))
             call()
         else:
             run(*arguments(args, outputs))
-            spares.bound[key] = Bound(tuple(args), outputs, None, first, None)
+            spares.bound[key] = Bound(tuple(args), outputs, None, first, None, len(outputs))
         return list(outputs)
 
     return run_bound
+
+
+def _step_error(step: Step, err: Exception) -> NodeExecutionError:
+    """``err``, raised by ``step``'s kernel or bound call, as the error that names the node."""
+    if isinstance(err, (LowerkitError, GeometryError)):
+        return NodeExecutionError(step.node.debug_handle, f"{step.node.where()}: {err}")
+    return NodeExecutionError(step.node.debug_handle, f"{step.node.where()}: nnpack kernel failed: {err}")
 
 
 def _holds(values: list, reads: tuple[int, ...], inputs: tuple[np.ndarray, ...]) -> bool:
@@ -787,18 +860,53 @@ def _multiply_in_place(args: list[np.ndarray], spares: Spares) -> list[np.ndarra
     """``a *= b`` for a map that dies here (:func:`_scales_in_place`): the map's lines are in
     cache from the layer that wrote it, where a spare buffer's are not (EfficientNet-B0's
     1152x7x7 gate: 34 -> 16 us in the model, as glow_like's in-place multiply)."""
-    a, b = args
-    if not (a.dtype == np.float32 and a.flags.c_contiguous) or b.dtype != np.float32:
+    call = _in_place_product(args[0], args[1])
+    if call is None:
         return _multiply(args, spares)
+    call()
+    return [args[0]]
+
+
+def _in_place_product(a: np.ndarray, b: np.ndarray) -> Callable[[], object] | None:
+    """``a *= b`` as a zero-argument call for these arrays: ``b`` of ``a``'s shape or a gate
+    [N, C, 1, 1] of a float32 C-contiguous map ``a`` (None for anything else)."""
+    if not (a.dtype == np.float32 and a.flags.c_contiguous) or b.dtype != np.float32:
+        return None
     if b.shape == a.shape:
-        np.multiply(a, b, out=a)
-    elif a.ndim == 4 and b.shape == (a.shape[0], a.shape[1], 1, 1):
+        return partial(np.multiply, a, b, out=a)
+    if a.ndim == 4 and b.shape == (a.shape[0], a.shape[1], 1, 1):
         rows = a.shape[0] * a.shape[1]
         flat = a.reshape(rows, -1)
-        np.multiply(flat, b.reshape(rows, 1), out=flat)
-    else:
-        return _multiply(args, spares)
-    return [a]
+        return partial(np.multiply, flat, b.reshape(rows, 1), out=flat)
+    return None
+
+
+def _bound_in_place_multiply(key: int | None) -> StepKernel:
+    """:func:`_multiply_in_place` as a step that binds (see :func:`_bound_step`): from the
+    second call that hands it the same arrays (arena views), the product bound to them, which
+    the plan's loop then calls itself — so a squeeze-excitation gate that scales its map in
+    place no longer breaks the run of bound steps around it (:mod:`.chains`)."""
+    if key is None:
+        return _multiply_in_place
+
+    def multiply_in_place_bound(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
+        first = spares.taken
+        entry = spares.bound.get(key)
+        if entry is not None and _same(entry.inputs, args):
+            call = entry.call
+            if call is None:  # the second time these arrays came: bind them
+                call = _in_place_product(args[0], args[1])
+                if call is None:
+                    return _multiply_in_place(args, spares)
+                spares.bound[key] = Bound(tuple(args), (args[0],), call, first, spares.arena_in_use(), 0)
+            call()
+            return [args[0]]
+        results = _multiply_in_place(args, spares)
+        if results[0] is args[0]:
+            spares.bound[key] = Bound(tuple(args), (args[0],), None, first, None, 0)
+        return results
+
+    return multiply_in_place_bound
 
 
 def _multiply(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
@@ -818,6 +926,44 @@ def _multiply(args: list[np.ndarray], spares: Spares) -> list[np.ndarray]:
     return [out]
 
 
+def _linear_step_fits(node: Node, producers: dict[Value, Node]) -> bool:
+    """Whether a linear node runs as a :class:`.linear_step.LinearStep`: float32, its weight
+    (and bias) constants, its output's shape static after the batch dimension."""
+    constant = all(v in producers and producers[v].op in ("param", "constant") for v in node.inputs[1:])
+    tail = node.output.type.shape[1:]
+    return (constant and node.output.type.dtype == "f32" and len(node.output.type.shape) >= 2
+            and all(isinstance(d, int) for d in tail))
+
+
+def _folded_flattens(graph: Graph, users: dict, graph_outputs: set) -> dict[Node, Node]:
+    """Linear node -> the flatten it reads, where the linear layer may read the flatten's
+    input instead (see ``Plan._build``): the flatten's output is read by that layer alone (as
+    its input, not a graph output), the layer runs as a :class:`.linear_step.LinearStep`,
+    which reads any input as ``[rows, K]``, and the flatten's input is float32."""
+    producers = graph.producers()
+    found: dict[Node, Node] = {}
+    for node in graph.nodes:
+        if node.op != "flatten" or node.output in graph_outputs or node.inputs[0].type.dtype != "f32":
+            continue
+        readers = users.get(node.output, [])
+        if (len(readers) == 1 and readers[0].op == "linear" and readers[0].inputs[0] is node.output
+                and node.output not in readers[0].inputs[1:] and _linear_step_fits(readers[0], producers)):
+            found[readers[0]] = node
+    return found
+
+
+def _only_reader(value: Value, ops: tuple[str, ...], users: dict[Value, list[Node]],
+                 graph_outputs: set[Value]) -> Node | None:
+    """The node of ``ops`` (one nnpack supports) that alone reads ``value``, else None; never
+    for a graph output (a step binds only the last value it fuses)."""
+    if value in graph_outputs:
+        return None
+    readers = users.get(value, [])
+    if len(readers) == 1 and readers[0].op in ops and support_reason(readers[0]) is None:
+        return readers[0]
+    return None
+
+
 def _epilogue_of(
     conv: Node, users: dict[Value, list[Node]], graph_outputs: set[Value], position: dict[Any, int]
 ) -> tuple[Node | None, Value | None, Node | None]:
@@ -832,22 +978,14 @@ def _epilogue_of(
     (graph inputs are absent: always ready).
     """
 
-    def only_reader(value: Value, ops: tuple[str, ...]) -> Node | None:
-        if value in graph_outputs:
-            return None
-        readers = users.get(value, [])
-        if len(readers) == 1 and readers[0].op in ops and support_reason(readers[0]) is None:
-            return readers[0]
-        return None
-
-    add = only_reader(conv.output, RESIDUAL_OPS)
+    add = _only_reader(conv.output, RESIDUAL_OPS, users, graph_outputs)
     residual = None
     if add is not None:
         a, b = add.inputs
         residual = b if a is conv.output else a
         if residual is conv.output or position.get(residual, -1) > position[conv]:
             add, residual = None, None
-    act = only_reader(add.output if add is not None else conv.output, ACTIVATION_OPS)
+    act = _only_reader(add.output if add is not None else conv.output, ACTIVATION_OPS, users, graph_outputs)
     return add, residual, act
 
 

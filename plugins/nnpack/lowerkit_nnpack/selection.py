@@ -29,6 +29,12 @@ WINOGRAD_MIN_TILES_PER_IMAGE = 16
 # That was an Intel Xeon (full-width AVX-512); elsewhere layers of at most 256 x 256 channels
 # take it from 16 tiles (lowerkit.backend.cpu.team_layers.winograd_tiles, measured there).
 TEAM_WINOGRAD_MIN_TILES = 32
+# Winograd's transforms cost per channel what its GEMMs save per pair of channels: with few
+# input channels they outweigh the saving (a 3x3 stride-1 layer + ReLU, nnpack wt6x6 /
+# implicit GEMM, AMD EPYC Zen 3 VM, two threads, best of 15: batch 1 3->64 at 256x256 10.7 /
+# 2.8 ms, 8->64 at 128x128 4.1 / 2.8, 16->64 4.2 / 4.0, 32->64 6.0 / 8.0; batch 8 at 64x64
+# 16->64 5.4 / 4.4, 24->48 5.2 / 4.8, 32->64 7.0 / 9.6). glow_like's rule has the same bound.
+WINOGRAD_MIN_INPUTS = 32
 # ft16x16 beats implicit GEMM when (images per unit of work x 16x16 tiles) x kernel area reaches this.
 FFT16_MIN_WORK = 400
 
@@ -68,7 +74,8 @@ def select_algorithm(geom: ConvGeometry, batch: int = 1, workers: int = 1, batch
     """The measured policy behind ``auto`` for calls of ``batch`` images on ``workers`` threads.
 
     With ``m`` = :func:`images_per_chunk`: 1x1 -> ``direct``; strided -> ``implicit_gemm``;
-    3x3 -> ``wt6x6`` (Winograd F(4x4, 3x3), an extension) from m x (4x4 tiles per image)
+    3x3 -> ``wt6x6`` (Winograd F(4x4, 3x3), an extension) from :data:`WINOGRAD_MIN_INPUTS`
+    input channels and m x (4x4 tiles per image)
     = :data:`WINOGRAD_MIN_TILES` on the batched path or
     :data:`WINOGRAD_MIN_TILES_PER_IMAGE` on the per-image path, else ``implicit_gemm``;
     kernels from 2x2 to 16x16 -> ``ft16x16`` when m x tiles x kernel area reaches
@@ -88,6 +95,8 @@ def select_algorithm(geom: ConvGeometry, batch: int = 1, workers: int = 1, batch
     if geom.stride != (1, 1) or min(kh, kw) < 2 or max(kh, kw) > 16:
         return "implicit_gemm"
     if (kh, kw) == (3, 3):
+        if geom.in_channels < WINOGRAD_MIN_INPUTS:
+            return "implicit_gemm"
         th, tw = tile_counts(geom.out_hw, (4, 4))
         if team:
             least = team_layers.winograd_tiles(geom.in_channels, geom.out_channels, TEAM_WINOGRAD_MIN_TILES)

@@ -25,10 +25,11 @@ class Bound(NamedTuple):
     """A step's bound call and the arrays it was bound to (``Spares.bound``)."""
 
     inputs: tuple[np.ndarray, ...]  # what the step read, in its order (the map first)
-    outputs: tuple[np.ndarray, ...]  # what the step's takes gave it, in order
+    outputs: tuple[np.ndarray, ...]  # what the step returns: its takes' arrays, in order (or its input, in place)
     call: Callable[[], object] | None  # None: the arrays came once; bound the second time
     first_take: int  # the call's takes before the step's first
     arena: np.ndarray | None  # the arena its outputs view (Spares.arena_in_use), else None
+    takes: int  # how many arrays the step takes from the spares
 
 
 # A buffer of a value that died: (byte buffer of aligned_empty, where its aligned part begins,
@@ -58,7 +59,7 @@ class Spares:
     """
 
     __slots__ = ("_free", "_owned", "_lent", "_log", "_recording", "_clock", "taken", "_slots", "_arena", "_views",
-                 "tracking", "bound", "destinations", "into")
+                 "tracking", "bound", "chains", "destinations", "into")
     # Freed buffers kept, the least recently freed dropped first: at 8, EfficientNet-B0
     # allocated 32 fresh maps a call (1-5 MB each, in page faults); from 32 no zoo model did.
     MAX_FREE = 32
@@ -84,6 +85,9 @@ class Spares:
         # used only while its step sees the same array objects again — arena views from the
         # second call on — and holds them, and the arena they view, until replaced.
         self.bound: dict[int, Bound] = {}
+        # This thread's runs of bound steps (``chains.build_chains``), made after a call that
+        # replayed bound steps; None until then, and again after one stopped replaying.
+        self.chains: tuple | None = None
         # Where this call's outputs go, by value slot (``Plan._run_part``: a part's rows of the
         # joined result), or None; and, for the step now running, where each of its takes goes
         # in order (None: a spare as usual), set by the plan's loop from ``destinations``.

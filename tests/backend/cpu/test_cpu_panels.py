@@ -208,6 +208,31 @@ def test_copying_the_image_into_strips_changes_no_bit(n):
     np.testing.assert_array_equal(whole, halves)
 
 
+def test_an_image_whose_rows_alias_in_the_cache_is_copied_into_strips_with_the_same_bits():
+    # Rows 4 KB apart (1024 columns) share cache sets: with the narrow tile a call over at least
+    # ALIASING_PANELS panels copies such an image into strips however few panels it has; the
+    # products are the same, in the same order, as read in place.
+    m, k, n = 48, 70, 1024
+    w, x, b = _case(m, k, n)
+    packed = panels.PackedWeight.of(w, b)
+    kernels = packed.kernels
+    assert kernels.ALIASING_PANELS <= packed.count < kernels.PACK_PANELS
+    assert packed._copies(n) == kernels.PACKS and not packed._copies(n + 16)
+    few = kernels.ROWS * (kernels.ALIASING_PANELS - 1)
+    assert not panels.PackedWeight.of(w[:few], b[:few])._copies(n)
+    in_place = np.full((m, n), np.nan, np.float32)
+    kernels.gemm(packed.panels, packed.bias, x, in_place, np.empty(0, np.float32), k, m, packed.columns,
+                 *_code("clip"), 0, packed.count, 0, n, NO_RESIDUAL)
+    np.testing.assert_allclose(in_place, _expected(w, x, b, "clip"), rtol=1e-4, atol=1e-4)
+    copied = np.full((m, n), np.nan, np.float32)
+    packed.run(x, copied, _code("clip"))
+    np.testing.assert_array_equal(copied, in_place)
+    for ways in (2, 3):
+        team = np.full((m, n), np.nan, np.float32)
+        packed.run_team(x, team, _code("clip"), ways)
+        np.testing.assert_array_equal(team, in_place)
+
+
 @pytest.mark.parametrize("m,k,n", [(13, 20, 37), (200, 70, 37), (13, 20, 49), (200, 70, 49)])  # in place / copied
 def test_writes_only_the_output_and_only_the_panels_and_columns_asked_for(m, k, n):
     w, x, b = _case(m, k, n)
@@ -250,7 +275,7 @@ class _RecordingKernels:
     """The panel kernels as a stand-in that copies (``PACKS``) and records, for each call, whether
     the strips it got are the calling thread's own."""
 
-    PACKS, PACK_PANELS, PACK_INPUTS, STRIP_FLOATS = True, 1, 1, 64
+    PACKS, PACK_PANELS, PACK_INPUTS, STRIP_FLOATS, ALIASING_BYTES, ALIASING_PANELS = True, 1, 1, 64, 4096, 4
 
     def __init__(self):
         self.own = []

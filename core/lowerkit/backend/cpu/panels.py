@@ -206,15 +206,15 @@ class PackedWeight:
             residual: np.ndarray | None = None) -> None:
         """``out = act(w @ x + bias + residual)`` on the calling thread (``residual`` shaped like
         ``out``, C order, or None: a fused residual add)."""
-        self.kernels.gemm(self.panels, self.bias, x, out, self._strips(1), self.k, self.m, self.columns, *act, 0,
-                          self.count, 0, x.shape[1], _added(residual, 2))
+        self.kernels.gemm(self.panels, self.bias, x, out, self._strips(1, x.shape[1]), self.k, self.m, self.columns,
+                          *act, 0, self.count, 0, x.shape[1], _added(residual, 2))
 
     def run_images(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
                    residual: np.ndarray | None = None) -> None:
         """:meth:`run` for every image of ``x`` [N, K, P] into ``out`` [N, M, P], in one call
         into compiled code."""
-        self.kernels.gemm_images(self.panels, self.bias, x, out, self._strips(1), self.k, self.m, self.columns,
-                                 *act, _added(residual, 3))
+        self.kernels.gemm_images(self.panels, self.bias, x, out, self._strips(1, x.shape[2]), self.k, self.m,
+                                 self.columns, *act, _added(residual, 3))
 
     def by_columns(self, columns: int) -> bool:
         """Whether a team region over an image of this many ``columns`` splits them (each thread
@@ -226,8 +226,8 @@ class PackedWeight:
     def run_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], ways: int,
                  residual: np.ndarray | None = None) -> None:
         """The same as one team region, in bands of columns or of panels (:meth:`by_columns`)."""
-        self.kernels.team_gemm(self.panels, self.bias, x, out, self._strips(ways), self.k, self.m, self.columns,
-                               *act, ways, self.by_columns(x.shape[1]), _added(residual, 2))
+        self.kernels.team_gemm(self.panels, self.bias, x, out, self._strips(ways, x.shape[1]), self.k, self.m,
+                               self.columns, *act, ways, self.by_columns(x.shape[1]), _added(residual, 2))
 
     def gated_copies(self, ways: int) -> np.ndarray:
         """Scratch for :meth:`run_team_gated`: one copy of the packed weight per thread (its
@@ -239,8 +239,9 @@ class PackedWeight:
         """:meth:`run_team` of the weight with its columns scaled by ``gate`` [K] (``out =
         act((w * gate) @ x + bias)``), each thread scaling the panels it multiplies into its
         own row of ``copies`` (:meth:`gated_copies`)."""
-        self.kernels.team_gated_gemm(self.panels, gate, copies, self.bias, x, out, self._strips(ways), self.k,
-                                     self.m, self.columns, *act, ways, self.by_columns(x.shape[1]), _added(residual, 2))
+        self.kernels.team_gated_gemm(self.panels, gate, copies, self.bias, x, out, self._strips(ways, x.shape[1]),
+                                     self.k, self.m, self.columns, *act, ways, self.by_columns(x.shape[1]),
+                                     _added(residual, 2))
 
     def bind_team_gated(self, gates: np.ndarray, copies: np.ndarray, x: np.ndarray, out: np.ndarray,
                         act: tuple[int, float, float], ways: int,
@@ -251,7 +252,7 @@ class PackedWeight:
         return sequence(*[
             self._bound(self.kernels.team_gated_gemm, (self.panels, gates[i], copies, self.bias, x[i], out[i]), ways,
                         (self.k, self.m, self.columns, *act, ways, self.by_columns(x.shape[2]),
-                         _added(None if residual is None else residual[i], 2)))
+                         _added(None if residual is None else residual[i], 2)), x.shape[2])
             for i in range(x.shape[0])])
 
     def bind(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
@@ -259,19 +260,21 @@ class PackedWeight:
         """:meth:`run` on these arrays as a zero-argument call (for a caller that runs the same
         arrays again and again: the kernel's arguments are gathered once)."""
         return self._bound(self.kernels.gemm, (self.panels, self.bias, x, out), 1,
-                           (self.k, self.m, self.columns, *act, 0, self.count, 0, x.shape[1], _added(residual, 2)))
+                           (self.k, self.m, self.columns, *act, 0, self.count, 0, x.shape[1], _added(residual, 2)),
+                           x.shape[1])
 
     def bind_images(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
                     residual: np.ndarray | None = None) -> Callable[[], None]:
         """:meth:`run_images` on these arrays as a zero-argument call (see :meth:`bind`)."""
         return self._bound(self.kernels.gemm_images, (self.panels, self.bias, x, out), 1,
-                           (self.k, self.m, self.columns, *act, _added(residual, 3)))
+                           (self.k, self.m, self.columns, *act, _added(residual, 3)), x.shape[2])
 
     def bind_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
                   ways: int, residual: np.ndarray | None = None) -> Callable[[], None]:
         """:meth:`run_team` on these arrays as a zero-argument call (see :meth:`bind`)."""
         return self._bound(self.kernels.team_gemm, (self.panels, self.bias, x, out), ways,
-                           (self.k, self.m, self.columns, *act, ways, self.by_columns(x.shape[1]), _added(residual, 2)))
+                           (self.k, self.m, self.columns, *act, ways, self.by_columns(x.shape[1]), _added(residual, 2)),
+                           x.shape[1])
 
     def run_tiles(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], geometry: tuple[int, ...],
                   rows: int, cols: np.ndarray, residual: np.ndarray | None = None) -> None:
@@ -279,25 +282,27 @@ class PackedWeight:
         ``rows`` output rows at a time (:func:`tile_rows`): each tile's columns by the compiled
         im2col into ``cols`` (at least K * rows * OW floats), multiplied while in cache.
         ``geometry`` is (kh, kw, sh, sw, pad top, pad left, dh, dw)."""
-        self.kernels.conv_tiles(self.panels, self.bias, x, out, cols, self._strips(1), self.k, self.m, self.columns,
-                                *act, *geometry, rows, 0, out.shape[1], _added(residual, 3))
+        self.kernels.conv_tiles(self.panels, self.bias, x, out, cols, self._strips(1, rows * out.shape[2]), self.k,
+                                self.m, self.columns, *act, *geometry, rows, 0, out.shape[1], _added(residual, 3))
 
-    def _copies(self) -> bool:
-        """Whether the kernel copies the image into strips (the narrow tile, many panels and rows)."""
+    def _copies(self, columns: int) -> bool:
+        """Whether the kernel copies an image of ``columns`` columns into strips (the narrow
+        tile; many panels and rows, or enough panels over rows ``jit.panel.ALIASING_BYTES`` apart)."""
         k = self.kernels
-        return k.PACKS and self.count >= k.PACK_PANELS and self.k >= k.PACK_INPUTS
+        return k.PACKS and ((self.count >= k.PACK_PANELS and self.k >= k.PACK_INPUTS)
+                            or (self.count >= k.ALIASING_PANELS and (4 * columns) % k.ALIASING_BYTES == 0))
 
-    def _strips(self, ways: int) -> np.ndarray:
-        """The calling thread's scratch for the kernel's copy of the image, for ``ways`` threads
-        (empty where it does not copy)."""
-        return strips(ways * self.kernels.STRIP_FLOATS) if self._copies() else _NO_STRIPS
+    def _strips(self, ways: int, columns: int) -> np.ndarray:
+        """The calling thread's scratch for the kernel's copy of an image of ``columns``
+        columns, for ``ways`` threads (empty where it does not copy)."""
+        return strips(ways * self.kernels.STRIP_FLOATS) if self._copies(columns) else _NO_STRIPS
 
-    def _bound(self, kernel: Callable, head: tuple, ways: int, tail: tuple) -> Callable[[], None]:
+    def _bound(self, kernel: Callable, head: tuple, ways: int, tail: tuple, columns: int) -> Callable[[], None]:
         """``kernel(*head, strips, *tail)`` as a zero-argument call, ``strips`` as
         :meth:`_strips` gives them. Where the kernel copies the image, they are looked up at
         every call: a call bound on one thread runs on another (a batch slice's worker), and
         two workers copying into one thread's strips would overwrite each other's image."""
-        if not self._copies():
+        if not self._copies(columns):
             return partial(kernel, *head, _NO_STRIPS, *tail)
         floats = ways * self.kernels.STRIP_FLOATS
 

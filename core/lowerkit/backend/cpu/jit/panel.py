@@ -97,6 +97,15 @@ TILE = 32 if _wide_register_file() else 16
 # over many panels; the wide tile reads it in place at full speed (the same shapes, strips / in
 # place: 256x1024x196 87 / 107, 512x256x784 100 / 111, 512x2048x49 97 / 107), so it never copies.
 PACKS = TILE == 16
+# Image rows a multiple of this many bytes apart fall in the same cache sets (4 KB: an L1 way;
+# the L2's ways are multiples of it), so a block of a power-of-two-wide map read in place
+# keeps few of its rows cached between one panel and the next: 128x256 over a 128x128 map, two
+# threads, panel / sgemm 0.43, and 1.12 at 1088 columns. Such an image is copied into strips
+# where a call covers ALIASING_PANELS panels: in strips / in place over 4096 and 16384 columns,
+# K 64 and 256 (AMD EPYC Zen 3 VM, ``benchmarks/panel.py``): 1.2-2.1 from 4 panels (24 rows),
+# 0.97 at 3 and 0.73 at 2, where the copy is read too few times to pay.
+ALIASING_BYTES = 4096
+ALIASING_PANELS = 4
 STRIP_FLOATS = K_BLOCK * (128 + 16)  # a thread's scratch for the copy: a block of up to 143 columns
 # Each step of a tile prefetches the panel this many floats (128 steps, 3 KB) ahead. A layer's
 # weight is read from L3 or memory by its first tile only (the others find it in L1), at 24
@@ -487,7 +496,8 @@ def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n
     ``c0 + j`` of ``out`` (a tile of an image's columns into its place in the output), plus the
     same element of ``residual`` (shaped like ``out``; empty for none) before the activation."""
     ldx, ldc = x.shape[1], out.shape[1]
-    pack = PACKS and pb - pa >= PACK_PANELS and k >= PACK_INPUTS and strips.size >= K_BLOCK * (nc + 16)
+    aliased = pb - pa >= ALIASING_PANELS and (4 * ldx) % ALIASING_BYTES == 0
+    pack = PACKS and strips.size >= K_BLOCK * (nc + 16) and ((pb - pa >= PACK_PANELS and k >= PACK_INPUTS) or aliased)
     wa, ca, ba = panels.ctypes.data, out.ctypes.data + np.uint64(4 * c0), bias.ctypes.data
     ra = residual.ctypes.data + np.uint64(4 * c0) if residual.size > 0 else np.uint64(0)
     xa = strips.ctypes.data if pack else x.ctypes.data
@@ -562,10 +572,10 @@ def gemm(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1, r
     """``out[rows of panels pa..pb, n0:n1] = act(w @ x[:, n0:n1] + bias + residual[...])``
     (``panels``, ``bias`` as ``PackedWeight`` holds them; ``x`` [K, N], ``out`` [M, N] and
     ``residual`` [M, N] or empty for none, C order; ``m`` = M; blocks of ``nc`` columns).
-    With the narrow tile (``PACKS``), at least ``PACK_PANELS`` panels and ``PACK_INPUTS`` rows,
-    and ``strips`` of at least ``STRIP_FLOATS`` floats (scratch; any size else), each block of
-    the image is first copied into 16-column strips there (as BLAS packs), which every panel
-    then reads contiguously."""
+    With the narrow tile (``PACKS``), at least ``PACK_PANELS`` panels and ``PACK_INPUTS`` rows
+    (or ``ALIASING_PANELS`` and image rows ``ALIASING_BYTES`` apart), and ``strips`` of at least ``STRIP_FLOATS``
+    floats (scratch; any size else), each block of the image is first copied into 16-column
+    strips there (as BLAS packs), which every panel then reads contiguously."""
     _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n1, 0, residual)
 
 
