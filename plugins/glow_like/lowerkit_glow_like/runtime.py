@@ -3,7 +3,8 @@
 Binding makes read-only constant arrays once (shared by all threads). Each thread that
 executes gets, on its first call, its own arena and scratch and its own bound kernel
 calls, so concurrent calls never share writable memory. A call copies the inputs into
-their planned buffers, runs every instruction, and copies the outputs out. A batch run as
+their planned buffers, runs every instruction, and copies the outputs out — large ones
+apart, which it reads and writes in place (``direct_io``). A batch run as
 slices (one per worker, see ``Executable._split_batch``) binds an arena, scratch and call
 list per slice instead; each worker copies its rows in, runs, and copies them out — the
 first instructions (on large maps) image by image, on an arena of their own (``_Head``). A batch
@@ -26,6 +27,7 @@ from lowerkit.backend.cpu import FormTrial, Parallel, Team, aligned_empty, blas_
 from lowerkit.errors import InputError
 from lowerkit.ir import DTYPES
 
+from .direct_io import DirectIO
 from .kernels import KERNELS
 from .lir import ALIGNMENT, Program
 from .lir.batch import batch_size, batch_sliceable, head_length
@@ -74,6 +76,8 @@ class _ThreadState:
     calls: list
     slices: list[_Slice] | None = None  # batch-slice mode instead
     image: _Slice | None = None  # image-by-image mode (or both forms, while they are on trial)
+    views: list[np.ndarray] | None = None  # whole-program mode: every buffer's array, and the scratch
+    scratch: np.ndarray | None = None  # (to bind again the instructions of direct inputs and outputs)
 
 
 def _module(op: str) -> str:
@@ -163,6 +167,9 @@ class Executable:
         # Programs of element-wise and data-movement kernels only never reach BLAS: they skip
         # the BLAS thread limit (two library calls a run, most of a tiny program's cost).
         self.uses_blas = any(_uses_blas(ins.op) for ins in program.instructions)
+        # Large inputs read in place and large outputs written into the returned arrays
+        # (whole-program mode; see direct_io).
+        self.direct = DirectIO.of(program) if self.batch_slices is None and not self.per_image else None
 
     @staticmethod
     def _gemms_on_blas(program: Program) -> bool:
@@ -297,7 +304,7 @@ class Executable:
         views = self._views(_aligned_bytes(max(program.plan.peak_bytes, ALIGNMENT)))
         scratch = _aligned_bytes(max(program.plan.scratch_bytes, ALIGNMENT))
         return _ThreadState([views[b] for b in program.inputs], [views[b] for b in program.outputs],
-                            self._prepare(views, scratch, self.parallel, self.team))
+                            self._prepare(views, scratch, self.parallel, self.team), views=views, scratch=scratch)
 
     def _views(self, arena: np.ndarray) -> list[np.ndarray]:
         """One array per buffer: constants as they are, the others at their arena offsets."""
@@ -362,22 +369,34 @@ class Executable:
                  team: Team | None = None, first: int = 0, last: int | None = None) -> list:
         """The kernels of instructions [first, last) (all by default) bound to ``views`` (one
         per buffer) and ``scratch``."""
-        program = self.program
-        calls = []
-        for ins in program.instructions[first:last]:
-            spec = KERNELS[ins.op]
-            inputs = [views[b] for b in ins.inputs]
-            for pos, fn in spec.derive:
-                key = self._derived_key(program.buffers[ins.inputs[pos]], fn, ins)
-                if key is not None:
-                    inputs[pos] = self.derived[key]
-            outputs = [views[b] for b in ins.outputs]
-            if spec.team and team is not None:
-                calls.append(spec.prepare(inputs, outputs, ins.attrs, scratch, team=team))
-            elif spec.parallel and parallel is not None:
-                calls.append(spec.prepare(inputs, outputs, ins.attrs, scratch, parallel=parallel))
-            else:
-                calls.append(spec.prepare(inputs, outputs, ins.attrs, scratch))
+        return [self._prepare_one(ins, views, scratch, parallel, team) for ins in self.program.instructions[first:last]]
+
+    def _prepare_one(self, ins, views: list[np.ndarray], scratch: np.ndarray, parallel: Parallel | None,
+                     team: Team | None):
+        """Instruction ``ins``'s kernel bound to ``views`` (one per buffer) and ``scratch``."""
+        spec = KERNELS[ins.op]
+        inputs = [views[b] for b in ins.inputs]
+        for pos, fn in spec.derive:
+            key = self._derived_key(self.program.buffers[ins.inputs[pos]], fn, ins)
+            if key is not None:
+                inputs[pos] = self.derived[key]
+        outputs = [views[b] for b in ins.outputs]
+        if spec.team and team is not None:
+            return spec.prepare(inputs, outputs, ins.attrs, scratch, team=team)
+        if spec.parallel and parallel is not None:
+            return spec.prepare(inputs, outputs, ins.attrs, scratch, parallel=parallel)
+        return spec.prepare(inputs, outputs, ins.attrs, scratch)
+
+    def _direct_calls(self, state: _ThreadState, placed: dict[int, np.ndarray]) -> list:
+        """The call list with the instructions that touch the buffers ``placed`` (buffer ->
+        the caller's input or a new output array) bound to those arrays for this call."""
+        views = list(state.views)
+        for b, array in placed.items():
+            views[b] = array
+        calls = list(state.calls)
+        instructions = self.program.instructions
+        for i in self.direct.instructions(placed):
+            calls[i] = self._prepare_one(instructions[i], views, state.scratch, self.parallel, self.team)
         return calls
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -401,7 +420,16 @@ class Executable:
             raise InputError(
                 f"glow_like method {self.program.method!r} takes {len(state.inputs)} inputs, got {len(inputs)}"
             )
-        for dst, src in zip(state.inputs, inputs):
+        direct = self.direct
+        placed: dict[int, np.ndarray] = {}
+        if direct is not None:
+            for p, b in direct.inputs:
+                if p < len(inputs) and direct.usable(inputs[p], state.inputs[p]):
+                    placed[b] = inputs[p]
+            for _, b in direct.outputs:
+                buf = self.program.buffers[b]
+                placed[b] = aligned_empty(buf.shape, DTYPES[buf.dtype])
+        for dst, src, b in zip(state.inputs, inputs, self.program.inputs):
             if type(src) is not np.ndarray:
                 src = np.asarray(src)
             if src.shape != dst.shape:
@@ -409,22 +437,25 @@ class Executable:
                     f"glow_like method {self.program.method!r}: expected input shape {list(dst.shape)}, "
                     f"got {list(src.shape)}"
                 )
+            if placed.get(b) is src:
+                continue  # read where the caller holds it
             if src.dtype == dst.dtype:
                 dst[...] = src  # a quarter of np.copyto's cost on tiny inputs
             else:
                 np.copyto(dst, src, casting="same_kind")
+        calls = self._direct_calls(state, placed) if placed else state.calls
         guard = self.team.guard if self.team is not None else None
         start = guard.begin() if guard is not None else 0.0
         if self.blas_threads is not None and self.uses_blas:
             with blas_limit(self.blas_threads):
-                for call in state.calls:
+                for call in calls:
                     call()
         else:
-            for call in state.calls:
+            for call in calls:
                 call()
         if guard is not None:
             guard.end(start)
-        return [out.copy() for out in state.outputs]
+        return [placed[b] if b in placed else out.copy() for b, out in zip(self.program.outputs, state.outputs)]
 
     def _batch_io(self, inputs: Sequence[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """The checked inputs and fresh output arrays of a call that runs in parts of the batch."""

@@ -1,0 +1,115 @@
+"""Large inputs read where the caller holds them and large outputs written into the returned
+arrays (``lowerkit_glow_like.direct_io``): the same results as the copies, the caller's
+arrays never written, fresh outputs every call, the copies kept wherever in-place reading or
+writing would be wrong."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from tests.glow_like.helpers import f32, glow, module_of, rand, reference
+
+from lowerkit.ir import Graph
+
+SHAPE = (1, 16, 128, 128)  # 1 MiB of float32: direct_io.DIRECT_BYTES
+
+
+def _handle(module, **options):
+    payload = glow.lowerkit_preprocess(module=module, compile_spec={"forward": options})
+    return glow.lowerkit_compile(processed=payload, compile_spec={})["forward"]
+
+
+def _two_convolutions(both_outputs: bool = False):
+    """y = conv1x1(x), z = conv1x1(y) on a 1 MiB map; returns z (and y)."""
+    g = Graph()
+    x = g.add_input("x", f32(*SHAPE))
+    w1 = g.add_node("param", [], [f32(16, 16, 1, 1)], {"name": "w1"}).output
+    w2 = g.add_node("param", [], [f32(16, 16, 1, 1)], {"name": "w2"}).output
+    y = g.add_node("conv2d", [x, w1], [f32(*SHAPE)], {}).output
+    z = g.add_node("conv2d", [y, w2], [f32(*SHAPE)], {}).output
+    g.set_outputs([z, y] if both_outputs else [z])
+    return module_of(g, {"w1": rand(16, 16, 1, 1, seed=1), "w2": rand(16, 16, 1, 1, seed=2)})
+
+
+def _relu_of_input():
+    g = Graph()
+    x = g.add_input("x", f32(*SHAPE))
+    g.set_outputs([g.add_node("relu", [x], [f32(*SHAPE)], {}).output])
+    return module_of(g)
+
+
+@pytest.mark.parametrize("threads", [1, 2])  # a serial program, a team one
+def test_a_large_input_is_read_in_place_and_a_large_output_written_into_a_new_array(threads):
+    module = _two_convolutions()
+    handle = _handle(module, threads=threads)
+    direct = handle.direct
+    assert [p for p, _ in direct.inputs] == [0] and [p for p, _ in direct.outputs] == [0]
+    x = rand(*SHAPE, seed=3)
+    kept = x.copy()
+    handle.run([x])  # binds this thread's arena
+    state = handle._state()
+    state.inputs[0].fill(np.nan)  # the planned input buffer: a copy into it would show
+    first = handle.run([x])[0]
+    np.testing.assert_allclose(first, reference(module, x)[0], rtol=1e-4, atol=1e-4)
+    assert np.isnan(state.inputs[0]).all()
+    np.testing.assert_array_equal(x, kept)
+    second = handle.run([x * 2])[0]
+    assert second is not first and not np.shares_memory(second, first)
+    np.testing.assert_allclose(first, reference(module, x)[0], rtol=1e-4, atol=1e-4)  # untouched
+    np.testing.assert_allclose(second, reference(module, x * 2)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_an_input_that_is_not_c_contiguous_is_copied_in():
+    module = _two_convolutions()
+    handle = _handle(module, threads=1)
+    x = rand(*SHAPE, seed=4)
+    strided = np.ascontiguousarray(x.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)  # x's values, other strides
+    assert not strided.flags.c_contiguous
+    np.testing.assert_allclose(handle.run([strided])[0], reference(module, x)[0], rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(handle.run([x])[0], handle.run([strided])[0])
+
+
+def test_an_output_a_later_instruction_reads_and_an_input_written_in_place_are_copied():
+    both = _handle(_two_convolutions(both_outputs=True), threads=1)
+    z, y = both.program.outputs
+    assert [b for _, b in both.direct.outputs] == [z]  # y feeds the second convolution
+    x = rand(*SHAPE, seed=5)
+    got = both.run([x])
+    for a, b in zip(got, reference(_two_convolutions(both_outputs=True), x)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    relu = _handle(_relu_of_input(), threads=1)
+    program = relu.program
+    assert program.buffers[program.outputs[0]].root == program.inputs[0]  # relu writes into its input's buffer
+    assert relu.direct is None  # so that buffer is never the caller's array, nor the output a new one
+    kept = x.copy()
+    np.testing.assert_array_equal(relu.run([x])[0], np.maximum(kept, 0))
+    np.testing.assert_array_equal(x, kept)
+
+
+def test_eight_threads_reading_their_own_inputs_in_place():
+    module = _two_convolutions()
+    handle = _handle(module, threads=1)
+    inputs = [rand(*SHAPE, seed=10 + i) for i in range(8)]
+    expected = [reference(module, a)[0] for a in inputs]
+    results: dict[int, list[np.ndarray]] = {}
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def worker(i: int) -> None:
+        try:
+            start.wait()
+            results[i] = [handle.run([inputs[i]])[0] for _ in range(3)]
+        except BaseException as err:  # surfaced below
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i in range(8):
+        for got in results[i]:
+            np.testing.assert_allclose(got, expected[i], rtol=1e-4, atol=1e-4)
