@@ -5,11 +5,10 @@ writing would be wrong."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 from tests.glow_like.helpers import f32, glow, module_of, rand, reference
+from tests.team_calls import from_threads
 
 from lowerkit.ir import Graph
 
@@ -93,23 +92,7 @@ def test_eight_threads_reading_their_own_inputs_in_place():
     handle = _handle(module, threads=1)
     inputs = [rand(*SHAPE, seed=10 + i) for i in range(8)]
     expected = [reference(module, a)[0] for a in inputs]
-    results: dict[int, list[np.ndarray]] = {}
-    errors: list[BaseException] = []
-    start = threading.Barrier(8)
-
-    def worker(i: int) -> None:
-        try:
-            start.wait()
-            results[i] = [handle.run([inputs[i]])[0] for _ in range(3)]
-        except BaseException as err:  # surfaced below
-            errors.append(err)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    results = from_threads(lambda i: [handle.run([inputs[i]])[0] for _ in range(3)])
     for i in range(8):
         for got in results[i]:
             np.testing.assert_allclose(got, expected[i], rtol=1e-4, atol=1e-4)

@@ -63,7 +63,8 @@ class DirectIO:
         touching = {b: (*readers.get(b, ()), *writers.get(b, ())) for _, b in (*inputs, *outputs)}
         return cls(inputs, outputs, touching)
 
-    def usable(self, given: np.ndarray, planned: np.ndarray) -> bool:
+    @staticmethod
+    def usable(given: np.ndarray, planned: np.ndarray) -> bool:
         """Whether a caller's input can be read in place of its planned buffer."""
         return (type(given) is np.ndarray and given.dtype == planned.dtype and given.shape == planned.shape
                 and given.flags.c_contiguous)

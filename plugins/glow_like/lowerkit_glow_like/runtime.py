@@ -424,7 +424,7 @@ class Executable:
         placed: dict[int, np.ndarray] = {}
         if direct is not None:
             for p, b in direct.inputs:
-                if p < len(inputs) and direct.usable(inputs[p], state.inputs[p]):
+                if direct.usable(inputs[p], state.inputs[p]):
                     placed[b] = inputs[p]
             for _, b in direct.outputs:
                 buf = self.program.buffers[b]
