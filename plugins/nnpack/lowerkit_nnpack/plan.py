@@ -201,7 +201,8 @@ class Plan:
             elif planned_linear:
                 kernel, runtime_inputs = self._linear_step(node, act, bind_key, last.output in graph_outputs), [source]
             elif node in squeezes and isinstance(node.output.type.shape[1], int):  # into the spares: it binds
-                kernel, runtime_inputs = _bound_step(GlobalAvgPool(node.output.type.shape[1]), False, bind_key), [source]
+                pooled = GlobalAvgPool(node.output.type.shape[1])
+                kernel, runtime_inputs = _bound_step(pooled, False, bind_key), [source]
             else:
                 kernel, runtime_inputs = self._kernel(node, act, residual, gate, bind_key, pool is not None)
             outputs = tuple(v for v in node.outputs)
@@ -939,12 +940,16 @@ def _folded_flattens(graph: Graph, users: dict, graph_outputs: set) -> dict[Node
     """Linear node -> the flatten it reads, where the linear layer may read the flatten's
     input instead (see ``Plan._build``): the flatten's output is read by that layer alone (as
     its input, not a graph output), the layer runs as a :class:`.linear_step.LinearStep`,
-    which reads any input as ``[rows, K]``, and the flatten's input is float32."""
+    which reads any input as ``[rows, K]``, and the flatten's input is float32 and keeps its
+    batch dimension (the layer's output then has the flatten input's leading dimension)."""
     producers = graph.producers()
     found: dict[Node, Node] = {}
     for node in graph.nodes:
         if node.op != "flatten" or node.output in graph_outputs or node.inputs[0].type.dtype != "f32":
             continue
+        rank = node.inputs[0].type.rank
+        if rank < 2 or attrs_of(node)["start_dim"] % rank == 0:
+            continue  # merges the batch into another dimension
         readers = users.get(node.output, [])
         if (len(readers) == 1 and readers[0].op == "linear" and readers[0].inputs[0] is node.output
                 and node.output not in readers[0].inputs[1:] and _linear_step_fits(readers[0], producers)):
