@@ -1,11 +1,14 @@
 """``scaled_dot_product_attention`` as one instruction: scores, mask, softmax, weighted sum.
 
-The two products are BLAS's (over every head at once), the softmax numpy's passes (its
-float32 ``exp`` is vectorised; the compiled ``jit.norm.softmax_rows`` calls a scalar one:
-on DeiT-Tiny's shapes it made the kernel 0.73 ms against 0.53, best of 300 calls). The scale goes on the queries (a pass over ``L x E``
-floats, not ``L x S`` scores), and the scores and their row maxima and sums live in buffers
-bound once: without a mask a call allocates nothing (DeiT-Tiny's scores are 460 KB a
-layer, which numpy had mapped and unmapped every call).
+The two products are BLAS's (over every head at once); the mask is added to the scores in
+place, and the softmax is the compiled ``jit.norm.softmax_rows`` from them into a buffer of
+weights: one pass per row while it is in cache, with a vectorising exp. numpy's five passes over the scores
+(max, subtract, exp, sum, divide) took 1.55 ms of the 2.7 of Swin-T's first-stage window
+attention (64 windows x 3 heads of 49 x 49), its reductions along rows of 49 the slowest
+(AMD EPYC Zen 3 VM, best of 30). The scale goes on the queries (a pass over ``L x E``
+floats, not ``L x S`` scores), and the scores and weights live in buffers bound once: a
+call with a float mask allocates nothing (DeiT-Tiny's scores are 460 KB a layer, which numpy had mapped
+and unmapped every call).
 """
 
 from __future__ import annotations
@@ -35,24 +38,39 @@ def _sdpa(inputs, outputs, attrs, scratch):
         scores = np.matmul(q, kt)
         scores *= scale
         scores = _masked(scores, additive, mask)
-        _softmax(scores, None)
+        _softmax(scores)
         _weighted_sum(scores, v, out)
 
     return run
 
 
 def _bound(q, kt, v, out, scale, additive, mask, scores_shape):
-    """The float32 form: buffers bound once (a mask that widens the scores takes the other)."""
+    """The float32 form: buffers bound once, the mask applied in place and the compiled row
+    softmax (a mask that widens the scores takes the other form)."""
+    from lowerkit.backend.cpu import jit
+
+    softmax_rows = jit.load("norm").softmax_rows
     scaled = np.empty(q.shape, np.float32)
     scores = np.empty(scores_shape, np.float32)
-    rows = np.empty(scores.shape[:-1] + (1,), np.float32)  # each row's maximum, then its sum
+    # The weights go to a buffer of their own: written over the scores, LLVM's overlap check
+    # between the kernel's input and output rows fails and its scalar loop runs (Swin-T's
+    # 64 x 3 x 49 x 49: 1.93 ms in place, 0.72 into another buffer; numpy's passes 1.56).
+    weights = np.empty(scores_shape, np.float32)
+    flat, flat_weights = scores.reshape(-1, scores.shape[-1]), weights.reshape(-1, scores.shape[-1])
+    count = flat.shape[0]
 
     def run():
         np.multiply(q, scale, out=scaled)
         np.matmul(scaled, kt, out=scores)
-        masked = _masked(scores, additive, mask)
-        _softmax(masked, rows)
-        _weighted_sum(masked, v, out)
+        if additive is not None:
+            np.add(scores, additive, out=scores)
+        if mask is not None:
+            if mask.dtype == np.bool_:
+                np.copyto(scores, np.float32(-np.inf), where=np.logical_not(mask))
+            else:
+                np.add(scores, mask, out=scores)
+        softmax_rows(flat, flat_weights, False, 0, count)
+        _weighted_sum(weights, v, out)
 
     return run
 
@@ -67,16 +85,14 @@ def _masked(scores, additive, mask):
     return scores
 
 
-def _softmax(scores, rows):
-    """Softmax over the last axis of ``scores`` in place; ``rows`` [..., 1] holds each row's
-    maximum, then its sum (None: numpy allocates them). A fully masked row is nan, as in
-    torch."""
+def _softmax(scores):
+    """Softmax over the last axis of ``scores`` in place, in numpy (the form for other dtypes
+    and widening masks). A fully masked row is nan, as in torch."""
     with np.errstate(invalid="ignore"):
-        rows = np.max(scores, axis=-1, keepdims=True, out=rows)
+        rows = np.max(scores, axis=-1, keepdims=True)
         np.subtract(scores, rows, out=scores)
         np.exp(scores, out=scores)
-        rows = np.sum(scores, axis=-1, keepdims=True, out=rows)
-        np.divide(scores, rows, out=scores)
+        np.divide(scores, np.sum(scores, axis=-1, keepdims=True), out=scores)
 
 
 def _weighted_sum(scores, v, out):

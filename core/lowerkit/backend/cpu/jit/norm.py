@@ -1,7 +1,8 @@
 """Softmax, log-softmax and layer norm over the last axis of a [rows, D] view: one row at a
 time, so the row is read from memory once and its passes (max, exp-sum, scale; or mean,
 variance, normalise) run on cache. Statistics accumulate in float64. Work is split by
-rows ``[first, last)``."""
+rows ``[first, last)``. The exponentials are :func:`._act.exp32`'s, which vectorise (libm's
+``exp`` is a call per value: the kernel had lost to numpy's five passes on attention's scores)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,23 @@ import math
 import numpy as np
 from numba import njit, types
 
+from ._act import exp32
 from ._types import f8, i8, ro, rw
 
 _SOFTMAX = types.void(ro(2), rw(2), types.boolean, i8, i8)
 _LAYER_NORM = types.void(ro(2), ro(1), ro(1), rw(2), f8, i8, i8)
+
+
+_UNDERFLOW = np.float32(-87.3)  # exp32's lower clamp: below it numpy's exp is 0 (or subnormal)
+
+
+@njit(inline="always", nogil=True, cache=True, error_model="numpy")
+def _exp_shifted(v):
+    """exp of a max-subtracted score: 0 below exp32's range (a key masked with -inf), nan for
+    nan (a row of -inf, or a nan in it), as numpy's exp gives them."""
+    e = exp32(v)
+    e = np.float32(0.0) if v < _UNDERFLOW else e
+    return e if v == v else v
 
 
 @njit(_SOFTMAX, nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
@@ -28,13 +42,13 @@ def softmax_rows(x, out, log, first, last):
         total = 0.0
         if log:
             for j in range(d):
-                total += math.exp(src[j] - top)
+                total += _exp_shifted(src[j] - top)
             shift = top + math.log(total)
             for j in range(d):
                 dst[j] = np.float32(src[j] - shift)
         else:
             for j in range(d):
-                e = np.float32(math.exp(src[j] - top))
+                e = _exp_shifted(src[j] - top)
                 dst[j] = e
                 total += e
             scale = np.float32(1.0 / total)
