@@ -167,6 +167,16 @@ def test_a_model_one_region_takes_whole_is_called_straight_and_reports_as_the_gl
     assert "node max_pool2d" in message and "max_pool2d kernel crashed" in message
 
 
+def test_signatures_are_made_once_and_an_unknown_method_is_named(cnn, subset_backends):
+    module, _ = cnn
+    subset_backends("everything", CONV_OPS | OTHER_OPS)
+    lowered = lk.to_backend(module, ["everything"], optimize=False)
+    assert lowered.signature("forward") is lowered.signature("forward")
+    assert lowered.signature("forward") == module.signature("forward")
+    with pytest.raises(InputError, match="has no method 'nope'"):
+        lowered.run("nope")
+
+
 def test_single_node_region_failure_names_its_node_without_a_handle(cnn, subset_backends):
     module, x = cnn
     subset_backends("convy", CONV_OPS)

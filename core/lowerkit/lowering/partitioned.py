@@ -58,6 +58,9 @@ class PartitionedModule(Lowered):
         # A method that is one region called on the method's inputs, returning its outputs (a
         # model one backend takes whole): called straight, not through the interpreter (~3 us).
         self._whole = {name: _whole_region(m.graph, outer.submodules) for name, m in outer.methods.items()}
+        # The glue graphs never change: their signatures are made once, not at every call (a
+        # graph method builds its signature from its graph each time it is asked).
+        self._signatures = {name: outer.signature(name) for name in outer.methods}
 
     # -- what it is -----------------------------------------------------------------------
     @property
@@ -104,7 +107,8 @@ class PartitionedModule(Lowered):
         return any(r.is_fallback for r in self.regions.values())
 
     def signature(self, method: str) -> Signature:
-        return self._outer.signature(method)
+        sig = self._signatures.get(method)
+        return sig if sig is not None else self._outer.signature(method)  # (no such method: its error)
 
     def partition_report(self) -> PartitionReport:
         """Per node: the backend that took it and those that declined, with reasons."""

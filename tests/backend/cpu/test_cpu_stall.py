@@ -35,6 +35,20 @@ def _serial_run(guard: StallGuard, ms: float) -> int:
     return count
 
 
+def test_a_short_call_must_also_lose_a_millisecond_to_stall():
+    """On calls of tens of microseconds, twice the best is an interrupt's noise, not a stall: a
+    streak of them keeps the team on; a streak of calls a millisecond and more over the best
+    switches it off."""
+    guard = StallGuard()
+    for _ in range(5):
+        _call(guard, 0.05)
+    assert all(_call(guard, ms) for ms in [0.2, 0.9, 1.0] * 5)  # 4-20x the best, under 1 ms over it
+    assert guard.on
+    for _ in range(StallGuard.STREAK):
+        _call(guard, 1.2)
+    assert not guard.on
+
+
 def test_steady_calls_keep_the_team_on():
     guard = StallGuard()
     assert all(_call(guard, ms) for ms in [5.0, 5.2, 4.9, 6.0, 9.5, 5.1] * 10)  # one 9.5 ms call is no streak

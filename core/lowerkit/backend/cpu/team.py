@@ -27,7 +27,8 @@ its end for every team thread. When another process holds a core, the team threa
 core runs only when the scheduler gives it a slice, and every region waits for it (measured,
 MobileNetV2 batch 1 on the 2-core VM beside one busy process: median 36.7 ms, p90 186 ms,
 against 6.4 ms idle). The guard watches whole calls: a call more than :attr:`STALL` times
-slower than the best call seen stalls; :attr:`STREAK` stalls in a row switch the handle to
+slower than the best call seen, and at least :attr:`STALL_MIN_SECONDS` slower, stalls;
+:attr:`STREAK` stalls in a row switch the handle to
 its serial forms, and after :attr:`SERIAL_CALLS` calls (the last one the first back on the
 team) the team is tried again. The probe compares the team with the serial calls just
 before it: a team call at most as slow as the best of them is good — the team is on again,
@@ -61,6 +62,11 @@ class StallGuard:
     """
 
     STALL = 2.0
+    # A stalled region waits for a descheduled team thread: a scheduler slice, milliseconds. On
+    # calls of tens of microseconds twice the best call is the noise of one interrupt, and
+    # counting it held a one-layer module's team off for most of its calls (a 3x3 stride-2
+    # depthwise layer 576x14x14 at batch 1: 1979 of 2000 calls on its pool form).
+    STALL_MIN_SECONDS = 1e-3
     STREAK = 3
     SERIAL_CALLS = 25
     MAX_SERIAL_CALLS = 800
@@ -93,7 +99,7 @@ class StallGuard:
                 self._probing, self._backoff, self._streak = False, self.SERIAL_CALLS, 0
                 self.best = seconds
                 return
-        elif seconds <= self.STALL * min(self.best, seconds):
+        elif seconds <= self.STALL * min(self.best, seconds) or seconds - self.best < self.STALL_MIN_SECONDS:
             self.best = min(self.best, seconds)
             self._streak = 0
             return
