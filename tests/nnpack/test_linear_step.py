@@ -104,3 +104,29 @@ def test_many_rows_with_a_fused_gelu(monkeypatch, rng, threads):
     expected = module(x)
     for _ in range(4):
         np.testing.assert_allclose(lowered(x), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows", [1, 4, 32])  # a row (bands on the team), a few (bands), many (row panels)
+@pytest.mark.parametrize("teamed", [False, True])
+def test_a_step_called_alone_makes_its_own_output(monkeypatch, rng, rows, teamed):
+    """The form a plan runs where it cannot pin the output's shape ahead: the same paths into a
+    new array; a wrong feature count is the layer's error."""
+    from lowerkit.backend.cpu import make_team
+    from lowerkit_nnpack.activations import NONE
+    from lowerkit_nnpack.geometry import GeometryError
+    from lowerkit_nnpack.layers import Linear
+    from lowerkit_nnpack.linear_step import LinearStep
+
+    team = None
+    if teamed:
+        team_on_small_layers(monkeypatch)
+        team = make_team(2)
+    w = rng.standard_normal((300, 280)).astype(np.float32)  # 84k weights: the team's bands
+    b = rng.standard_normal(300).astype(np.float32)
+    step = LinearStep(Linear(w, b), NONE, None, team)
+    x = rng.standard_normal((rows, 280)).astype(np.float32)
+    np.testing.assert_allclose(step(x), x @ w.T + b, rtol=1e-4, atol=1e-4)
+    with pytest.raises(GeometryError, match="280 features"):
+        step(x[:, :100])
+    with pytest.raises(ValueError, match="without its output's shape"):
+        step.output_shape(1)

@@ -7,8 +7,7 @@ without this each of those was a step of its own on the plan's general path, the
 fresh view every call (so nothing after it could bind) and the activation a pass of its
 own. The layer reads its input as ``[rows, K]`` whatever its shape — a flatten's input
 too, whose elements are in the same order (the plan folds a flatten read only by a linear
-layer into it) — and its row count picks the path, as :class:`~.team.TeamLinear` and
-:class:`~.layers.Linear` pick it:
+layer into it) — and its row count picks the path:
 
 - one row on a team: each thread streams its share of the weight packed in bands
   (``PackedBands.run_team``), bias and activation in the same pass;
@@ -34,18 +33,31 @@ _FLOAT32 = np.dtype(np.float32)
 
 class LinearStep:
     """``out = act(x @ W.T + bias)`` for a :class:`~.layers.Linear` with a constant weight:
-    ``output_shape``, ``run_into`` and ``bind`` as ``plan._bound_step`` calls a layer's.
-    ``tail`` is the output's shape after the batch dimension."""
+    ``output_shape``, ``run_into`` and ``bind`` as ``plan._bound_step`` calls a layer's
+    (``tail``: the output's shape after the batch dimension), or called on ``x`` alone."""
 
-    def __init__(self, layer: Linear, activation: Activation, tail: tuple[int, ...], team: Team | None) -> None:
+    def __init__(self, layer: Linear, activation: Activation, tail: tuple[int, ...] | None,
+                 team: Team | None) -> None:
         if layer.weight_t is None:
             raise ValueError("LinearStep needs the layer's constant weight")
-        self.layer, self.activation, self.tail, self.team = layer, activation, tuple(tail), team
+        self.layer, self.activation, self.tail, self.team = layer, activation, tail, team
         self.k, self.n = layer.weight_t.shape
         self.bias = layer.bias if layer.bias is not None else np.empty(0, np.float32)
+        if team is not None and layer.weight_t.size >= team_layers.MIN_LINEAR_WEIGHTS:
+            layer.bands()  # packed now, not in the first call
 
     def output_shape(self, batch: int) -> tuple[int, ...]:
+        if self.tail is None:
+            raise ValueError("this LinearStep was made without its output's shape")
         return (batch, *self.tail)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """The layer of ``x`` [..., K] into a new array [..., N] (a shape the plan could not
+        pin down ahead)."""
+        if x.shape[-1] != self.k:
+            return self.layer(x)  # its error names the features it expected
+        out = np.empty((*x.shape[:-1], self.n), np.float32)
+        return self.run_into(x, out)
 
     def run_into(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> np.ndarray:
         """``out`` (a C-contiguous float32 buffer of :meth:`output_shape`) = the layer of ``x``."""

@@ -48,7 +48,7 @@ from .linear_step import LinearStep
 from .selection import select_algorithm
 from .chains import MIN_STEPS, build_chains
 from .spares import Bound, Spares
-from .team import ALGORITHMS as TEAM_ALGORITHMS, TeamConv, TeamDepthwise, TeamLinear
+from .team import ALGORITHMS as TEAM_ALGORITHMS, TeamConv, TeamDepthwise
 from .support import (
     ACTIVATION_OPS,
     RESIDUAL_OPS,
@@ -301,14 +301,12 @@ class Plan:
         fused activation ``act``: output from the spares, bound as the convolutions are — or,
         where the call ``returned`` it, into a new array (the caller keeps it)."""
         layer = Linear(self._const(node, 1), self._const(node, 2), options=self.run_options)
-        if self.team is not None and TeamLinear.fits(layer):
-            layer.bands()  # pack now, not in the first call
         step = LinearStep(layer, act, tuple(node.output.type.shape[1:]), self.team)
         if not returned:
             return _bound_step(step, False, bind_key)
 
         def run_returned(args: list[np.ndarray]) -> list[np.ndarray]:
-            # a new array every call, numpy's own (as TeamLinear makes a returned row)
+            # a new array every call, numpy's own (the caller keeps it)
             return [step.run_into(args[0], np.empty(step.output_shape(args[0].shape[0]), np.float32))]
 
         return run_returned
@@ -396,10 +394,12 @@ class Plan:
         if node.op == "linear":
             weight, bias = self._const(node, 1), self._const(node, 2)
             layer = Linear(weight, bias, options=run)
-            if self.team is not None and TeamLinear.fits(layer):
-                layer = TeamLinear(layer, self.team)
-            live = [ids[0]] + [ids[i] for i in (1, 2) if i < len(ids) and ids[i] not in self.constants]
             has_bias = len(ids) > 2
+            if self.team is not None and weight is not None and (not has_bias or bias is not None):
+                # constant weights, an output shape the planned step cannot pin: its paths, unbound
+                step = LinearStep(layer, NONE, None, self.team)
+                return (lambda args: [step(args[0])]), [ids[0]]
+            live = [ids[0]] + [ids[i] for i in (1, 2) if i < len(ids) and ids[i] not in self.constants]
 
             def run_linear(args: list[np.ndarray]) -> list[np.ndarray]:
                 it = iter(args[1:])

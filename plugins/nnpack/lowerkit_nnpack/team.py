@@ -10,9 +10,9 @@ docs/glow_like.md, "Threads").
   pixels, for few channels over many inputs) with the band's bias and activation on its
   thread; large outputs as implicit GEMM in tiles (im2col of a few output rows, multiplied
   while in cache) — NNPACK's implicit GEMM, split between threads without a pool hand-off;
-- depthwise convolutions: bands of planes;
-- fully-connected layers: bands of output columns; of more than six rows, row panels against
-  the weight packed in bands (``panels.PackedBands.run_rows_team``).
+- depthwise convolutions: bands of planes.
+
+(Fully-connected layers choose their team regions themselves: ``linear_step.LinearStep``.)
 
 A fused residual is added in the region where the form can (Winograd's output transform, the
 panel GEMM's tiles), else after it, with the activation, in one compiled pass. Each
@@ -26,7 +26,7 @@ from functools import partial
 
 import numpy as np
 
-from lowerkit.backend.cpu import Team, aligned_empty, panels, team_layers
+from lowerkit.backend.cpu import Team, aligned_empty, team_layers
 from lowerkit.backend.cpu.calls import on_team
 from lowerkit.backend.cpu.gemm import matmul_into
 
@@ -310,43 +310,3 @@ class TeamDepthwise:
         if residual is not None:
             add_activate(out, residual, conv.activation)
         return out
-
-
-class TeamLinear:
-    """A :class:`~lowerkit_nnpack.layers.Linear` with a constant weight as one team region."""
-
-    def __init__(self, layer, team: Team) -> None:
-        self.layer, self.team, self.kernels = layer, team, team.kernels()
-        self.bias = layer.bias if layer.bias is not None else np.empty(0, np.float32)
-
-    @staticmethod
-    def fits(layer) -> bool:
-        return layer.weight_t is not None and layer.weight_t.size >= team_layers.MIN_LINEAR_WEIGHTS
-
-    def __call__(self, x, weight=None, bias=None) -> np.ndarray:
-        wt = self.layer.weight_t
-        if weight is not None or bias is not None or x.shape[-1] != wt.shape[0]:
-            return self.layer(x, weight, bias)
-        rows = x.size // wt.shape[0]
-        if rows == 1 and self.team.usable() and team_layers.row_on_team(rows, wt.size):
-            # numpy's own allocation: the kernel needs no alignment for one row, and finding
-            # an address to align costs (aligned_empty's ``ctypes.data``) took 15-40 us here
-            # inside a model, where the code path is cold after the layers before it.
-            out = np.empty((1, wt.shape[1]), np.float32)
-            self.layer.bands().run_team(np.ascontiguousarray(x, dtype=np.float32).reshape(1, -1), out, NONE, self.team.ways)
-            return out.reshape(*x.shape[:-1], wt.shape[1])
-        if rows == 1:  # a matrix-vector product: BLAS's gemv here (see team_layers.linear_on_team)
-            out = np.empty((1, wt.shape[1]), np.float32)
-            np.matmul(np.asarray(x, dtype=np.float32).reshape(1, -1), wt, out=out)
-            if self.bias.size:
-                np.add(out, self.bias, out=out)
-            return out.reshape(*x.shape[:-1], wt.shape[1])
-        if not self.team.usable() or not team_layers.linear_on_team(rows, wt.size):
-            return self.layer(x, weight, bias)
-        x2 = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, wt.shape[0])
-        out = aligned_empty((x2.shape[0], wt.shape[1]))
-        if panels.rows_fit(rows):  # row panels against the packed bands (sgemm packs the weight every call)
-            self.layer.bands().run_rows_team(x2, out, NONE, self.team.ways)
-            return out.reshape(*x.shape[:-1], wt.shape[1])
-        self.kernels.fc_bias_activation(x2, wt, self.bias, out, *NONE, self.team.ways, self.team.sgemm)
-        return out.reshape(*x.shape[:-1], wt.shape[1])
