@@ -64,6 +64,28 @@ def _plans(lowered):
     return [h.plan for h in lowered._handles.values() if isinstance(getattr(h, "plan", None), Plan)]
 
 
+@pytest.mark.parametrize("groups, limits", [(8, False), (1, True)])
+def test_a_plan_sets_blas_threads_only_where_a_kernel_calls_blas(rng, monkeypatch, groups, limits):
+    """A depthwise layer (compiled, no BLAS) leaves BLAS's threads alone: setting and
+    restoring them cost more than its kernel; a dense convolution holds the limit."""
+    import lowerkit
+    from lowerkit import nn
+    from lowerkit_nnpack import plan as plan_module
+
+    entered = []
+    real = plan_module.blas_limit
+    monkeypatch.setattr(plan_module, "blas_limit", lambda threads: entered.append(threads) or real(threads))
+    with nn.init_seed(0):
+        net = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, groups=groups), nn.ReLU())
+    x = rng.standard_normal((1, 8, 12, 12)).astype(np.float32)
+    module = lowerkit.trace(net, x)
+    lowered = lowerkit.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    (plan,) = _plans(lowered)
+    assert plan.uses_blas is limits
+    np.testing.assert_allclose(lowered(x), module(x), rtol=1e-4, atol=1e-5)
+    assert bool(entered) is limits
+
+
 @pytest.mark.parametrize("stride, blas", [
     (2, "workers"),  # implicit GEMM only: one BLAS call on BLAS's threads
     (1, "beside"),  # Winograd: bands on the pool, cores // threads for BLAS

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lowerkit.backend.cpu import ALIGNMENT, aligned_empty, pack_lifetimes
+from lowerkit.backend.cpu import aligned_buffer, aligned_empty, pack_lifetimes
 
 __all__ = ["Bound", "Spares", "plan_offsets"]
 
@@ -32,7 +32,7 @@ class Bound(NamedTuple):
     takes: int  # how many arrays the step takes from the spares
 
 
-# A buffer of a value that died: (byte buffer of aligned_empty, where its aligned part begins,
+# A buffer of a value that died: (byte buffer of aligned_buffer, where its aligned part begins,
 # its aligned bytes).
 _Entry = tuple[np.ndarray, int, int]
 
@@ -165,9 +165,8 @@ class Spares:
                 del free[i]
                 begin = entry[1]
                 return entry[0][begin:begin + nbytes].view(np.float32).reshape(shape), entry
-        array = aligned_empty(shape)
-        buffer = array.base
-        return array, (buffer, -buffer.ctypes.data % ALIGNMENT, buffer.nbytes - ALIGNMENT)
+        buffer, begin = aligned_buffer(nbytes)
+        return np.ndarray(shape, np.float32, buffer, begin), (buffer, begin, nbytes)
 
     def produced(self, arrays: list[np.ndarray]) -> None:
         """A step's results: one owns its buffer if :meth:`take` gave it from the freed

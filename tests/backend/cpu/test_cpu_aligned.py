@@ -35,3 +35,20 @@ def test_a_thread_buffer_grows_once_is_reused_and_is_the_thread_s_own():
     worker.start()
     worker.join()
     assert other[0] is not grown
+
+
+@pytest.mark.parametrize("nbytes", [0, 1, 64, 4096, 112_896])
+def test_aligned_buffer_holds_nbytes_from_its_first_cache_line(nbytes):
+    from lowerkit.backend.cpu import aligned_buffer
+
+    raw, offset = aligned_buffer(nbytes)
+    assert raw.dtype == np.uint8 and raw.nbytes == nbytes + ALIGNMENT
+    assert 0 <= offset < ALIGNMENT and (raw.ctypes.data + offset) % ALIGNMENT == 0
+    raw[offset:offset + nbytes] = 7  # inside the buffer
+
+
+def test_aligned_empty_of_no_elements_and_of_a_scalar():
+    assert aligned_empty((0, 3)).shape == (0, 3)
+    scalar = aligned_empty(())
+    scalar[...] = 2.5
+    assert scalar.shape == () and float(scalar) == 2.5 and scalar.ctypes.data % ALIGNMENT == 0

@@ -3,7 +3,8 @@
 - :func:`cpu_count` — the cores this process may use (its affinity, not the machine's count).
 - :func:`run_parallel`, :class:`Parallel`, :func:`pool` — one process-wide worker pool per
   thread count; the calling thread runs one share.
-- :func:`aligned_empty` — arrays whose data starts on a cache line (numpy's large arrays do not).
+- :func:`aligned_empty` — arrays whose data starts on a cache line (numpy's large arrays do not);
+  :func:`aligned_buffer` — the byte buffer beneath one, and that line's offset in it.
 - :func:`pack_lifetimes` — offsets in one arena for buffers of known lifetimes (a static memory plan).
 - :func:`split` — a range of work cut into contiguous, nearly equal parts.
 - :class:`Team`, :func:`make_team`, :class:`StallGuard`, :func:`team_off`,
@@ -27,7 +28,7 @@ numpy and the standard library (threadpoolctl lazily). See docs/cpu-support.md.
 
 from __future__ import annotations
 
-from .aligned import ALIGNMENT, aligned_empty
+from .aligned import ALIGNMENT, aligned_buffer, aligned_empty
 from .arena import pack_lifetimes
 from .blas import BlasLimiter, blas_limit, blas_threads_beside
 from .cores import cpu_count
@@ -48,6 +49,7 @@ __all__ = [
     "Parallel",
     "StallGuard",
     "Team",
+    "aligned_buffer",
     "aligned_empty",
     "blas_limit",
     "blas_threads_beside",
