@@ -153,6 +153,41 @@ def test_the_first_calls_choose_between_images_and_slices(monkeypatch):
     assert bool(ran) == (trial.choice == 0)
 
 
+def test_slices_on_trial_keep_the_image_form_s_spares(monkeypatch):
+    """The calling thread runs one slice of a slices call and every image of an image-by-image
+    call: the two forms keep separate spares there, so alternating them (the form trial) does
+    not plan, bind and chain each one's buffers anew at every switch."""
+    from tests.team_calls import team_on_small_layers
+
+    from lowerkit.backend.cpu import cpu_count
+
+    team_on_small_layers(monkeypatch)
+    if cpu_count() < 2:
+        pytest.skip("one core: plans run serially")
+    x = models.example_input("mobilenet_v2", batch=4, small=True)
+    module = lowerkit.trace(models.get("mobilenet_v2", small=True), x)
+    expected = np.asarray(module(x))
+    lowered = lowerkit.to_backend(module, ["nnpack"])
+    (plan,) = _plans(lowered)
+    trial = plan.form_trial
+    assert plan.per_image and trial is not None
+    trial.choice = 0
+    for _ in range(3):
+        np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-4, atol=1e-4)
+    images = plan._local.spares
+    arena, bound = images.arena_in_use(), dict(images.bound)
+    assert arena is not None and bound
+    trial.choice = 1
+    for _ in range(2):
+        np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-4, atol=1e-4)
+    assert plan._local.slice_spares is not images and plan._local.slice_spares.bound
+    assert plan._local.spares is images and images.arena_in_use() is arena
+    assert images.bound.keys() == bound.keys() and all(images.bound[k] is bound[k] for k in bound)
+    trial.choice = 0
+    np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-4, atol=1e-4)
+    assert images.arena_in_use() is arena and all(images.bound[k] is bound[k] for k in bound)
+
+
 class _LargeThenSmall(nn.Module):
     """The residual block at 32x32 (1024 pixels), pooled to 16x16, then a conv there."""
 
