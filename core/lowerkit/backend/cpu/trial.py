@@ -18,6 +18,15 @@ After :attr:`FormTrial.TIMED` timed calls of each form, the form whose median ca
 faster wins. The median, not the best call: on a noisy host a form can be fast now and then
 and slow most of the time (the same model image by image read 37-39 ms at best and 65 at
 the median over 40 calls), and the median of three still ignores one call the machine slowed.
+
+Two medians within :attr:`FormTrial.MARGIN` of each other are no verdict: the trial goes on,
+TIMED more timed calls of each form a round, for at most :attr:`FormTrial.ROUNDS` rounds,
+each round's decision on the medians of every timed call so far. A host that slows two of
+three calls picks either form that way: EfficientNet-B0 at batch 8 on nnpack, called in
+turn with glow_like (``benchmarks/mixed_plan.py``), timed its slices at 91.8, 65.9 and 111.6
+ms against 82.9, 91.7 and 90.7 image by image, and kept image by image (slices ran 59-60 ms
+in steady state, image by image 70-71). Forms that are truly as fast as each other run every
+round, at no cost: either is as good.
 """
 
 from __future__ import annotations
@@ -26,15 +35,17 @@ from __future__ import annotations
 class FormTrial:
     """Which of two forms (0 or 1) the next call runs: :meth:`form` before the call,
     :meth:`record` after it with the call's seconds; :attr:`choice` is the decision (None
-    while the trial runs), :attr:`scores` each form's median timed call once decided.
+    while the trial runs), :attr:`scores` each form's median timed call once decided (over every round).
     ``forced`` decides at once.
 
     Shared by every thread calling one handle: the counters are plain attributes, updated
     without a lock (a lost update costs at most one call in the other form).
     """
 
-    TIMED = 3  # timed calls of each form (odd: the median is one of them)
-    CALLS = 4 * TIMED + 1  # the trial's calls: 0, 1 1, 0 0, ... up to each form's TIMED-th timed call
+    TIMED = 3  # timed calls of each form a round (odd: the median is one of them)
+    CALLS = 4 * TIMED + 1  # a first round's calls: 0, 1 1, 0 0, ... up to each form's TIMED-th timed call
+    MARGIN = 0.05  # medians closer than this (relative) are no verdict while rounds remain
+    ROUNDS = 3  # rounds at most
 
     def __init__(self, forced: int | None = None) -> None:
         if forced not in (None, 0, 1):
@@ -44,6 +55,7 @@ class FormTrial:
         self.scores: list[float] | None = None
         self._calls = 0
         self._last = -1  # the form of the last call recorded
+        self._judged = 0  # timed calls of each form when the trial last judged a round
 
     def form(self) -> int:
         """The form the next call runs."""
@@ -58,6 +70,18 @@ class FormTrial:
         if form == self._last:
             self.times[form].append(seconds)
         self._last = form
-        if min(len(t) for t in self.times) >= self.TIMED:
-            self.scores = [sorted(t)[len(t) // 2] for t in self.times]
-            self.choice = 0 if self.scores[0] <= self.scores[1] else 1
+        timed = min(len(t) for t in self.times)
+        if timed < self.TIMED or timed % self.TIMED or timed == self._judged:
+            return
+        self._judged = timed  # a round judged once, when both forms have completed it
+        scores = [_median(t[:timed]) for t in self.times]
+        fast, slow = min(scores), max(scores)
+        if slow > fast * (1 + self.MARGIN) or timed >= self.TIMED * self.ROUNDS:
+            self.scores = scores
+            self.choice = 0 if scores[0] <= scores[1] else 1
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
