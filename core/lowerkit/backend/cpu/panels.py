@@ -500,9 +500,9 @@ class PackedBands:
 
     def run_rows(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> None:
         """``out`` [R, N] = act(``x`` [R, K] @ w + bias) for any R on the calling thread
-        (``jit.panel.fc``: row panels of 6 rows against the bands; C-contiguous float32)."""
-        floats = self.kernels.fc_panel_floats(x.shape[0], self.k)
-        self.kernels.fc(x, self.bands, self.bias, out, _row_panel(floats)[:floats], *act)
+        (``jit.panel.fc``: six rows at a time, read in place, against the bands; C-contiguous
+        float32)."""
+        self.kernels.fc(x, self.bands, self.bias, out, *act)
 
     def by_columns(self, rows: int) -> bool:
         """Whether :meth:`run_rows_team` over ``rows`` rows splits the bands between the
@@ -513,11 +513,7 @@ class PackedBands:
     def run_rows_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], ways: int) -> None:
         """:meth:`run_rows` as one team region (``jit.panel.team_fc``): shares of the rows, or
         of the bands (:meth:`by_columns`)."""
-        by_columns = self.by_columns(x.shape[0])
-        rows = x.shape[0] if by_columns else -(-x.shape[0] // (self.kernels.ROWS * ways)) * self.kernels.ROWS
-        floats = self.kernels.fc_panel_floats(rows, self.k)
-        scratch = _row_panel(ways * floats)[: ways * floats].reshape(ways, floats)
-        self.kernels.team_fc(x, self.bands, self.bias, out, scratch, *act, ways, by_columns)
+        self.kernels.team_fc(x, self.bands, self.bias, out, *act, ways, self.by_columns(x.shape[0]))
 
 
 def _row_panel(floats: int) -> np.ndarray:

@@ -129,6 +129,9 @@ _TILE_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8
 _EDGE_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64, i8)
 # ... and, for the tile with one more column, that column's image address and row stride
 _PLUS_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64, _U64, i8)
+# ... the rows_in_place tiles: the panel's rows' stride last
+_FC_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64, i8)
+_FC_EDGE_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64, i8, i8)
 # k, panel, x, ldx, c, ldc, bias, first, rows, residual
 _COLUMN_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, _U64)
 
@@ -198,7 +201,7 @@ def _close_loop(builder, idx, acc, new, end, before, loop, done):
 
 
 def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool = False, stream: int = 0,
-                 lanes: int = 8):
+                 lanes: int = 8, rows_in_place: bool = False):
     """The 6 x (``lanes`` * ``vectors``) micro-kernel, in vectors of ``lanes`` floats (8, or 16 in
     zmm registers): ``c[r, :] = (first ? bias[r] : c[r, :]) +
     sum over k of panel[k, r] * x[k, :]`` for rows r < ``rows``. Addresses as integers,
@@ -213,6 +216,12 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
     accumulator — a block's single last column (7x7 maps: 49 = 3 x 16 + 1) at the cost of one
     more load and FMA a step, where the one-column kernel after the tiles cost ~15% of the
     block.
+    The ``rows_in_place`` variant (:func:`fc`'s tile, roles turned: six rows of a matrix as the
+    panel, a band of the weight as the image) reads its panel as six rows where they lie, row
+    r at ``panel + r * lda`` floats, ``lda`` taken last; and its ``bias`` is per column — one
+    row of ``lanes * vectors`` floats every row starts from (masked on an edge). Copying the
+    rows into a panel first had taken a fifth of a 3136x384 @ 384x96 product (0.64 of 3.32
+    ms), and adding the bias onto a prefilled output read the output once more.
     Activation ``code`` (one of ``_act_ir.IR_CODES``, else none) with ``p0``, ``p1`` runs on the
     accumulators before they are stored, after the ``residual`` tile (a fused residual add)
     where its address is not 0 (the caller passes both with the last block of k)."""
@@ -227,6 +236,7 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
         res_p = builder.inttoptr(res_a, fptr)
         if plus_one:
             xe_p, lde_ = builder.inttoptr(args[13], fptr), args[14]
+        lda_ = args[-1] if rows_in_place else None
         masks = []
         if edge:  # lane i of vector v is valid when lanes * v + i < cols
             indices = ir.VectorType(_I64, lanes)
@@ -249,15 +259,19 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
             else:
                 builder.store(value, ptr, align=4)
 
-        def row_ptr(r, base=c_p):  # rows past ``rows`` read row 0 (valid memory; never stored)
+        def row_ptr(r, base=c_p, stride=ldc_):  # rows past ``rows`` read row 0 (valid memory; never stored)
             valid = builder.icmp_signed("<", _const(r), rows_)
-            return builder.gep(base, [builder.mul(builder.select(valid, _const(r), _const(0)), ldc_)])
+            return builder.gep(base, [builder.mul(builder.select(valid, _const(r), _const(0)), stride)])
 
         def vec_ptr(base, v):
             return builder.bitcast(builder.gep(base, [_const(lanes * v)]), vptr)
 
-        from_bias = [broadcast(builder, builder.load(builder.gep(b_p, [_const(r)])), lanes)
-                     for r in range(ROWS) for _ in range(vectors)]
+        if rows_in_place:  # the bias of the tile's columns, the same for every row
+            column_bias = [load(vec_ptr(b_p, v), v) for v in range(vectors)]
+            from_bias = [column_bias[v] for _ in range(ROWS) for v in range(vectors)]
+        else:
+            from_bias = [broadcast(builder, builder.load(builder.gep(b_p, [_const(r)])), lanes)
+                         for r in range(ROWS) for _ in range(vectors)]
         from_c = [load(vec_ptr(row_ptr(r), v), v) for r in range(ROWS) for v in range(vectors)]
         start = [builder.select(first_, a, b) for a, b in zip(from_bias, from_c)]
         if plus_one:  # lane r: row r of the extra column (lanes 6 and 7 unused, never stored)
@@ -273,6 +287,8 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
         for r in range(ROWS):
             for offset in sorted({*range(0, lanes * vectors + plus_one, 16), lanes * vectors - 1 + plus_one}):
                 _prefetch(builder, builder.gep(row_ptr(r, ahead), [_const(offset)]))
+        if rows_in_place:  # each row's start (rows past ``rows`` read row 0: valid memory)
+            a_rows = [row_ptr(r, w_p, lda_) for r in range(ROWS)]
         pre = builder.block
         loop, done = builder.append_basic_block("tile.loop"), builder.append_basic_block("tile.done")
         builder.cbranch(builder.icmp_signed(">", kk, _const(0)), loop, done)
@@ -290,13 +306,17 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
         else:
             x_row = builder.gep(x_p, [builder.mul(idx, ldx_)])
         xv = [load(vec_ptr(x_row, v), v) for v in range(vectors)]
-        w_row = builder.gep(w_p, [builder.mul(idx, _const(ROWS))])
-        _prefetch(builder, builder.gep(w_row, [_const(PREFETCH)]))
+        if rows_in_place:  # six row streams the hardware prefetches; row r's weight of step idx
+            weights = [builder.gep(a_rows[r], [idx]) for r in range(ROWS)]
+        else:
+            w_row = builder.gep(w_p, [builder.mul(idx, _const(ROWS))])
+            _prefetch(builder, builder.gep(w_row, [_const(PREFETCH)]))
+            weights = [builder.gep(w_row, [_const(r)]) for r in range(ROWS)]
         if stream:
             _prefetch(builder, builder.gep(x_row, [builder.mul(_const(stream), ldx_)]))
         new = []
         for r in range(ROWS):
-            wv = broadcast(builder, builder.load(builder.gep(w_row, [_const(r)])), lanes)
+            wv = broadcast(builder, builder.load(weights[r]), lanes)
             new.extend(fmuladd(builder, wv, xv[v], acc[r * vectors + v]) for v in range(vectors))
         if plus_one:  # the step's six weights (and two of the next step's, in unused lanes)
             xe = broadcast(builder, builder.load(builder.gep(xe_p, [builder.mul(idx, lde_)])))
@@ -315,6 +335,23 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
                     value = builder.extract_element(final[-1], ir.Constant(_I32, r))
                     builder.store(value, builder.gep(row, [_const(lanes * vectors)]))
         return context.get_dummy_value()
+
+    if rows_in_place:
+        if plus_one or gather or stream:
+            raise ValueError("the rows_in_place tile has no plus_one, gather or stream variant")
+        if edge:
+            @intrinsic
+            def fc_tile_edge(typingctx, k, rows0, x, ldx, c, ldc, bias, first, rows, code, p0, p1, residual, cols,
+                             lda):
+                return _FC_EDGE_SIG, codegen
+
+            return fc_tile_edge
+
+        @intrinsic
+        def fc_tile(typingctx, k, rows0, x, ldx, c, ldc, bias, first, rows, code, p0, p1, residual, lda):
+            return _FC_SIG, codegen
+
+        return fc_tile
 
     if plus_one:
         @intrinsic
@@ -373,6 +410,10 @@ STREAM_AHEAD = 64
 _tile16s = _tile_kernel(16 // LANES, edge=False, stream=STREAM_AHEAD, lanes=LANES)
 _edge16 = _tile_kernel(16 // LANES, edge=True, lanes=LANES)
 _edge8 = _tile_kernel(1, edge=True)
+# fc's tiles: six rows of x read in place, the bias per column
+_fc16 = _tile_kernel(16 // LANES, edge=False, lanes=LANES, rows_in_place=True)
+_fc_edge16 = _tile_kernel(16 // LANES, edge=True, lanes=LANES, rows_in_place=True)
+_fc_edge8 = _tile_kernel(1, edge=True, rows_in_place=True)
 _UNROLL = 4  # independent accumulators of the one-column kernel
 
 
@@ -717,51 +758,74 @@ def _band_share(n, j, ways):
     return 16 * (count * j // ways), min(n, 16 * (count * (j + 1) // ways))
 
 
-# Inlined into each kernel with ``stream`` a constant, so each compiles only its own tile (one
-# copy with both tiles ran fc_rows 5-8% slower).
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _fc_block(x, bands, bias, out, xpanel, code, p0, p1, r0, r1, c0, c1, stream):
-    """Rows [r0, r1) and columns [c0, c1) of :func:`fc` (``c0`` a multiple of 16; ``c1`` too,
-    or N): the rows copied once into row panels, then, a chunk of the bands at a time, every
-    row panel's tiles over the chunk (the chunk stays in L2, the row panel in L1). ``stream``
-    takes the tile that prefetches each band ahead (:func:`fc_rows`: a weight read from
-    memory once)."""
+def _fc_stream(x, bands, bias, out, xpanel, code, p0, p1, c0, c1):
+    """Columns [c0, c1) of :func:`fc_rows` (``c0`` a multiple of 16; ``c1`` too, or N): its
+    few rows copied into one row panel, the output's columns set to the bias, then the tile
+    that prefetches each band ahead over every band (a weight read from memory once)."""
     k = x.shape[1]
     n = out.shape[1]
-    _pack_rows(x, xpanel, r0, r1)
+    rows = x.shape[0]
+    _pack_rows(x, xpanel, 0, rows)
     in_tile = code in IR_CODES
     tile_code = code if in_tile else 0
     has_bias = bias.size > 0
     of = out.reshape(-1)
     f = np.uint64(4)
-    pa, oa, xa = xpanel.ctypes.data, out.ctypes.data, bands.ctypes.data
-    # A stream reads each band once whatever the order: one chunk, the bias and activation in one go.
-    chunk = c1 - c0 + 16 if stream else max(1, FC_CHUNK_FLOATS // (k * 16)) * 16
+    wp, cp, xa = xpanel.ctypes.data, out.ctypes.data, bands.ctypes.data
+    whole = min(c1, n // 16 * 16)  # whole bands in [c0, whole), a partial one in [whole, c1)
+    for r in range(rows):  # the tiles add onto the bias (first=False)
+        for j in range(c0, c1):
+            of[r * n + j] = bias[j] if has_bias else 0.0
+    for b in range(c0 // 16, whole // 16):
+        _tile16s(k, wp, xa + f * np.uint64(b * k * 16), 16, cp + f * np.uint64(b * 16), n, wp, False, rows,
+                 tile_code, p0, p1, _NONE)
+    rest = c1 - whole
+    if rest > 0:
+        xe, ce = xa + f * np.uint64(whole * k), cp + f * np.uint64(whole)
+        if rest > 8:
+            _edge16(k, wp, xe, 16, ce, n, wp, False, rows, tile_code, p0, p1, _NONE, rest)
+        else:
+            _edge8(k, wp, xe, 16, ce, n, wp, False, rows, tile_code, p0, p1, _NONE, rest)
+    if code != 0 and not in_tile:  # the GELUs
+        for r in range(rows):
+            act_span(of, r * n + c0, r * n + c1, code, p0, p1)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _fc_block(x, bands, bias, out, code, p0, p1, r0, r1, c0, c1):
+    """Rows [r0, r1) and columns [c0, c1) of :func:`fc` (``c0`` a multiple of 16; ``c1`` too,
+    or N): a chunk of the bands at a time, every group of six rows' tiles over the chunk (the
+    chunk stays in L2, the six rows — read where they lie — in L1), each tile starting from
+    its columns' bias."""
+    k = x.shape[1]
+    n = out.shape[1]
+    in_tile = code in IR_CODES
+    tile_code = code if in_tile else 0
+    zeros = np.zeros(0 if bias.size > 0 else n + 16, np.float32)  # the bias where there is none
+    column_bias = bias if bias.size > 0 else zeros
+    of = out.reshape(-1)
+    f = np.uint64(4)
+    xa, oa, ba, bb = x.ctypes.data, out.ctypes.data, bands.ctypes.data, column_bias.ctypes.data
+    chunk = max(1, FC_CHUNK_FLOATS // (k * 16)) * 16
     full = n // 16 * 16
     for j0 in range(c0, c1, chunk):
         j1 = min(c1, j0 + chunk)
         whole = min(j1, full)  # whole bands in [j0, whole), a partial one in [whole, j1)
-        for q in range(-(-(r1 - r0) // ROWS)):
-            row = r0 + q * ROWS
+        for row in range(r0, r1, ROWS):
             rows = min(ROWS, r1 - row)
-            for r in range(row, row + rows):  # the tiles add onto the bias (first=False)
-                for j in range(j0, j1):
-                    of[r * n + j] = bias[j] if has_bias else 0.0
-            wp = pa + f * np.uint64(q * k * ROWS)
+            ap = xa + f * np.uint64(row * k)
             cp = oa + f * np.uint64(row * n)
             for b in range(j0 // 16, whole // 16):
-                xb, cb = xa + f * np.uint64(b * k * 16), cp + f * np.uint64(b * 16)
-                if stream:
-                    _tile16s(k, wp, xb, 16, cb, n, wp, False, rows, tile_code, p0, p1, _NONE)
-                else:
-                    _tile16(k, wp, xb, 16, cb, n, wp, False, rows, tile_code, p0, p1, _NONE)
+                _fc16(k, ap, ba + f * np.uint64(b * k * 16), 16, cp + f * np.uint64(b * 16), n,
+                      bb + f * np.uint64(b * 16), True, rows, tile_code, p0, p1, _NONE, k)
             rest = j1 - whole
             if rest > 0:
-                xe, ce = xa + f * np.uint64(whole * k), cp + f * np.uint64(whole)
+                xe, ce, be = ba + f * np.uint64(whole * k), cp + f * np.uint64(whole), bb + f * np.uint64(whole)
                 if rest > 8:
-                    _edge16(k, wp, xe, 16, ce, n, wp, False, rows, tile_code, p0, p1, _NONE, rest)
+                    _fc_edge16(k, ap, xe, 16, ce, n, be, True, rows, tile_code, p0, p1, _NONE, rest, k)
                 else:
-                    _edge8(k, wp, xe, 16, ce, n, wp, False, rows, tile_code, p0, p1, _NONE, rest)
+                    _fc_edge8(k, ap, xe, 16, ce, n, be, True, rows, tile_code, p0, p1, _NONE, rest, k)
             if code != 0 and not in_tile:  # the GELUs, on the rows while they are in L1
                 for r in range(row, row + rows):
                     act_span(of, r * n + j0, r * n + j1, code, p0, p1)
@@ -776,7 +840,7 @@ def fc_rows(x, bands, bias, out, xpanel, code, p0, p1):
     weight as its image — so the weight streams once, contiguously, whatever R is (BLAS's
     ``sgemm`` copies the whole weight first for a few rows; ``gemv`` reads it once per row).
     :func:`fc`'s loop, on the tile that prefetches the weight's stream ahead."""
-    _fc_block(x, bands, bias, out, xpanel, code, p0, p1, 0, x.shape[0], 0, out.shape[1], True)
+    _fc_stream(x, bands, bias, out, xpanel, code, p0, p1, 0, out.shape[1])
 
 
 @njit(types.void(ro(2), ro(1), ro(1), rw(2), rw(2), i8, f8, f8, i8), nogil=True, cache=True, parallel=True,
@@ -789,24 +853,24 @@ def team_fc_rows(x, bands, bias, out, xpanels, code, p0, p1, ways):
     for j in prange(ways):
         c0, c1 = _band_share(out.shape[1], j, ways)
         if c1 > c0:
-            _fc_block(x, bands, bias, out, xpanels[j], code, p0, p1, 0, x.shape[0], c0, c1, True)
+            _fc_stream(x, bands, bias, out, xpanels[j], code, p0, p1, c0, c1)
 
 
-@njit(types.void(ro(2), ro(1), ro(1), rw(2), rw(1), i8, f8, f8), nogil=True, cache=True, error_model="numpy")
-def fc(x, bands, bias, out, xpanel, code, p0, p1):
+@njit(types.void(ro(2), ro(1), ro(1), rw(2), i8, f8, f8), nogil=True, cache=True, error_model="numpy")
+def fc(x, bands, bias, out, code, p0, p1):
     """``out = act(x @ w + bias)`` for any number of rows of ``x`` [R, K] (a transformer's
     tokens, a channels-last map's pixels), ``w`` packed by :func:`pack_bands`, on the calling
-    thread: :func:`fc_rows`' tile over row panels of 6 rows (``xpanel``: at least
-    ``fc_panel_floats(R, K)`` floats). BLAS's ``sgemm`` packs the weight again every call."""
-    _fc_block(x, bands, bias, out, xpanel, code, p0, p1, 0, x.shape[0], 0, out.shape[1], False)
+    thread: a 6 x 16 tile over each six rows of ``x``, read in place (BLAS's ``sgemm`` packs
+    the weight again every call)."""
+    _fc_block(x, bands, bias, out, code, p0, p1, 0, x.shape[0], 0, out.shape[1])
 
 
-@njit(types.void(ro(2), ro(1), ro(1), rw(2), rw(2), i8, f8, f8, i8, types.boolean), nogil=True, cache=True,
+@njit(types.void(ro(2), ro(1), ro(1), rw(2), i8, f8, f8, i8, types.boolean), nogil=True, cache=True,
       parallel=True, error_model="numpy")
-def team_fc(x, bands, bias, out, xpanels, code, p0, p1, ways, by_columns):
-    """:func:`fc` as one team region: thread j takes the j-th share of the row panels (each
-    thread reads all the weight, none copies another's rows) or, ``by_columns``, of the bands
-    (each copies all the rows and reads its part of the weight: a large weight, few rows)."""
+def team_fc(x, bands, bias, out, code, p0, p1, ways, by_columns):
+    """:func:`fc` as one team region: thread j takes the j-th share of the groups of six rows
+    (each thread reads all the weight) or, ``by_columns``, of the bands (each reads all the
+    rows and its part of the weight: a large weight, few rows)."""
     r_n = x.shape[0]
     n = out.shape[1]
     panels_n = -(-r_n // ROWS)
@@ -814,16 +878,11 @@ def team_fc(x, bands, bias, out, xpanels, code, p0, p1, ways, by_columns):
         if by_columns:
             c0, c1 = _band_share(n, j, ways)
             if c1 > c0:
-                _fc_block(x, bands, bias, out, xpanels[j], code, p0, p1, 0, r_n, c0, c1, False)
+                _fc_block(x, bands, bias, out, code, p0, p1, 0, r_n, c0, c1)
         else:
             r0, r1 = ROWS * (panels_n * j // ways), min(r_n, ROWS * (panels_n * (j + 1) // ways))
             if r1 > r0:
-                _fc_block(x, bands, bias, out, xpanels[j], code, p0, p1, r0, r1, 0, n, False)
-
-
-def fc_panel_floats(rows: int, k: int) -> int:
-    """The floats :func:`fc` copies ``rows`` rows of ``k`` inputs into (whole row panels)."""
-    return -(-rows // ROWS) * ROWS * k + PAD
+                _fc_block(x, bands, bias, out, code, p0, p1, r0, r1, 0, n)
 
 
 def pack_bands(w: np.ndarray) -> np.ndarray:
