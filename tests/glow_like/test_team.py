@@ -12,7 +12,7 @@ import pytest
 from tests.glow_like.helpers import assert_close, f32, module_of, peak_call_bytes
 from tests.team_calls import from_threads, record_team_calls, team_on_small_layers
 
-from lowerkit.ir import Graph
+from lowerkit.ir import Graph, TensorType
 from lowerkit.opset import get_schema
 
 glow = pytest.importorskip("lowerkit_glow_like")
@@ -238,3 +238,55 @@ def test_max_pool_runs_as_a_team_region(monkeypatch, n):
     (got,) = handle.run([xs])
     assert "max_pool3x3" in ran, ran
     assert_close([got], [module.run("forward", xs)], rtol=1e-5)
+
+
+def _attention_module(mask_kind: str, seed: int = 5):
+    """Three 1x1 convolutions give q, k, v of 2 heads x 20 tokens x 4 (a convolution puts the
+    program in team mode), then scaled dot-product attention with ``mask_kind``: none, a
+    float mask over the scores, a boolean one that masks every key of one query, or causal."""
+    rng = np.random.default_rng(seed)
+    g, params = Graph(), {}
+    x = g.add_input("x", f32(1, 6, 4, 5))
+
+    def heads(name):
+        params[name] = (rng.standard_normal((8, 6, 1, 1)) * 0.5).astype(np.float32)
+        w = g.add_node("param", [], [f32(8, 6, 1, 1)], {"name": name}).output
+        y = _add(g, "reshape", [_add(g, "conv2d", [x, w])], {"shape": (1, 2, 4, 20)})
+        return _add(g, "transpose", [y], {"perm": (0, 1, 3, 2)})
+
+    q, k, v = heads("wq"), heads("wk"), heads("wv")
+    operands, attrs = [q, k, v], {"scale": 0.5}
+    if mask_kind == "float":
+        params["mask"] = (rng.standard_normal((20, 20)) * 2).astype(np.float32)
+        operands.append(g.add_node("param", [], [f32(20, 20)], {"name": "mask"}).output)
+    elif mask_kind == "bool":
+        keep = rng.random((1, 1, 20, 20)) > 0.3
+        keep[..., 7, :] = False  # a query that sees no key: nan, as torch gives it
+        params["mask"] = keep
+        operands.append(g.add_node("param", [], [TensorType("bool", (1, 1, 20, 20))], {"name": "mask"}).output)
+    elif mask_kind == "causal":
+        attrs["is_causal"] = True
+    g.set_outputs([_add(g, "scaled_dot_product_attention", operands, attrs)])
+    return module_of(g, params)
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "float", "bool", "causal"])
+def test_attention_splits_its_heads_on_the_team(monkeypatch, mask_kind):
+    """Each head's products and softmax on one team thread (jit.team.attention), the mask
+    added between two regions; the same values as the reference and the serial program."""
+    module = _attention_module(mask_kind)
+    x = np.random.default_rng(6).standard_normal((1, 6, 4, 5)).astype(np.float32)
+    handle = _compile(module, threads=2)
+    assert handle.team is not None
+    ran = record_team_calls(monkeypatch)
+    (got,) = handle.run([x])
+    assert ran.count("attention") == (1 if mask_kind == "none" else 2)
+    want = np.asarray(module.run("forward", x))
+    if mask_kind == "bool":
+        assert np.isnan(got[:, :, 7]).all() and np.isnan(want[:, :, 7]).all()
+        got, want = np.delete(got, 7, axis=2), np.delete(want, 7, axis=2)
+    assert_close([got], [want], rtol=1e-5)
+    (serial,) = _compile(module, threads=1).run([x])
+    if mask_kind == "bool":
+        serial = np.delete(serial, 7, axis=2)
+    np.testing.assert_allclose(got, serial, rtol=1e-5, atol=1e-6)

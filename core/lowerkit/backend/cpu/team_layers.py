@@ -65,11 +65,14 @@ TILED_MIN_INPUTS = 64
 
 def linear_on_team(rows: int, weights: int) -> bool:
     """Whether a fully-connected layer of ``rows`` input rows and ``weights`` weights runs as a
-    team region of sgemm bands. One row is a matrix-vector product, and numpy's (BLAS's gemv,
+    team region: two rows or more, and a weight of at least :data:`MIN_LINEAR_WEIGHTS` or
+    :data:`MIN_FLOPS` of work. One row is a matrix-vector product, and numpy's (BLAS's gemv,
     one thread) beat the team's two sgemm bands on an AMD EPYC VM: 1280x1000, 0.09 vs 0.20 ms
     with the weight in cache, 0.17-0.20 vs 0.31-0.33 ms without (sgemm packs its band of the
-    weight first); one row takes the packed bands instead where :func:`row_on_team` says so."""
-    return rows >= 2 and weights >= MIN_LINEAR_WEIGHTS
+    weight first); one row takes the packed bands instead where :func:`row_on_team` says so.
+    (With the weight alone, Swin-T's first-stage layers — 3136 tokens, 96 x 288 weights — ran
+    numpy's product on one thread, BLAS being held at one in team mode.)"""
+    return rows >= 2 and (weights >= MIN_LINEAR_WEIGHTS or 2 * rows * weights >= MIN_FLOPS)
 
 
 def row_on_team(rows: int, weights: int) -> bool:

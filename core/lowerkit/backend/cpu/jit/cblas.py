@@ -36,7 +36,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-ROW_MAJOR, NO_TRANS = 101, 111
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 SGEMM_ENV = "LOWERKIT_SGEMM"
 """Environment variable: ``numpy`` keeps compiled kernels on numpy's BLAS even where MKL is
 installed; ``mkl`` prefers MKL on any CPU; unset (or ``auto``) prefers MKL on Intel CPUs

@@ -15,6 +15,9 @@ GEMM bands equal BLAS's result on those rows or columns).
 - :func:`conv_tiles` — a convolution as implicit GEMM: bands of output rows, im2col and GEMM
   a few rows at a time, in each thread's cache;
 - :func:`fc_bias_activation` — a fully-connected layer in bands of output columns;
+- :func:`attention` — scaled dot-product attention in bands of heads: each head's scores
+  (``cblas_sgemm``), row softmax (:func:`.norm.softmax_rows`) and weighted sum (``cblas_sgemm``)
+  on one thread, its scores in that core's cache;
 - :func:`max_pool3x3` — the 3x3 max pool in bands of planes;
 - :func:`winograd_input` (bands of input channels) and :func:`winograd_products_output`
   (bands of output channels: the band's 36 channel GEMMs, then its output transform), or
@@ -36,8 +39,8 @@ import numpy as np
 from numba import njit, prange, types
 from numba.core.typing.ctypes_utils import make_function_type
 
-from . import conv, panel, pool, winograd
-from .cblas import NO_TRANS, ROW_MAJOR, sgemm
+from . import conv, norm, panel, pool, winograd
+from .cblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
 from .layer import team_ready
 from ._act import act_span
 from ._types import f8, i8, ro, rw
@@ -266,6 +269,32 @@ def _fc_bias_activation(x, w, bias, out, code, p0, p1, ways, gemm):
                 act_span(of, base + c0, base + c1, code, p0, p1)
 
 
+# attention's phases: scores only (a mask is added between two regions), the softmax and weighted
+# sum only, or all of it
+SCORES, WEIGHTED_SUM, WHOLE = 0, 1, 2
+
+
+def _attention(q, k, v, out, scores, weights, scale, phase, ways, gemm):
+    """Scaled dot-product attention over ``H`` heads (batch and heads flattened; C order):
+    ``scores[h] = scale * q[h] @ k[h]^T`` (``q`` [H, L, E], ``k`` [H, S, E]), ``weights[h]`` its
+    row softmax, ``out[h] = weights[h] @ v[h]`` (``v`` [H, S, F], ``out`` [H, L, F]) — in ``ways``
+    bands of heads, each head on one thread; ``phase`` (:data:`SCORES`, :data:`WEIGHTED_SUM`,
+    :data:`WHOLE`) runs the first product only, the rest only, or all."""
+    heads, length, depth = q.shape
+    source, width = k.shape[1], v.shape[2]
+    alpha, one, zero = np.float32(scale), np.float32(1.0), np.float32(0.0)
+    for j in prange(ways):
+        h0, h1 = _band(heads, j, ways)
+        for h in range(h0, h1):
+            if phase != WEIGHTED_SUM:
+                gemm(ROW_MAJOR, NO_TRANS, TRANS, length, source, depth, alpha, q[h].ctypes.data, depth,
+                     k[h].ctypes.data, depth, zero, scores[h].ctypes.data, source)
+            if phase != SCORES:
+                norm.softmax_rows(scores[h], weights[h], False, 0, length)
+                gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, length, width, source, one, weights[h].ctypes.data, source,
+                     v[h].ctypes.data, width, zero, out[h].ctypes.data, width)
+
+
 def _pin_workers(masks, setaffinity):
     """Every thread of the region with a team index ``t`` >= 1 pins itself to the CPUs of
     ``masks[t]`` (a ``cpu_set_t`` as 64-bit words) through ``setaffinity`` (libc's
@@ -297,7 +326,7 @@ if SCHED_SETAFFINITY is not None:
     pin_workers = njit(_PIN_SIG, **_FLAGS)(_pin_workers)
 
 _SGEMM = sgemm()
-gemm_bias_activation = fc_bias_activation = winograd_products_output = conv_tiles = None
+gemm_bias_activation = fc_bias_activation = winograd_products_output = conv_tiles = attention = None
 if _SGEMM is not None:
     _GEMM_SIG = types.void(ro(2), ro(2), ro(1), rw(2), i8, f8, f8, i8, types.boolean, make_function_type(_SGEMM.function))
     gemm_bias_activation = njit(_GEMM_SIG, **_FLAGS)(_gemm_bias_activation)
@@ -309,3 +338,5 @@ if _SGEMM is not None:
     _TILES_SIG = types.void(ro(3), ro(2), ro(1), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8, rw(2), i8, f8, f8, i8,
                             make_function_type(_SGEMM.function))
     conv_tiles = njit(_TILES_SIG, **_FLAGS)(_conv_tiles)
+    _ATTENTION_SIG = types.void(ro(3), ro(3), ro(3), rw(3), rw(3), rw(3), f8, i8, i8, make_function_type(_SGEMM.function))
+    attention = njit(_ATTENTION_SIG, **_FLAGS)(_attention)
