@@ -119,24 +119,32 @@ def test_depthwise_plans_run_image_by_image_on_the_team(monkeypatch):
         for out in results[i]:
             np.testing.assert_allclose(out, expected[i], rtol=1e-4, atol=1e-4)
 
-def test_the_first_calls_choose_between_images_and_slices(monkeypatch):
-    """By default a depthwise plan's sliceable batch times both forms on its first calls,
-    in pairs of calls: image by image on the team, and slices whose workers run the serial forms
-    (no team region); both match the reference, and the faster form is kept."""
-    from tests.team_calls import record_team_calls, team_on_small_layers
+def _on_trial(monkeypatch, batch: int):
+    """A small MobileNetV2 batch lowered to nnpack with team forms on its small layers, whose
+    plan times image by image against slices: (input, expected output, lowered, plan)."""
+    from tests.team_calls import team_on_small_layers
 
     from lowerkit.backend.cpu import cpu_count
 
     team_on_small_layers(monkeypatch)
     if cpu_count() < 2:
         pytest.skip("one core: plans run serially")
-    x = models.example_input("mobilenet_v2", batch=3, small=True)
+    x = models.example_input("mobilenet_v2", batch=batch, small=True)
     module = lowerkit.trace(models.get("mobilenet_v2", small=True), x)
-    expected = np.asarray(module(x))
     lowered = lowerkit.to_backend(module, ["nnpack"])
     (plan,) = _plans(lowered)
+    assert plan.per_image and plan.form_trial is not None
+    return x, np.asarray(module(x)), lowered, plan
+
+
+def test_the_first_calls_choose_between_images_and_slices(monkeypatch):
+    """By default a depthwise plan's sliceable batch times both forms on its first calls,
+    in pairs of calls: image by image on the team, and slices whose workers run the serial forms
+    (no team region); both match the reference, and the faster form is kept."""
+    from tests.team_calls import record_team_calls
+
+    x, expected, lowered, plan = _on_trial(monkeypatch, batch=3)
     trial = plan.form_trial
-    assert plan.per_image and trial is not None
     ran = record_team_calls(monkeypatch)
     forms = []
     while trial.choice is None:
@@ -157,20 +165,8 @@ def test_slices_on_trial_keep_the_image_form_s_spares(monkeypatch):
     """The calling thread runs one slice of a slices call and every image of an image-by-image
     call: the two forms keep separate spares there, so alternating them (the form trial) does
     not plan, bind and chain each one's buffers anew at every switch."""
-    from tests.team_calls import team_on_small_layers
-
-    from lowerkit.backend.cpu import cpu_count
-
-    team_on_small_layers(monkeypatch)
-    if cpu_count() < 2:
-        pytest.skip("one core: plans run serially")
-    x = models.example_input("mobilenet_v2", batch=4, small=True)
-    module = lowerkit.trace(models.get("mobilenet_v2", small=True), x)
-    expected = np.asarray(module(x))
-    lowered = lowerkit.to_backend(module, ["nnpack"])
-    (plan,) = _plans(lowered)
+    x, expected, lowered, plan = _on_trial(monkeypatch, batch=4)
     trial = plan.form_trial
-    assert plan.per_image and trial is not None
     trial.choice = 0
     for _ in range(3):
         np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-4, atol=1e-4)

@@ -11,7 +11,7 @@ layer into it) — and its row count picks the path:
 
 - one row on a team: each thread streams its share of the weight packed in bands
   (``PackedBands.run_team``), bias and activation in the same pass;
-- two rows or more on a team: row panels against the bands (``run_rows_team``, 7 rows or
+- two rows or more on a team: six-row groups, read in place, against the bands (``run_rows_team``, 7 rows or
   more) or sgemm bands (``fc_bias_activation``);
 - off the team: the layer's own product (bands for 2-6 rows), then bias and activation.
 """

@@ -6,7 +6,7 @@ rows on a constant weight (a batch slice's classifier) run on the weight packed 
 (``lowerkit.backend.cpu.panels.PackedBands``: bias and activation in the same pass), which
 streams it once where ``sgemm`` would copy it first; so does one row on a team (a classifier
 at batch 1), each thread streaming its share of the bands, and more rows on a team
-(``PackedBands.run_rows_team``: row panels against the bands, where ``sgemm`` packs the
+(``PackedBands.run_rows_team``: six-row groups against the bands, where ``sgemm`` packs the
 weight again every call).
 """
 
