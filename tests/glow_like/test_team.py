@@ -104,11 +104,12 @@ def test_team_is_off_by_environment_and_beside_a_gemm_without_team_form(monkeypa
     assert handle.team is None and handle.blas_threads == 2
 
 
-@pytest.mark.parametrize("tokens,expected", [(197, 2), (3, 1)])
-def test_a_program_of_fully_connected_layers_runs_them_on_blas_s_threads(tokens, expected):
+@pytest.mark.parametrize("tokens,team", [(197, True), (3, False)])
+def test_a_program_of_fully_connected_layers_takes_team_mode_when_they_are_large(tokens, team):
     """No convolution (a transformer's layers, a partition's region after the patch
-    embedding): fully-connected layers of at least 1M multiply-adds take BLAS's threads, as
-    convolution GEMMs do; smaller ones leave it at one."""
+    embedding): fully-connected layers of at least 1M multiply-adds put the program in team
+    mode, as convolutions do (BLAS at one thread, the layers as team regions); smaller ones
+    leave it serial, BLAS at one thread."""
     rng = np.random.default_rng(2)
     g = Graph()
     x = g.add_input("x", f32(1, tokens, 192))
@@ -120,7 +121,7 @@ def test_a_program_of_fully_connected_layers_runs_them_on_blas_s_threads(tokens,
               "w2": (rng.standard_normal((192, 768)) * 0.05).astype(np.float32)}
     module = module_of(g, params)
     handle = _compile(module, threads=2)
-    assert handle.team is None and handle.blas_threads == expected
+    assert (handle.team is not None) is team and handle.blas_threads == 1
     xs = rng.standard_normal((1, tokens, 192)).astype(np.float32)
     assert_close(handle.run([xs]), [module.run("forward", xs)], rtol=1e-4)
 

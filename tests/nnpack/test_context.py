@@ -48,7 +48,7 @@ def test_a_light_convolution_after_a_declined_node_is_declined_with_the_reason(m
     ops = {n.debug_handle: n.op for n in b.g.nodes}
     second_conv = max(h for h, op in ops.items() if op == "conv2d")
     ok, reason = answers[second_conv]
-    assert not ok and "start a region of its own" in reason and "0.01M multiply-adds (this one 0.0023M)" in reason
+    assert not ok and "start a region of its own" in reason and "0.01M multiply-adds an image (this one 0.0023M)" in reason
     assert not answers[max(ops)][0]  # the ReLU after it: its input's producer is declined
     first_conv = min(h for h, op in ops.items() if op == "conv2d")
     assert answers[first_conv][0]  # fed by the method's input
@@ -140,10 +140,24 @@ def test_a_group_too_light_for_its_region_goes_with_the_rest(monkeypatch):
     assert [r[0] for r in _regions(lowered)] == ["glow_like"]
     first_conv = next(n for n in b.g.nodes if n.op == "conv2d")
     ok, reason = lk.backend.get_backend("nnpack").supports(first_conv, b.g)
-    assert not ok and "0.0207M multiply-adds in all" in reason
+    assert not ok and "0.0207M multiply-adds an image in all" in reason
     whole = Builder((1, 8, 6, 6))
     small = whole.module(whole.op("relu", [whole.conv(whole.x, 8)]))
     assert [r[0] for r in _regions(lk.to_backend(small, ["nnpack", "glow_like"]))] == ["nnpack"]
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_the_bound_is_per_image_so_a_batch_splits_the_graph_as_one_image_does(monkeypatch, batch):
+    """The same graph at batch 1 and 4 under a bound of 20737 (the group does 20736 an
+    image): glow_like takes all of it at both — counted over the batch, the group of four
+    images would have paid for its boundaries."""
+    monkeypatch.setenv(context.REGION_MACS_ENV, "20737")
+    b, out = _after_an_average_pool((batch, 8, 6, 6), 8)
+    lowered = lk.to_backend(b.module(out), ["nnpack", "glow_like"])
+    assert [r[0] for r in _regions(lowered)] == ["glow_like"]
+    first_conv = next(n for n in b.g.nodes if n.op == "conv2d")
+    assert context.image_multiply_adds(first_conv) == 20736
+    assert context.multiply_adds(first_conv) == 20736 * batch
 
 
 def test_multiply_adds_of_a_linear_layer_and_a_convolution_s_gradients():

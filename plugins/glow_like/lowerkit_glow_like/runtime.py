@@ -204,9 +204,13 @@ class Executable:
 
     @staticmethod
     def _team_mode(program: Program) -> bool:
-        """True for programs with convolutions whose every GEMM kernel has a team form
-        (Winograd included; not matmul, int8 or gradient kernels), where team kernels can run
-        (``lowerkit.backend.cpu.make_team``: numba's OpenMP layer, a ``cblas_sgemm``).
+        """True for programs with convolutions, or fully-connected layers of at least
+        ``_THREADED_MATMUL_MACS`` multiply-adds, whose every GEMM kernel has a team form
+        (Winograd and attention included; not matmul, int8 or gradient kernels), where team
+        kernels can run (``lowerkit.backend.cpu.make_team``: numba's OpenMP layer, a
+        ``cblas_sgemm``). (A transformer's program without its patch embedding — the region
+        of a partition whose other backend took that convolution — had kept BLAS's threads:
+        DeiT-Tiny at batch 8, `[nnpack, glow_like]` / glow_like 1.18, paired.)
 
         Team mode runs each convolution as one compiled parallel region (numba on OpenMP,
         whose threads spin between regions: ~3.5 us a region instead of a pool hand-off's
@@ -218,7 +222,8 @@ class Executable:
         """
         if os.environ.get("LOWERKIT_GLOW_TEAM") == "0" or os.environ.get("LOWERKIT_GLOW_GEMM_ON_POOL"):
             return False
-        has_work = any(ins.op in _CONVOLUTIONS for ins in program.instructions)
+        has_work = any(ins.op in _CONVOLUTIONS or _matmul_macs(program, ins) >= _THREADED_MATMUL_MACS
+                       for ins in program.instructions)
         # BLAS runs at one thread in team mode: a GEMM kernel without a team form would lose
         # its second core (attention's matmuls, int8 convolutions).
         lone_gemm = any(_module(ins.op) in _GEMM_KERNELS and not KERNELS[ins.op].team for ins in program.instructions)

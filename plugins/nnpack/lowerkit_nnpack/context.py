@@ -17,6 +17,12 @@ Without this rule the priority plan cut transformers and channel-shuffling netwo
 dozens of alternating regions: ``[nnpack, glow_like]`` ran DeiT-Tiny in 41 ms against 28 for
 glow_like alone (76 regions), MixNet-S in 15.1 against 6.8 (43), ShuffleNetV2 in 7.5 against
 4.3 (35; AMD EPYC Zen 3 VM, batch 1, ``benchmarks/model.py --yardstick``).
+
+The work is counted per image (the batch dimension of the node's output divided out): a
+boundary's copies grow with the batch as the work does, so a graph splits the same way at
+any batch. Counted over the batch, ConvNeXt-T at batch 8 was cut into 38 regions and ran
+1.097x glow_like's time, and DeiT-Tiny's patch embedding became a region of its own
+(``benchmarks/mixed_plan.py --batch 8``).
 """
 
 from __future__ import annotations
@@ -30,8 +36,8 @@ from lowerkit.ir.node import Node
 
 from .support import STRUCTURAL_OPS, attrs_of, support_reason
 
-# A dense forward convolution of at least this many multiply-adds may start a region of its
-# own, and a group of nodes nnpack claims beside another backend must do as many in all. A boundary costs ~10 µs of call and a copy of each value crossing it (a 56x56 map of 96
+# A dense forward convolution of at least this many multiply-adds an image may start a region of
+# its own, and a group of nodes nnpack claims beside another backend must do as many in all. A boundary costs ~10 µs of call and a copy of each value crossing it (a 56x56 map of 96
 # channels: ~0.1 ms in and out), and the layers on either side lose their fusion; at the
 # ~100 GFLOP/s the kernels reach, 100M multiply-adds take ~2 ms, where a faster kernel can win
 # that back. Lighter layers cannot: ShuffleNetV2's 1x1 convolutions (2-6M), ConvNeXt-T's 7x7
@@ -90,7 +96,7 @@ def _reasons(graph: Any) -> dict[Node, str | None]:
             claimed.add(node)
     if len(claimed) < len(reasons):  # another backend takes part of the graph: weigh each group
         for group in _groups(claimed, producers):
-            work = sum(multiply_adds(n) for n in group)
+            work = sum(image_multiply_adds(n) for n in group)
             if work < least:
                 for n in group:
                     reasons[n] = _light_reason(work, least)
@@ -121,7 +127,7 @@ def _groups(claimed: set[Node], producers: dict) -> list[list[Node]]:
 
 
 def _light_reason(work: int, least: int) -> str:
-    return (f"the nodes nnpack could run around it do {work / 1e6:.3g}M multiply-adds in all, under the "
+    return (f"the nodes nnpack could run around it do {work / 1e6:.3g}M multiply-adds an image in all, under the "
             f"{least / 1e6:.3g}M that pay for their region's boundaries (a call, copies in and out) while "
             f"another backend runs the rest of the graph (${REGION_MACS_ENV} sets the bound)")
 
@@ -140,7 +146,7 @@ def _starts(node: Node, least: int) -> bool:
     more, or a gradient's."""
     if node.op in _ALWAYS_START:
         return True
-    return node.op == "conv2d" and attrs_of(node).get("groups", 1) == 1 and multiply_adds(node) >= least
+    return node.op == "conv2d" and attrs_of(node).get("groups", 1) == 1 and image_multiply_adds(node) >= least
 
 
 def multiply_adds(node: Node) -> int:
@@ -164,8 +170,16 @@ def multiply_adds(node: Node) -> int:
     return out * int(weight[1]) * int(weight[2]) * int(weight[3])
 
 
+def image_multiply_adds(node: Node) -> int:
+    """:func:`multiply_adds` per image: divided by the leading (batch) dimension of the node's
+    output where that is a whole number, else all of them."""
+    shape = node.outputs[0].type.shape
+    batch = shape[0] if shape else 1
+    return multiply_adds(node) // batch if isinstance(batch, int) and batch > 1 else multiply_adds(node)
+
+
 def _start_reason(node: Node, least: int) -> str:
-    size = f" (this one {multiply_adds(node) / 1e6:.3g}M)" if node.op == "conv2d" else ""
+    size = f" (this one {image_multiply_adds(node) / 1e6:.3g}M)" if node.op == "conv2d" else ""
     return (f"it would start a region of its own: none of its inputs comes from a node nnpack runs or from the "
-            f"method's inputs, and only a dense convolution of at least {least / 1e6:.3g}M multiply-adds{size} "
+            f"method's inputs, and only a dense convolution of at least {least / 1e6:.3g}M multiply-adds an image{size} "
             f"pays for a region's boundary (a call, copies in and out; ${REGION_MACS_ENV} sets the bound)")
