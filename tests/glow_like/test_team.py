@@ -291,3 +291,18 @@ def test_attention_splits_its_heads_on_the_team(monkeypatch, mask_kind):
     if mask_kind == "bool":
         serial = np.delete(serial, 7, axis=2)
     np.testing.assert_allclose(got, serial, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "float"])
+def test_eight_threads_share_an_attention_handle(mask_kind):
+    """Eight threads calling one handle whose attention runs on the team get, call after call,
+    the bits a lone call gives for their input."""
+    module = _attention_module(mask_kind)
+    handle = _compile(module, threads=2)
+    assert handle.team is not None
+    xs = [np.random.default_rng(10 + i).standard_normal((1, 6, 4, 5)).astype(np.float32) for i in range(8)]
+    alone = [handle.run([x])[0] for x in xs]
+    results = from_threads(lambda i: [handle.run([xs[i]])[0] for _ in range(10)])
+    for i in range(8):
+        for got in results[i]:
+            np.testing.assert_array_equal(got, alone[i])
