@@ -101,6 +101,11 @@ def _matmul_macs(program: Program, ins) -> int:
     return int(np.prod(out, dtype=np.int64)) * int(inner)
 
 
+def _threaded_matmuls(program: Program) -> bool:
+    """Whether a ``glow.fc`` or ``matmul`` of the program reaches ``_THREADED_MATMUL_MACS``."""
+    return any(_matmul_macs(program, ins) >= _THREADED_MATMUL_MACS for ins in program.instructions)
+
+
 def _uses_blas(op: str) -> bool:
     """Whether the kernel of ``op`` may call BLAS (its module is not a BLAS-free one)."""
     return _module(op) not in _BLAS_FREE_KERNELS
@@ -199,8 +204,7 @@ class Executable:
                         if ins.op in _CONVOLUTIONS and int(ins.attrs.get("groups", 1)) == 1]
         if any(ins.attrs.get("algo") == "winograd" for ins in convolutions):
             return False
-        return bool(convolutions) or any(_matmul_macs(program, ins) >= _THREADED_MATMUL_MACS
-                                         for ins in program.instructions)
+        return bool(convolutions) or _threaded_matmuls(program)
 
     @staticmethod
     def _team_mode(program: Program) -> bool:
@@ -222,10 +226,9 @@ class Executable:
         """
         if os.environ.get("LOWERKIT_GLOW_TEAM") == "0" or os.environ.get("LOWERKIT_GLOW_GEMM_ON_POOL"):
             return False
-        has_work = any(ins.op in _CONVOLUTIONS or _matmul_macs(program, ins) >= _THREADED_MATMUL_MACS
-                       for ins in program.instructions)
+        has_work = any(ins.op in _CONVOLUTIONS for ins in program.instructions) or _threaded_matmuls(program)
         # BLAS runs at one thread in team mode: a GEMM kernel without a team form would lose
-        # its second core (attention's matmuls, int8 convolutions).
+        # its second core (a matmul, int8 convolutions).
         lone_gemm = any(_module(ins.op) in _GEMM_KERNELS and not KERNELS[ins.op].team for ins in program.instructions)
         return has_work and not lone_gemm and make_team(2) is not None
 
