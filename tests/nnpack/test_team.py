@@ -144,16 +144,17 @@ def test_eight_threads_share_a_team_plan():
             np.testing.assert_allclose(got, expected[i], rtol=0, atol=1e-5 * max(1.0, float(np.abs(expected[i]).max())))
 
 
-def gated_projection(g, param, x):
+def gated_projection(g, param, x, *, with_map: bool = False):
     """On 8-channel ``x``: conv + silu to 32 channels, a depthwise 3x3, a squeeze-excitation
     gate (pool, 1x1 + relu, 1x1 + sigmoid), the map times the gate, then a 1x1 projection back
-    to 8 channels (fewer than the pixels): its output."""
+    to 8 channels (fewer than the pixels): its output (and, ``with_map``, the gate's map)."""
     y = _add(g, "silu", [_add(g, "conv2d", [x, param("expand", (32, 8, 1, 1)), param("expand_b", (32,))])])
     y = _add(g, "conv2d", [y, param("dw", (32, 1, 3, 3))], {"padding": (1, 1, 1, 1), "groups": 32})
     s = _add(g, "global_avg_pool2d", [y])
     s = _add(g, "relu", [_add(g, "conv2d", [s, param("se1", (4, 32, 1, 1)), param("se1_b", (4,))])])
     s = _add(g, "sigmoid", [_add(g, "conv2d", [s, param("se2", (32, 4, 1, 1)), param("se2_b", (32,))])])
-    return _add(g, "conv2d", [_add(g, "mul", [y, s]), param("project", (8, 32, 1, 1)), param("project_b", (8,))])
+    out = _add(g, "conv2d", [_add(g, "mul", [y, s]), param("project", (8, 32, 1, 1)), param("project_b", (8,))])
+    return (out, y) if with_map else out
 
 
 def numbered_module(g, params, name):
@@ -164,46 +165,76 @@ def numbered_module(g, params, name):
     return Module(params, {"forward": GraphMethod(g)}, name=name)
 
 
-def se_net(seed=0, batch=1):
+def se_net(seed=0, batch=1, map_read_later=False):
     """:func:`gated_projection` (its depthwise layer makes a batch run image by image on the
-    team) with the input added back as a residual."""
+    team) with the input added back as a residual; ``map_read_later``: the gate's map is
+    read after the projection too (a second output, its ReLU), so it does not die there."""
     g, params = Graph(), {}
     param = _param_maker(g, params, seed)
     x = g.add_input("x", TensorType("f32", (batch, 8, 12, 12)))
-    g.set_outputs([_add(g, "add", [gated_projection(g, param, x), x])])
+    out, y = gated_projection(g, param, x, with_map=True)
+    out = _add(g, "add", [out, x])
+    g.set_outputs([out, _add(g, "relu", [y])] if map_read_later else [out])
     return numbered_module(g, params, "SqueezeExcite")
 
 
 @pytest.mark.parametrize("batch", [1, 3])
-def test_a_gate_multiply_folds_into_the_projection(monkeypatch, batch):
-    module = se_net(batch=batch)
+@pytest.mark.parametrize("map_read_later", [False, True])
+def test_a_gate_multiply_folds_into_the_projection(monkeypatch, batch, map_read_later):
+    """The team form scales the weight by each image's gate. Off the team (the stall guard,
+    a batch slice), a map that dies at the projection is scaled in place and the layer runs
+    its serial form; one read later keeps its values: the weight scaled per image, one sgemm."""
+    module = se_net(batch=batch, map_read_later=map_read_later)
     x = np.random.default_rng(6).standard_normal((batch, 8, 12, 12)).astype(np.float32)
     lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
     plan = _plan(lowered)
     assert not any(step.node.op == "mul" for step in plan.steps)  # folded into the projection
-    expected = module(x)
-    scale = max(1.0, float(np.abs(expected).max()))
-    np.testing.assert_allclose(lowered(x), expected, rtol=0, atol=1e-4 * scale)
-    guard = plan.team.guard
-    guard.on, guard._serial_left = False, 5  # the serial form: the weight scaled per image, one sgemm
     from lowerkit_nnpack.team import TeamConv
 
+    (projection,) = [layer for layer in _step_layers(plan) if isinstance(layer, TeamConv) and layer.pointwise
+                     and layer.w2.shape == (8, 32)]
+    assert projection.gate_in_place is not map_read_later
+    expected = module(x)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    scale = max(1.0, max(float(np.abs(e).max()) for e in expected))
+
+    def check(got) -> None:
+        got = got if isinstance(got, (tuple, list)) else (got,)
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-4 * scale)
+
+    check(lowered(x))
+    guard = plan.team.guard
+    guard.on, guard._serial_left = False, 5
     serial = []
     real = TeamConv._gated_serial
     monkeypatch.setattr(TeamConv, "_gated_serial", lambda self, *a: serial.append(a) or real(self, *a))
-    np.testing.assert_allclose(lowered(x), expected, rtol=0, atol=1e-4 * scale)
-    assert len(serial) >= 1 and all(call[2] is not None for call in serial)  # the projection, its residual
+    check(lowered(x))
+    check(lowered(x))  # the bound serial form
     from lowerkit.backend.cpu.team import team_off
 
-    serial.clear()
     with team_off():  # as a worker runs a slice of the batch: every image in one call
-        (sliced,) = plan._run([x])
-    np.testing.assert_allclose(sliced, expected, rtol=0, atol=1e-4 * scale)
-    assert [len(call[0]) for call in serial] == [batch]
+        check(plan._run([x]))
+    if map_read_later:
+        assert serial and all(call[2] is not None for call in serial)  # the projection, its residual
+        assert len(serial[-1][0]) == batch
+    else:
+        assert serial == []
     monkeypatch.setenv("LOWERKIT_NNPACK_TEAM", "0")
     unfolded = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
     assert any(step.node.op == "mul" for step in _plan(unfolded).steps)
-    np.testing.assert_allclose(unfolded(x), expected, rtol=0, atol=1e-4 * scale)
+    check(unfolded(x))
+
+
+def _step_layers(plan) -> list:
+    """The layers whose methods the plan's steps call (from the steps' closures)."""
+    layers = []
+    for step in plan.steps:
+        for cell in getattr(step.kernel, "__closure__", None) or ():
+            layer = getattr(cell.cell_contents, "__self__", None)
+            if layer is not None and layer not in layers:
+                layers.append(layer)
+    return layers
 
 
 @pytest.mark.parametrize("batch", [1, 3])

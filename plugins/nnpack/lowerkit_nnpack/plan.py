@@ -170,9 +170,12 @@ class Plan:
         folded.update({flatten: linear for linear, flatten in flattened.items()})
         late_dying: dict[Node, list] = {}
         filled: set[Value] = set()  # values a step wrote into a buffer from the spares
+        maps_in_place: set[Node] = set()  # gated convolutions whose map dies at them
         for node, dying in zip(graph.nodes, dead):
             if node in folded:
                 late_dying.setdefault(folded[node], []).extend(dying)
+                if node.op == "mul" and _scales_in_place(node, dying, filled, users, graph_outputs):
+                    maps_in_place.add(folded[node])
                 continue
             if node.op == "param":
                 self.constants[node.output] = parameters[node.attrs["name"]]  # type: ignore[index]
@@ -210,7 +213,8 @@ class Plan:
                 pooled = GlobalAvgPool(node.output.type.shape[1])
                 kernel, runtime_inputs = _bound_step(pooled, False, bind_key), [source]
             else:
-                kernel, runtime_inputs = self._kernel(node, act, residual, gate, bind_key, pool is not None)
+                kernel, runtime_inputs = self._kernel(node, act, residual, gate, bind_key, pool is not None,
+                                                      gate_in_place=node in maps_in_place)
             outputs = tuple(v for v in node.outputs)
             dying = list(dying) + late_dying.get(node, [])
             for extra in (add_node, act_node):
@@ -319,13 +323,14 @@ class Plan:
 
     def _kernel(
         self, node: Node, act: tuple[int, float, float], residual: Value | None = None, gate: Node | None = None,
-        bind_key: int | None = None, means: bool = False,
+        bind_key: int | None = None, means: bool = False, gate_in_place: bool = False,
     ) -> tuple[StepKernel, list[Value]]:
         """The closure for ``node`` and the inputs it reads at run time; a convolution with a
         fused ``residual`` add reads that value last; one fed by a folded gate multiply
         ``gate`` reads that multiply's map and gate instead of its own input. ``bind_key``:
         the step's key for its bound calls, None if it must not bind (see :func:`_bound_step`).
-        ``means``: a depthwise layer (:meth:`_pooled_by`) returns its planes' means second."""
+        ``means``: a depthwise layer (:meth:`_pooled_by`) returns its planes' means second.
+        ``gate_in_place``: the gate's map dies at the layer (``TeamConv.gate_in_place``)."""
         opts, run = self.options, self.run_options
         ids = list(node.inputs)
         attrs = attrs_of(node)
@@ -362,6 +367,7 @@ class Plan:
                 live.append(residual)
             if gate is not None and isinstance(conv, TeamConv) and conv.pointwise:
                 live[:1] = list(gate.inputs)  # the map and its gate
+                conv.gate_in_place = gate_in_place
                 return _bound_step(conv, residual is not None, bind_key, gated=True), live
 
             if weight is not None and (not has_bias or bias is not None) and isinstance(conv, BOUND_LAYERS):
