@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lowerkit.backend.cpu import FormTrial, Parallel, Team, aligned_empty, blas_limit, cpu_count, make_team, split
+from lowerkit.backend.cpu import (FormTrial, Parallel, Team, aligned_empty, blas_limit, cpu_count, make_team,
+                                  recycled_copy, recycled_empty, split)
 from lowerkit.errors import InputError
 from lowerkit.ir import DTYPES
 
@@ -436,7 +437,7 @@ class Executable:
                     placed[b] = inputs[p]
             for _, b in direct.outputs:
                 buf = self.program.buffers[b]
-                placed[b] = aligned_empty(buf.shape, DTYPES[buf.dtype])
+                placed[b] = recycled_empty(buf.shape, DTYPES[buf.dtype])
         for dst, src, b in zip(state.inputs, inputs, self.program.inputs):
             if type(src) is not np.ndarray:
                 src = np.asarray(src)
@@ -463,7 +464,7 @@ class Executable:
                 call()
         if guard is not None:
             guard.end(start)
-        return [placed[b] if b in placed else out.copy() for b, out in zip(self.program.outputs, state.outputs)]
+        return [placed[b] if b in placed else recycled_copy(out) for b, out in zip(self.program.outputs, state.outputs)]
 
     def _batch_io(self, inputs: Sequence[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """The checked inputs and fresh output arrays of a call that runs in parts of the batch."""
@@ -477,7 +478,7 @@ class Executable:
                 raise InputError(f"glow_like method {program.method!r}: expected input shape "
                                  f"{list(program.buffers[b].shape)}, got {list(src.shape)}")
             arrays.append(src)
-        results = [np.empty(program.buffers[b].shape, DTYPES[program.buffers[b].dtype]) for b in program.outputs]
+        results = [recycled_empty(program.buffers[b].shape, DTYPES[program.buffers[b].dtype]) for b in program.outputs]
         return arrays, results
 
     def _run_slices(self, slices: list[_Slice], arrays: list[np.ndarray], results: list[np.ndarray]) -> None:

@@ -26,6 +26,8 @@ from lowerkit.backend.cpu import (
     blas_threads_beside,
     head_length,
     make_team,
+    recycled_copy,
+    recycled_empty,
     run_parallel,
     split,
     team_layers,
@@ -617,7 +619,7 @@ class Plan:
 
     def _outputs_of(self, values: list) -> list[np.ndarray]:
         """The call's outputs from its value list (a constant output copied)."""
-        return [values[i] if i >= self._first_runtime else values[i].copy() for i in self._output_slots]
+        return [values[i] if i >= self._first_runtime else recycled_copy(values[i]) for i in self._output_slots]
 
     def _run_steps(self, steps: Sequence[Step], values: list, spares: Spares) -> int:
         """``steps`` on the call's value list ``values`` (see :meth:`_run`); returns how many
@@ -727,7 +729,7 @@ class _Joined:
 
     def __init__(self, total: int, shapes: Sequence[tuple[int, ...]] | None = None) -> None:
         self.total = total
-        self.arrays: list[np.ndarray] = [np.empty(shape, np.float32) for shape in shapes] if shapes else []
+        self.arrays: list[np.ndarray] = [recycled_empty(shape, np.float32) for shape in shapes] if shapes else []
         self._made = threading.Lock()
 
     def places(self, rows: slice, slots: Sequence[int]) -> tuple[dict[int, np.ndarray] | None, tuple]:
@@ -748,7 +750,7 @@ class _Joined:
         those that are the very arrays :meth:`places` gave (``placed``) are there already."""
         with self._made:
             if not self.arrays:
-                self.arrays.extend(np.empty((self.total, *out.shape[1:]), out.dtype) for out in outputs)
+                self.arrays.extend(recycled_empty((self.total, *out.shape[1:]), out.dtype) for out in outputs)
         for i, (whole, out) in enumerate(zip(self.arrays, outputs)):
             if i >= len(placed) or out is not placed[i]:
                 whole[rows] = out
