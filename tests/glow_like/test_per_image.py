@@ -72,9 +72,9 @@ def test_the_first_calls_choose_between_images_and_slices(monkeypatch):
         assert_close([got], [expected], rtol=1e-5)
     # in pairs: 0, 1 1, 0 0, ... (the compile's dry run was the first call of form 0), for one
     # round, or more where the two medians were within FormTrial.MARGIN
-    assert forms[:trial.CALLS - 1] == [0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0][1:]
+    assert forms[:trial.CALLS - 1] == [0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1][1:]
     assert forms == [(call + 1) // 2 % 2 for call in range(1, len(forms) + 1)]
-    assert len(forms) in {rounds * (trial.CALLS - 1) for rounds in range(1, trial.ROUNDS + 1)}
+    assert len(forms) in {trial.CALLS - 1 + rounds * trial.ROUND_CALLS for rounds in range(trial.ROUNDS)}
     assert trial.choice == (0 if trial.scores[0] <= trial.scores[1] else 1)
     (got,) = handle.run([x])
     assert_close([got], [expected], rtol=1e-5)

@@ -4,9 +4,13 @@ Which of two forms is faster can depend on the machine more than on the model: a
 MobileNetV2 ran 10% faster image by image on the team than as batch slices on a Xeon and
 30% slower on an AMD EPYC VM (docs/glow_like.md, "Threads"). A :class:`FormTrial` lets the
 first calls decide. It runs the forms in pairs of calls — 0, 1 1, 0 0, 1 1, ... — and times
-only a call that follows a call of its own form: the first call of a form (binding, first
-touch of its memory, kernels loading) is never timed, and neither is a call right after the
-other form. That one pays for the other form: after a team call, the team's OpenMP threads
+only a call that follows a call of its own form: the first :attr:`FormTrial.UNTIMED` calls
+of a form (binding, first touch of its memory, kernels loading) are never timed, and
+neither is a call right after the other form. Two, not one: nnpack's steps bind their
+kernels on the second call that hands them the same arrays, and its batch slices' second
+call took 13.8-16.2 ms against 9.3-10.3 from then on (MobileNetV3-Small at batch 8, seven
+processes; AMD EPYC Zen 3 VM); timed, it made one trial in six keep image by image (12.5 ms)
+over slices. That one pays for the other form: after a team call, the team's OpenMP threads
 spin for a while (``jit.layer``), and a batch-slices call of glow_like's MobileNetV2 at
 batch 8 right after one read 39.0-39.3 ms, against 32.3-33.2 after a slices call and
 32.6-33.1 after a team call and a 50 ms pause (AMD EPYC VM, Zen 4; best of 20, three runs).
@@ -43,7 +47,9 @@ class FormTrial:
     """
 
     TIMED = 3  # timed calls of each form a round (odd: the median is one of them)
-    CALLS = 4 * TIMED + 1  # a first round's calls: 0, 1 1, 0 0, ... up to each form's TIMED-th timed call
+    UNTIMED = 2  # a form's first calls, never timed
+    CALLS = 4 * TIMED + 3  # a first round's calls: 0, 1 1, 0 0, ... up to each form's TIMED-th timed call
+    ROUND_CALLS = 4 * TIMED  # each further round's calls
     MARGIN = 0.05  # medians closer than this (relative) are no verdict while rounds remain
     ROUNDS = 3  # rounds at most
 
@@ -55,6 +61,7 @@ class FormTrial:
         self.scores: list[float] | None = None
         self._calls = 0
         self._last = -1  # the form of the last call recorded
+        self._runs = [0, 0]  # calls of each form recorded
         self._judged = 0  # timed calls of each form when the trial last judged a round
 
     def form(self) -> int:
@@ -67,7 +74,8 @@ class FormTrial:
         if self.choice is not None:
             return
         self._calls += 1
-        if form == self._last:
+        self._runs[form] += 1
+        if form == self._last and self._runs[form] > self.UNTIMED:
             self.times[form].append(seconds)
         self._last = form
         timed = min(len(t) for t in self.times)
