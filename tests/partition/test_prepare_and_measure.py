@@ -91,6 +91,28 @@ def test_measured_plan_matches_reference_and_records_timings(cnn, subset_backend
     np.testing.assert_allclose(loaded(x), module(x), rtol=1e-5, atol=1e-6)
 
 
+def test_the_chosen_plan_is_lowered_anew_after_the_timings(cnn, subset_backends, monkeypatch):
+    """The timed handles adapted on calls broken by pauses (form trials, stall guards): the
+    module returned is the winning plan lowered again, none of the handles timed."""
+    from lowerkit.lowering import measure
+
+    module, x = cnn
+    subset_backends("convy", CONV_OPS)
+    subset_backends("resty", OTHER_OPS)
+    timed = []
+    real_caller = measure._caller
+    monkeypatch.setattr(measure, "_caller", lambda part, inputs: (timed.append(part), real_caller(part, inputs))[1])
+    monkeypatch.setattr(measure, "SETTLE_S", 0.0)
+    lowered = lk.to_backend(module, ["convy", "resty"], plan="measure", example_inputs=(x,))
+    assert len(timed) >= 2  # the distinct candidate plans
+    assert all(lowered.outer is not part.outer for part in timed)
+    assert all(sub is not part.outer.submodules.get(name) for part in timed
+               for name, sub in lowered.outer.submodules.items())
+    timed_twin = next(part for part in timed if measure._signature_of(part) == measure._signature_of(lowered))
+    assert timed_twin.partition_report().regions == lowered.partition_report().regions  # the same plan
+    np.testing.assert_allclose(lowered(x), module(x), rtol=1e-5, atol=1e-6)
+
+
 def test_measured_plan_on_real_backends_is_correct(resnet):
     pytest.importorskip("lowerkit_nnpack")
     pytest.importorskip("lowerkit_glow_like")
