@@ -154,7 +154,8 @@ def measured_partition(
     # The winner lowered anew: a backend's handle adapts on its first calls (its form trial,
     # its stall guard), and the timed one did so on calls broken by the pauses above — the
     # first call after a pause runs slow. On MobileNetV3-Small at batch 8 the timed nnpack
-    # handle's trial read 12.3-24.1 ms for batch slices that run 9.5-10.0 steadily.
+    # handle's trial read 10.2-24.1 ms for batch slices that run 9.5-10.0 steadily, and kept
+    # image by image in three runs of four (docs/partitioning.md).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         chosen = lower(candidates) if winner == "priority" else plans[winner]()
