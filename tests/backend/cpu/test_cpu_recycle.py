@@ -102,3 +102,12 @@ def test_eight_threads_never_share_a_live_buffer():
         thread.join()
     assert not errors
     assert recycle.recycled_bytes()[0] == 0 and len(recycle._buffers) <= 8
+
+
+def test_release_drops_the_free_buffers_only():
+    held = recycled_empty((4000,), np.float32)
+    recycled_empty((5000,), np.float32)  # free at once
+    assert recycle.release() == 5000 * 4 + ALIGNMENT
+    assert recycle.recycled_bytes() == (held.nbytes + ALIGNMENT, 0)
+    del held
+    assert recycle.release() == 4000 * 4 + ALIGNMENT and not recycle._buffers

@@ -14,7 +14,9 @@ it (numpy's ``base``, collapsed to the buffer), so CPython's reference count say
 last one died — no finalizer, and no way for a view that outlives its array to see its
 memory reused. Buffers nobody has claimed back for :data:`IDLE_CALLS` claims are dropped;
 at most :data:`KEEP_BYTES` of free buffers are kept (``LOWERKIT_RECYCLE_BYTES`` overrides
-it, in bytes; 0 turns recycling off).
+it, in bytes; 0 turns recycling off). Free buffers stay until a claim drops them, so a
+process that stops calling holds its last calls' large outputs' memory; :func:`release`
+drops them at once.
 """
 
 from __future__ import annotations
@@ -108,6 +110,15 @@ def _free(entry: list) -> bool:
     """Whether no array refers to the entry's buffer: two references to it are left, the
     entry's and ``getrefcount``'s argument."""
     return sys.getrefcount(entry[0]) <= 2
+
+
+def release() -> int:
+    """Drop every free buffer now (they stay kept otherwise, until later claims pass them
+    by); returns the bytes dropped."""
+    with _lock:
+        dropped = sum(entry[0].size for entry in _buffers if _free(entry))
+        _buffers[:] = [entry for entry in _buffers if not _free(entry)]
+    return dropped
 
 
 def recycled_bytes() -> tuple[int, int]:
