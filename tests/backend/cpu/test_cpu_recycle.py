@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
@@ -86,21 +84,18 @@ def test_free_buffers_past_the_limit_or_idle_too_long_are_dropped(monkeypatch):
 
 
 def test_eight_threads_never_share_a_live_buffer():
-    errors = []
+    from tests.team_calls import from_threads
 
-    def work(seed: int) -> None:
+    def work(seed: int) -> list[bool]:
+        kept = []
         for _ in range(200):
             array = recycled_empty((4000,), np.float32)
             array[:] = seed
-            if not np.all(array == seed):
-                errors.append(seed)
+            kept.append(bool(np.all(array == seed)))
+        return kept
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors
+    results = from_threads(work)
+    assert all(all(kept) for kept in results.values())
     assert recycle.recycled_bytes()[0] == 0 and len(recycle._buffers) <= 8
 
 
