@@ -59,3 +59,46 @@ def test_batch_norm_folds_into_a_grouped_transposed_conv(tiny):
     assert [n.op for n in g.nodes if n.op != "constant"] == ["conv_transpose2d"]
     verify_graph(g)
     np.testing.assert_allclose(tiny.run(g, inp)[0], expected, rtol=1e-4, atol=1e-4)
+
+
+def _mixed_conv_bn(tiny, *, dim: int = 1, also_read: bool = False) -> Graph:
+    """Two depthwise convolutions (3x3 on 2 channels, 5x5 on 3), concatenated over ``dim``
+    (1; else 3, the second a dense 3 -> 2 channels), then a batch norm; with ``also_read`` the first
+    convolution's output is a graph output too."""
+    g = Graph()
+    a = g.add_input("a", tiny.f32(1, 2, 6, 6))
+    b = g.add_input("b", tiny.f32(1, 3, 6, 6))
+    ya = tiny.node(g, "conv2d", [a, tiny.const(g, tiny.rand(2, 1, 3, 3, seed=1)), tiny.const(g, tiny.rand(2, seed=2))],
+                   tiny.f32(1, 2, 6, 6), {"padding": (1, 1, 1, 1), "groups": 2}).output
+    if dim == 1:
+        yb = tiny.node(g, "conv2d", [b, tiny.const(g, tiny.rand(3, 1, 5, 5, seed=3))],
+                       tiny.f32(1, 3, 6, 6), {"padding": (2, 2, 2, 2), "groups": 3}).output
+    else:  # two channels, as the other part: concatenated along the width
+        yb = tiny.node(g, "conv2d", [b, tiny.const(g, tiny.rand(2, 3, 5, 5, seed=3))],
+                       tiny.f32(1, 2, 6, 6), {"padding": (2, 2, 2, 2)}).output
+    shape = (1, 5, 6, 6) if dim == 1 else (1, 2, 6, 12)
+    y = tiny.node(g, "concat", [ya, yb], tiny.f32(*shape), {"dim": dim}).output
+    c = shape[1]
+    stats = [tiny.rand(c, seed=4), np.abs(tiny.rand(c, seed=5)) + 0.5, tiny.rand(c, seed=6), tiny.rand(c, seed=7)]
+    z = tiny.node(g, "batch_norm", [y, *(tiny.const(g, s) for s in stats)], tiny.f32(*shape), {"eps": 1e-5})
+    g.set_outputs([z.output, ya] if also_read else [z.output])
+    return g
+
+
+def test_a_batch_norm_of_concatenated_convolutions_folds_into_each(tiny):
+    g = _mixed_conv_bn(tiny)
+    inputs = tiny.rand(1, 2, 6, 6, seed=8), tiny.rand(1, 3, 6, 6, seed=9)
+    expected = tiny.run(g.copy(), *inputs)[0]
+    assert fold_batch_norm(g) is True
+    eliminate_dead_code(g)
+    assert [n.op for n in g.nodes if n.op != "constant"] == ["conv2d", "conv2d", "concat"]
+    assert all(len(n.inputs) == 3 for n in g.nodes if n.op == "conv2d")  # each with its folded bias
+    verify_graph(g)
+    np.testing.assert_allclose(tiny.run(g, *inputs)[0], expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_batch_norm_of_other_concatenations_stays(tiny):
+    for kwargs in ({"dim": 3}, {"also_read": True}):
+        g = _mixed_conv_bn(tiny, **kwargs)
+        assert fold_batch_norm(g) is False, kwargs
+        assert "batch_norm" in tiny.ops(g)

@@ -2,9 +2,10 @@
 
 ``fuse_bias``: matmul(x, W) [+ add(bias)] -> glow.fc(x, W, bias); conv2d(x, w) + add(bias
 as [1, C, 1, 1]) -> conv2d(x, w, bias).
-``fuse_activations``: conv2d / glow.fc / add followed by relu, relu6 or clip -> one
-instruction with ``act`` set (glow.conv2d, glow.fc, glow.add): the activation runs in place
-on the freshly written output (residual blocks: add + relu).
+``fuse_activations``: conv2d / glow.fc / add followed by an activation -> one instruction
+with ``act`` set (glow.conv2d, glow.fc, glow.add): the activation runs in place on the freshly
+written output (residual blocks: add + relu); an activation of a concatenation of such
+instructions' outputs goes into each of them.
 """
 
 from __future__ import annotations
@@ -69,9 +70,13 @@ _FUSABLE = {"conv2d": "glow.conv2d", "glow.conv2d": "glow.conv2d", "glow.fc": "g
 
 
 def fuse_activations(graph: Graph) -> bool:
-    """Merge relu/relu6/clip into the conv, fc or add producing their input."""
+    """Merge an activation into the conv, fc or add producing its input; and one of a
+    concatenation into every producer of its parts (see :func:`_through_concat`)."""
     changed = False
     for node in list(graph.nodes):
+        if node.op == "concat" and node in graph.nodes and _through_concat(graph, node):
+            changed = True
+            continue
         if node.op not in _FUSABLE or node.attrs.get("act", "none") != "none" or node not in graph.nodes:
             continue
         act = single_user(graph, node.output, graph.users())
@@ -83,3 +88,28 @@ def fuse_activations(graph: Graph) -> bool:
         graph.nodes.remove(act)
         changed = True
     return changed
+
+
+def _through_concat(graph: Graph, concat) -> bool:
+    """``act(concat([a, b, ...]))`` -> ``concat([act(a), act(b), ...])`` with each activation in
+    the instruction writing its part, where every part is a fusable instruction's output read
+    by the concatenation alone: an element-wise activation commutes with concatenating.
+    MixNet's mixed depthwise kernels are concatenated, batch-normalised (folded into them,
+    ``fold_batch_norm``) and activated: the activation was a pass of its own over the
+    concatenated map (``glow.chain``, 1.09 of MixNet-S's 6.4 ms at batch 1, against 0.59
+    for ONNX Runtime's own swish nodes)."""
+    producers, users = graph.producers(), graph.users()
+    act = single_user(graph, concat.output, users)
+    if act is None or act.op not in ACTIVATIONS or act.output.type != concat.output.type:
+        return False
+    parts = [producers.get(value) for value in concat.inputs]
+    if len(set(concat.inputs)) != len(concat.inputs) or not all(
+            part is not None and part.op in _FUSABLE and part.attrs.get("act", "none") == "none"
+            and single_user(graph, value, users) is concat for part, value in zip(parts, concat.inputs)):
+        return False
+    for part in parts:
+        part.op = _FUSABLE[part.op]
+        part.attrs = {**part.attrs, **activation_attrs(act)}
+    concat.outputs = list(act.outputs)
+    graph.nodes.remove(act)
+    return True
