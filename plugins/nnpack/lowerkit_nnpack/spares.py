@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lowerkit.backend.cpu import aligned_buffer, aligned_empty, pack_lifetimes
+from lowerkit.backend.cpu import aligned_empty, pack_lifetimes, recycled_buffer
 
 __all__ = ["Bound", "Spares", "plan_offsets"]
 
@@ -32,7 +32,7 @@ class Bound(NamedTuple):
     takes: int  # how many arrays the step takes from the spares
 
 
-# A buffer of a value that died: (byte buffer of aligned_buffer, where its aligned part begins,
+# A buffer of a value that died: (byte buffer of recycled_buffer (aligned_buffer's kind), where its aligned part begins,
 # its aligned bytes).
 _Entry = tuple[np.ndarray, int, int]
 
@@ -165,7 +165,9 @@ class Spares:
                 del free[i]
                 begin = entry[1]
                 return entry[0][begin:begin + nbytes].view(np.float32).reshape(shape), entry
-        buffer, begin = aligned_buffer(nbytes)
+        # A value the call returns lands here too: from 32 MiB up on a recycled buffer
+        # (lowerkit.backend.cpu.recycle), not on pages the kernel must zero at every call.
+        buffer, begin = recycled_buffer(nbytes)
         return np.ndarray(shape, np.float32, buffer, begin), (buffer, begin, nbytes)
 
     def produced(self, arrays: list[np.ndarray]) -> None:

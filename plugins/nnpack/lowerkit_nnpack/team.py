@@ -158,7 +158,8 @@ class TeamConv:
     def run_gated_into(self, x: np.ndarray, gate: np.ndarray, out: np.ndarray,
                        residual: np.ndarray | None = None) -> np.ndarray:
         """A plan's call of a 1x1 layer fed by a folded gate multiply (``x * gate``, ``gate``
-        [N, C, 1, 1]), as :meth:`run_into`: the gate scales the weight, on the team or off it."""
+        [N, C, 1, 1]), as :meth:`run_into`: the gate scales the weight — off the team, the map
+        where it dies here (:attr:`gate_in_place`)."""
         if x.dtype is _FLOAT32 and x.flags.c_contiguous and gate.dtype is _FLOAT32 and self.pointwise:
             if self.team.usable():
                 return self._regions(x, out, residual, gate)

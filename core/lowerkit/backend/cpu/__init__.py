@@ -5,8 +5,9 @@
   thread count; the calling thread runs one share.
 - :func:`aligned_empty` — arrays whose data starts on a cache line (numpy's large arrays do not);
   :func:`aligned_buffer` — the byte buffer beneath one, and that line's offset in it.
-- :func:`recycled_empty`, :func:`recycled_copy` — large arrays a call returns, on buffers
-  that earlier calls' arrays gave back (no fresh pages to zero at every call).
+- :func:`recycled_empty`, :func:`recycled_copy`, :func:`recycled_buffer` — large arrays a
+  call returns, on buffers that earlier calls' arrays gave back (no fresh pages to zero at
+  every call).
 - :func:`pack_lifetimes` — offsets in one arena for buffers of known lifetimes (a static memory plan).
 - :func:`split` — a range of work cut into contiguous, nearly equal parts.
 - :class:`Team`, :func:`make_team`, :class:`StallGuard`, :func:`team_off`,
@@ -36,7 +37,7 @@ from .blas import BlasLimiter, blas_limit, blas_threads_beside
 from .cores import cpu_count
 from .im2col import im2col_view, merge_last, pad_into, tile_view
 from .pool import Parallel, pool, run_parallel
-from .recycle import recycled_copy, recycled_empty
+from .recycle import recycled_buffer, recycled_copy, recycled_empty
 from .slice_head import HEAD_MIN_PIXELS, head_length
 from .split import split
 from .team import PINNING_ENV, StallGuard, Team, make_team, pin_team_workers, team_off
@@ -66,6 +67,7 @@ __all__ = [
     "pad_into",
     "pin_team_workers",
     "pool",
+    "recycled_buffer",
     "recycled_copy",
     "recycled_empty",
     "run_parallel",

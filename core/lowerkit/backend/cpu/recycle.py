@@ -12,9 +12,9 @@ whose arena stays, none.
 when nothing but this module refers to it: every array or view on it holds a reference to
 it (numpy's ``base``, collapsed to the buffer), so CPython's reference count says when the
 last one died — no finalizer, and no way for a view that outlives its array to see its
-memory reused. Buffers nobody has claimed back for :data:`IDLE_CALLS` claims are dropped;
-at most :data:`KEEP_BYTES` of free buffers are kept (``LOWERKIT_RECYCLE_BYTES`` overrides
-it, in bytes; 0 turns recycling off). Free buffers stay until a claim drops them, so a
+memory reused. A claim drops the free buffers that more than :data:`IDLE_CALLS` claims
+passed over, and those past :data:`KEEP_BYTES` of free buffers in all
+(``LOWERKIT_RECYCLE_BYTES`` overrides it, in bytes; 0 turns recycling off). Free buffers stay until a claim drops them, so a
 process that stops calling holds its last calls' large outputs' memory; :func:`release`
 drops them at once.
 """
@@ -38,7 +38,7 @@ KEEP_BYTES = 4 << 30
 """Free buffers kept at most, in bytes (``LOWERKIT_RECYCLE_BYTES`` overrides it)."""
 
 IDLE_CALLS = 64
-"""A free buffer no claim has taken for this many claims is dropped."""
+"""A free buffer that this many claims in a row passed over is dropped at the next one."""
 
 _lock = threading.Lock()
 _buffers: list[list] = []  # [raw uint8 buffer, aligned offset, claims since it was last taken]
@@ -60,12 +60,21 @@ def recycled_empty(shape: tuple[int, ...], dtype: np.dtype | type = np.float32) 
     shape = tuple(map(int, shape))
     dtype = np.dtype(dtype)
     nbytes = prod(shape) * dtype.itemsize
+    if nbytes < MIN_BYTES:
+        return aligned_empty(shape, dtype)
+    raw, offset = recycled_buffer(nbytes)
+    return np.ndarray(shape, dtype, raw, offset)
+
+
+def recycled_buffer(nbytes: int) -> tuple[np.ndarray, int]:
+    """:func:`~lowerkit.backend.cpu.aligned_buffer`'s buffer and offset — from
+    :data:`MIN_BYTES` up a kept one of exactly that size where one is free (for a caller
+    that builds its arrays over the buffer itself, as nnpack's spares do)."""
     limit = keep_bytes() if nbytes >= MIN_BYTES else 0
     if not limit:
-        return aligned_empty(shape, dtype)
+        return aligned_buffer(nbytes)
     with _lock:
-        raw, offset = _claim(nbytes, limit)
-    return np.ndarray(shape, dtype, raw, offset)
+        return _claim(nbytes, limit)
 
 
 def recycled_copy(array: np.ndarray) -> np.ndarray:

@@ -6,9 +6,10 @@ MobileNetV2 ran 10% faster image by image on the team than as batch slices on a 
 first calls decide. It runs the forms in pairs of calls — 0, 1 1, 0 0, 1 1, ... — and times
 only a call that follows a call of its own form: the first :attr:`FormTrial.UNTIMED` calls
 of a form (binding, first touch of its memory, kernels loading) are never timed, and
-neither is a call right after the other form. Two, not one: nnpack's steps bind their
-kernels on the second call that hands them the same arrays, and its batch slices' second
-call took 13.8-16.2 ms against 9.3-10.3 from then on (MobileNetV3-Small at batch 8, seven
+neither is a call right after the other form. Two, not one: an nnpack plan's second call
+is the first on its planned arena (first touch of its pages; the third binds the steps to
+it, and in the pairs that call always follows the other form), and its batch slices'
+second call took 13.8-16.2 ms against 9.3-10.3 from then on (MobileNetV3-Small at batch 8, seven
 processes; AMD EPYC Zen 3 VM); timed, it made one trial in six keep image by image (12.5 ms)
 over slices. That one pays for the other form: after a team call, the team's OpenMP threads
 spin for a while (``jit.layer``), and a batch-slices call of glow_like's MobileNetV2 at
