@@ -50,7 +50,7 @@ from .linear_step import LinearStep
 from .selection import select_algorithm
 from .chains import MIN_STEPS, build_chains
 from .spares import Bound, Spares
-from .team import ALGORITHMS as TEAM_ALGORITHMS, TeamConv, TeamDepthwise
+from .team import ALGORITHMS as TEAM_ALGORITHMS, TeamConv, TeamDepthwise, scale_planes
 from .support import (
     ACTIVATION_OPS,
     RESIDUAL_OPS,
@@ -908,9 +908,7 @@ def _in_place_product(a: np.ndarray, b: np.ndarray) -> Callable[[], object] | No
     if b.shape == a.shape:
         return partial(np.multiply, a, b, out=a)
     if a.ndim == 4 and b.shape == (a.shape[0], a.shape[1], 1, 1):
-        rows = a.shape[0] * a.shape[1]
-        flat = a.reshape(rows, -1)
-        return partial(np.multiply, flat, b.reshape(rows, 1), out=flat)
+        return scale_planes(a, b)
     return None
 
 

@@ -185,7 +185,7 @@ class TeamConv:
                                          out.reshape(n, oc, -1), act, ways,
                                          residual.reshape(n, oc, -1) if fused else None)
         if self.gate_in_place:
-            serial = sequence(_scale_map(x, gate),
+            serial = sequence(scale_planes(x, gate),
                               self.conv.bind(x, out, residual) or partial(self.conv.run_into, x, out, residual))
         else:
             serial = partial(self._gated_serial, x, gate, residual, out)
@@ -234,7 +234,7 @@ class TeamConv:
         and the layer. With :meth:`_gated_serial` instead (per image a scaled weight, an
         sgemm and the epilogue's passes), MobileNetV3-Small at batch 8 ran 8% slower as
         slices of a team plan than as a slices plan, and as fast with the gates unfolded."""
-        _scale_map(x, gate)()
+        scale_planes(x, gate)()
         return self.conv.run_into(x, out, residual)
 
     def _gated_serial(self, x: np.ndarray, gate: np.ndarray, residual: np.ndarray | None,
@@ -259,9 +259,10 @@ class TeamConv:
         return out
 
 
-def _scale_map(x: np.ndarray, gate: np.ndarray) -> Call:
+def scale_planes(x: np.ndarray, gate: np.ndarray) -> Call:
     """``x *= gate`` (a float32 C-contiguous map [N, C, H, W], ``gate`` [N, C, 1, 1]) as a
-    zero-argument call: one multiply over the map's planes."""
+    zero-argument call: one multiply over the map's planes (a gated layer's serial form
+    here, the plan's in-place gate multiply)."""
     rows = x.shape[0] * x.shape[1]
     flat = x.reshape(rows, -1)
     return partial(np.multiply, flat, gate.reshape(rows, 1), out=flat)

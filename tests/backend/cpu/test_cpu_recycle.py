@@ -106,3 +106,13 @@ def test_release_drops_the_free_buffers_only():
     assert recycle.recycled_bytes() == (held.nbytes + ALIGNMENT, 0)
     del held
     assert recycle.release() == 4000 * 4 + ALIGNMENT and not recycle._buffers
+
+
+@pytest.mark.parametrize("value", ["lots", "-1", "1.5"])
+def test_a_bad_byte_count_is_an_input_error_naming_the_variable(monkeypatch, value):
+    from lowerkit.errors import InputError
+
+    monkeypatch.setenv("LOWERKIT_RECYCLE_BYTES", value)
+    with pytest.raises(InputError, match=r"\$LOWERKIT_RECYCLE_BYTES must be a whole number of bytes"):
+        recycled_empty((4000,), np.float32)
+    assert recycled_empty((10,), np.float32).size == 10  # small arrays never read it

@@ -28,14 +28,18 @@ from math import prod
 
 import numpy as np
 
-from .aligned import ALIGNMENT, aligned_buffer, aligned_empty
+from lowerkit.errors import InputError
+
+from .aligned import ALIGNMENT, aligned_buffer
 
 MIN_BYTES = 32 << 20
 """Arrays from this size up are recycled: glibc maps smaller ones from its heap, which it
 reuses itself."""
 
 KEEP_BYTES = 4 << 30
-"""Free buffers kept at most, in bytes (``LOWERKIT_RECYCLE_BYTES`` overrides it)."""
+"""Free buffers kept at most, in bytes (:data:`KEEP_ENV` overrides it)."""
+
+KEEP_ENV = "LOWERKIT_RECYCLE_BYTES"
 
 IDLE_CALLS = 64
 """A free buffer that this many claims in a row passed over is dropped at the next one."""
@@ -46,11 +50,12 @@ _buffers: list[list] = []  # [raw uint8 buffer, aligned offset, claims since it 
 
 def keep_bytes() -> int:
     """The free bytes kept at most (:data:`KEEP_BYTES`, or ``LOWERKIT_RECYCLE_BYTES``)."""
-    value = os.environ.get("LOWERKIT_RECYCLE_BYTES")
-    try:
-        return KEEP_BYTES if value is None else max(0, int(value))
-    except ValueError:
+    text = os.environ.get(KEEP_ENV, "").strip()
+    if not text:
         return KEEP_BYTES
+    if not text.isdigit():
+        raise InputError(f"${KEEP_ENV} must be a whole number of bytes (0 turns recycling off), got {text!r}")
+    return int(text)
 
 
 def recycled_empty(shape: tuple[int, ...], dtype: np.dtype | type = np.float32) -> np.ndarray:
@@ -59,10 +64,7 @@ def recycled_empty(shape: tuple[int, ...], dtype: np.dtype | type = np.float32) 
     an earlier array gave back, where one of exactly its size is free."""
     shape = tuple(map(int, shape))
     dtype = np.dtype(dtype)
-    nbytes = prod(shape) * dtype.itemsize
-    if nbytes < MIN_BYTES:
-        return aligned_empty(shape, dtype)
-    raw, offset = recycled_buffer(nbytes)
+    raw, offset = recycled_buffer(prod(shape) * dtype.itemsize)
     return np.ndarray(shape, dtype, raw, offset)
 
 

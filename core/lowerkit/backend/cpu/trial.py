@@ -60,7 +60,6 @@ class FormTrial:
         self.choice: int | None = forced
         self.times: tuple[list[float], list[float]] = ([], [])
         self.scores: list[float] | None = None
-        self._calls = 0
         self._last = -1  # the form of the last call recorded
         self._runs = [0, 0]  # calls of each form recorded
         self._judged = 0  # timed calls of each form when the trial last judged a round
@@ -68,13 +67,12 @@ class FormTrial:
     def form(self) -> int:
         """The form the next call runs."""
         choice = self.choice
-        return choice if choice is not None else (self._calls + 1) // 2 % 2
+        return choice if choice is not None else (self._runs[0] + self._runs[1] + 1) // 2 % 2
 
     def record(self, form: int, seconds: float) -> None:
         """The call that ran ``form`` took ``seconds``."""
         if self.choice is not None:
             return
-        self._calls += 1
         self._runs[form] += 1
         if form == self._last and self._runs[form] > self.UNTIMED:
             self.times[form].append(seconds)

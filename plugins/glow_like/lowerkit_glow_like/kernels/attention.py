@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lowerkit.backend.cpu.calls import on_team
+
 from ._base import kernel
 
 
@@ -103,17 +105,14 @@ def _team_bound(q, k, v, out, scale, additive, mask, scores, weights, team, seri
     sgemm, ways = team.sgemm, team.ways
     first = kernels.SCORES if masked else kernels.WHOLE
 
-    def run():
-        if not team.usable():
-            serial()
-            return
+    def regions():
         kernels.attention(q3, k3, v3, out3, scores3, weights3, scale, first, ways, sgemm)
         if not masked:
             return
         _mask_in_place(scores, additive, mask)
         kernels.attention(q3, k3, v3, out3, scores3, weights3, scale, kernels.WEIGHTED_SUM, ways, sgemm)
 
-    return run
+    return on_team(team, regions, serial)
 
 
 def _mask_in_place(scores, additive, mask) -> None:
