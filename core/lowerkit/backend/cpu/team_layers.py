@@ -38,6 +38,7 @@ from .panels import PackedTuples
 
 NO_RESIDUAL = np.empty((0, 0, 0, 0), np.float32)  # the Winograd output's residual argument: none
 from .team import Team
+from .winograd import output_group_tiles
 
 MIN_FLOPS = 1_000_000  # dense convolutions, per image
 MIN_DEPTHWISE_MACS = 100_000
@@ -298,12 +299,13 @@ def bind_depthwise(team: Team, algorithm: str, x: np.ndarray, w: np.ndarray, bia
 def winograd_shapes(c: int, oc: int, tiles: int, tile_width: int, ways: int) -> dict[str, tuple[int, ...]]:
     """Scratch shapes of :func:`run_winograd` for ``tiles`` 4x4 output tiles (a chunk of images),
     ``tile_width`` tiles per row: the transformed input ``v``, each thread's channel products
-    ``m`` and its transform rows ``rows``, ``tmp``, ``s``, ``y``."""
+    ``m`` and its transform rows ``rows``, ``tmp``, ``s``, ``y`` (``output_group_tiles``)."""
     wp = 4 * tile_width + 2
+    group = output_group_tiles(tile_width)
     count = -(-oc // 6)  # panels: the packed weight's bands are whole 6-channel panels
     rows = max(-(-oc // ways), 6 * -(-count // ways))
     return {"v": (36, c, tiles), "m": (ways, 36, rows, tiles), "rows": (ways, 6, wp), "tmp": (ways, 6, wp),
-            "s": (ways, 6, 4, tile_width), "y": (ways, 4, 4, tile_width)}
+            "s": (ways, 6, 4, group), "y": (ways, 4, 4, group)}
 
 
 def winograd_weights(u: np.ndarray, tiles: int) -> np.ndarray | PackedTuples:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.backend.cpu import split, team_layers, winograd_matrices
+from lowerkit.backend.cpu import output_group_tiles, split, team_layers, winograd_matrices
 from lowerkit.backend.cpu.panels import PackedTuples
 
 from ._base import scratch_array
@@ -65,16 +65,17 @@ def _in_band_floats(c: int, tw: int) -> int:
     return c * 2 * TILE * (OUT * tw + 2)
 
 
-def _out_band_floats(oc: int, t: int, tw: int) -> int:
-    """Scratch of the output bands, at most one per output channel: GEMM result + A^T stages."""
-    return TILE * TILE * oc * t + oc * (TILE * OUT + OUT * OUT) * tw
+def _out_band_floats(oc: int, t: int) -> int:
+    """Scratch of the output bands: their GEMM results (the A^T stages' rows are each band's
+    own arrays, made when the layer binds)."""
+    return TILE * TILE * oc * t
 
 
 def scratch_bytes(in_types, out_types, attrs) -> int:
     n, c, h, w, oc, oh, ow, th, tw, chunk = _plan(in_types[0].shape, out_types[0].shape)
     t = chunk * th * tw
     # V stays for both phases; the input bands, then the output bands, reuse the space after it.
-    return 4 * (TILE * TILE * c * t + max(_in_band_floats(c, tw), _out_band_floats(oc, t, tw)))
+    return 4 * (TILE * TILE * c * t + max(_in_band_floats(c, tw), _out_band_floats(oc, t)))
 
 
 def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None, residual=None):
@@ -112,12 +113,11 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None, 
         for j in range(len(in_bands))
     ]
     out_buffers, offset = [], base
+    group = output_group_tiles(tw)  # the output transform's passes run over this many tiles
     for o0, o1 in out_bands:
         m = scratch_array(scratch, np.float32, (TILE * TILE, o1 - o0, t), offset)
-        s = scratch_array(scratch, np.float32, (TILE, OUT, tw), offset + m.nbytes)
-        y = scratch_array(scratch, np.float32, (OUT, OUT, tw), offset + m.nbytes + s.nbytes)
-        out_buffers.append((m, s, y))
-        offset += m.nbytes + s.nbytes + y.nbytes
+        out_buffers.append((m, np.empty((TILE, OUT, group), np.float32), np.empty((OUT, OUT, group), np.float32)))
+        offset += m.nbytes
     current = [0, 0]  # first image and image count of the chunk being computed
 
     def transform_in(j: int) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.backend.cpu import merge_last, pad_into, team_layers, tile_view, winograd_matrices
+from lowerkit.backend.cpu import merge_last, output_group_tiles, pad_into, team_layers, tile_view, winograd_matrices
 from lowerkit.backend.cpu.panels import PackedTuples
 from lowerkit.backend.cpu.team_layers import NO_RESIDUAL
 
@@ -151,8 +151,9 @@ class Winograd6(Winograd):
         else:
             np.matmul(kernel[:, block], state, out=m)
         th, tw = self.tiles
-        s = self.ws.get("ws", (self.size, self.out, tw))
-        y = self.ws.get("wy", (self.out, self.out, tw))
+        group = output_group_tiles(tw)
+        s = self.ws.get("ws", (self.size, self.out, group))
+        y = self.ws.get("wy", (self.out, self.out, group))
         b = _NO_BIAS if bias is None else np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
         # The compiled output transform adds the residual (a fused residual add) before the activation.
         added = NO_RESIDUAL if residual is None else np.ascontiguousarray(residual, dtype=np.float32)

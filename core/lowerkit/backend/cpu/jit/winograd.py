@@ -7,7 +7,7 @@ caller runs the 36 channel GEMMs ``m[k] = u[k] @ v[k]`` on BLAS.
 Input pass, per (image, channel, tile row): the six input rows the tiles read are copied
 zero-padded into ``rows[6, Wp]``, B^T combines them (vectorised over columns) into
 ``tmp[6, Wp]``, and B^T along each tile's six columns writes ``v`` (contiguous over tiles).
-Output pass, per (output channel, image, tile row): A^T over the six rows of ``m`` (a
+Output pass, per output channel and group of tile rows: A^T over the six rows of ``m`` (a
 contiguous run of tiles), A^T over columns, then bias and activation, written into the
 output with the edge tiles cropped. Matrices: Lavin & Gray's, points 0, +-1, +-2, inf.
 """
@@ -108,56 +108,73 @@ def winograd_output(m, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y, res
     """out[i0:i0+k, o0:o1] = act(A^T m A + bias + residual), cropped; m's channel j is output
     channel o0 + j; ``residual`` is shaped like ``out`` (a fused residual add), or empty.
 
-    ``s`` [6, 4, tw] and ``y`` [4, 4, tw] are this band's scratch. Flat unsigned indices.
+    ``s`` [6, 4, n] and ``y`` [4, 4, n] are this band's scratch, ``n >= tw`` tiles
+    (``lowerkit.backend.cpu.winograd.output_group_tiles``): both A^T passes run over ``n //
+    tw`` tile rows at a time — of one image or running on into the next, as ``m``'s tiles do —
+    so their loops are long enough to vectorise (one tile row is 2-14 tiles on the zoo's
+    maps). Flat unsigned indices.
     """
     oc_n, oh_n, ow_n = out.shape[1], out.shape[2], out.shape[3]
     ob_n, t_n = m.shape[1], m.shape[2]
+    cap = s.shape[2]
+    group = max(1, cap // tw)  # tile rows a pass runs over
     mf, sf, yf, of, rf = m.reshape(-1), s.reshape(-1), y.reshape(-1), out.reshape(-1), residual.reshape(-1)
     has_bias = bias.shape[0] > 0
     has_residual = rf.shape[0] > 0
-    utw = _U(tw)
-    stride_k = _U(ob_n * t_n)  # between m[k] and m[k + 1]
+    ucap = _U(cap)
+    u4 = _U(4) * ucap
+    sk = _U(ob_n * t_n)  # between m[k] and m[k + 1]
+    full = ow_n // 4  # tiles whose four columns are all inside the output
+    rows_n = k * th  # tile rows of the k images, in m's order
     for oc in range(o0, o1):
         j = oc - o0
         b = bias[oc] if has_bias else np.float32(0)
-        for img in range(k):
-            n = i0 + img
-            for ty in range(th):
-                base = j * t_n + (img * th + ty) * tw
-                for col in range(6):  # A^T over the six tile rows, for tile column ``col``
-                    q = _U(col * ob_n * t_n + base)
-                    d = _U(col * 4 * tw)
-                    for tx in range(utw):
-                        g0, g1, g2, g3 = _at(mf[q + tx], mf[q + _U(6) * stride_k + tx],
-                                             mf[q + _U(12) * stride_k + tx], mf[q + _U(18) * stride_k + tx],
-                                             mf[q + _U(24) * stride_k + tx], mf[q + _U(30) * stride_k + tx])
-                        sf[d + tx] = g0
-                        sf[d + utw + tx] = g1
-                        sf[d + _U(2) * utw + tx] = g2
-                        sf[d + _U(3) * utw + tx] = g3
-                for r in range(4):  # A^T over columns: output row r of each tile
-                    e = _U(r * tw)
-                    f = _U(r * 4 * tw)
-                    u4 = _U(4) * utw
-                    for tx in range(utw):
-                        h0, h1, h2, h3 = _at(sf[e + tx], sf[u4 + e + tx], sf[_U(2) * u4 + e + tx],
-                                             sf[_U(3) * u4 + e + tx], sf[_U(4) * u4 + e + tx],
-                                             sf[_U(5) * u4 + e + tx])
-                        yf[f + tx] = h0
-                        yf[f + utw + tx] = h1
-                        yf[f + _U(2) * utw + tx] = h2
-                        yf[f + _U(3) * utw + tx] = h3
-                rows = min(4, oh_n - 4 * ty)
-                for r in range(rows):
-                    dst = ((n * oc_n + oc) * oh_n + 4 * ty + r) * ow_n
-                    for c in range(4):
-                        src = _U((r * 4 + c) * tw)
-                        cnt = min(tw, (ow_n - c + 3) // 4)  # tiles whose column c is inside the output
-                        row = _U(dst + c)
+        for r0 in range(0, rows_n, group):
+            rg = min(group, rows_n - r0)
+            nt = _U(rg * tw)
+            base = j * t_n + r0 * tw
+            for col in range(6):  # A^T over the six tile rows, for tile column ``col``
+                q = _U(col * ob_n * t_n + base)
+                d = _U(col) * u4
+                for t in range(nt):
+                    g0, g1, g2, g3 = _at(mf[q + t], mf[q + _U(6) * sk + t], mf[q + _U(12) * sk + t],
+                                         mf[q + _U(18) * sk + t], mf[q + _U(24) * sk + t], mf[q + _U(30) * sk + t])
+                    sf[d + t] = g0
+                    sf[d + ucap + t] = g1
+                    sf[d + _U(2) * ucap + t] = g2
+                    sf[d + _U(3) * ucap + t] = g3
+            for r in range(4):  # A^T over columns: output row r of each tile, plus the bias
+                e = _U(r) * ucap
+                f = _U(r) * u4
+                for t in range(nt):
+                    h0, h1, h2, h3 = _at(sf[e + t], sf[u4 + e + t], sf[_U(2) * u4 + e + t], sf[_U(3) * u4 + e + t],
+                                         sf[_U(4) * u4 + e + t], sf[_U(5) * u4 + e + t])
+                    yf[f + t] = h0 + b
+                    yf[f + ucap + t] = h1 + b
+                    yf[f + _U(2) * ucap + t] = h2 + b
+                    yf[f + _U(3) * ucap + t] = h3 + b
+            for i in range(rg):  # into the output, edge tiles cropped: y[r, c, tile] is (4 ty + r, 4 tx + c)
+                n, ty = i0 + (r0 + i) // th, (r0 + i) % th
+                for r in range(min(4, oh_n - 4 * ty)):
+                    row = _U(((n * oc_n + oc) * oh_n + 4 * ty + r) * ow_n)
+                    src = _U(r) * u4 + _U(i * tw)
+                    if has_residual:
+                        for tx in range(_U(full)):
+                            o = row + _U(4) * tx
+                            of[o] = act(yf[src + tx] + rf[o], code, p0, p1)
+                            of[o + _U(1)] = act(yf[src + ucap + tx] + rf[o + _U(1)], code, p0, p1)
+                            of[o + _U(2)] = act(yf[src + _U(2) * ucap + tx] + rf[o + _U(2)], code, p0, p1)
+                            of[o + _U(3)] = act(yf[src + _U(3) * ucap + tx] + rf[o + _U(3)], code, p0, p1)
+                    else:
+                        for tx in range(_U(full)):
+                            o = row + _U(4) * tx
+                            of[o] = act(yf[src + tx], code, p0, p1)
+                            of[o + _U(1)] = act(yf[src + ucap + tx], code, p0, p1)
+                            of[o + _U(2)] = act(yf[src + _U(2) * ucap + tx], code, p0, p1)
+                            of[o + _U(3)] = act(yf[src + _U(3) * ucap + tx], code, p0, p1)
+                    for c in range(ow_n - 4 * full):  # the last tile's columns inside the output
+                        o = row + _U(4 * full + c)
+                        value = yf[src + _U(c) * ucap + _U(full)]
                         if has_residual:
-                            for tx in range(_U(cnt)):
-                                i = row + _U(4) * tx
-                                of[i] = act(yf[src + tx] + b + rf[i], code, p0, p1)
-                        else:
-                            for tx in range(_U(cnt)):
-                                of[row + _U(4) * tx] = act(yf[src + tx] + b, code, p0, p1)
+                            value += rf[o]
+                        of[o] = act(value, code, p0, p1)

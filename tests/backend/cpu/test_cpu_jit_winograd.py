@@ -1,0 +1,87 @@
+"""The compiled F(4x4, 3x3) transforms (lowerkit.backend.cpu.jit.winograd) against numpy's
+matrix products with the same matrices: every tile, cropped edges, images after the first."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from lowerkit.backend.cpu import jit, output_group_tiles, winograd_matrices  # noqa: E402
+
+AT, _, BT = (m.astype(np.float32) for m in winograd_matrices(4, 3))
+NO_RESIDUAL = np.empty((0, 0, 0, 0), np.float32)
+
+
+def _rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _tiles(h: int, w: int) -> tuple[int, int]:
+    return -(-h // 4), -(-w // 4)
+
+
+def _output_reference(m, bias, residual, n, oh, ow, th, tw, act):
+    """act(A^T m A + bias + residual) tile by tile, cropped: [n, OC, oh, ow]."""
+    oc = m.shape[1]
+    full = np.zeros((n, oc, 4 * th, 4 * tw), np.float64)
+    tiles = m.astype(np.float64).reshape(6, 6, oc, n, th, tw)
+    at = AT.astype(np.float64)
+    y = np.einsum("ra,abonyx,cb->onyrxc", at, tiles, at)  # [oc, n, th, 4, tw, 4]
+    full[:] = y.reshape(oc, n, 4 * th, 4 * tw).transpose(1, 0, 2, 3)
+    out = full[:, :, :oh, :ow] + bias.reshape(1, -1, 1, 1)
+    if residual is not None:
+        out = out + residual
+    return act(out)
+
+
+ACTIVATIONS = {
+    "none": ({}, lambda a: a),
+    "relu": ({"act": "relu"}, lambda a: np.maximum(a, 0)),
+    "relu6": ({"act": "clip", "act_min": 0.0, "act_max": 6.0}, lambda a: np.clip(a, 0, 6)),
+}
+
+
+@pytest.mark.parametrize("n, oc, oh, ow", [(1, 3, 9, 10), (3, 5, 7, 7), (2, 4, 13, 6), (1, 2, 56, 56)])
+@pytest.mark.parametrize("group", ["row", "odd", "default"])
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
+def test_output_transform_matches_numpy_for_any_group_of_tile_rows(n, oc, oh, ow, group, residual, activation):
+    """Passes over one tile row, over 2 rows and a bit (groups end mid-image and run on into
+    the next image), and over output_group_tiles: the same outputs, the numpy ones."""
+    attrs, act = ACTIVATIONS[activation]
+    th, tw = _tiles(oh, ow)
+    tiles = {"row": tw, "odd": 2 * tw + 1, "default": output_group_tiles(tw)}[group]
+    m, bias = _rand(36, oc, n * th * tw, seed=1), _rand(oc, seed=2)
+    res = _rand(n, oc, oh, ow, seed=3) if residual else None
+    out = np.full((n, oc, oh, ow), np.nan, np.float32)
+    jit.load("winograd").winograd_output(m, bias, out, 0, oc, 0, n, th, tw, *jit.activation_code(attrs),
+                                         np.empty((6, 4, tiles), np.float32), np.empty((4, 4, tiles), np.float32),
+                                         NO_RESIDUAL if res is None else res)
+    want = _output_reference(m, bias, res, n, oh, ow, th, tw, act)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+
+
+def test_output_transform_writes_only_its_channels_and_images():
+    """A band of channels [o0, o1) of images [i0, i0 + k): m holds the band's channels and
+    those images' tiles; nothing else of the output is written."""
+    n, oc, oh, ow = 4, 6, 11, 9
+    th, tw = _tiles(oh, ow)
+    o0, o1, i0, k = 2, 5, 1, 2
+    m, bias = _rand(36, o1 - o0, k * th * tw, seed=4), _rand(oc, seed=5)
+    out = np.full((n, oc, oh, ow), np.nan, np.float32)
+    group = output_group_tiles(tw)
+    jit.load("winograd").winograd_output(m, bias, out, o0, o1, i0, k, th, tw, 0, 0.0, 0.0,
+                                         np.empty((6, 4, group), np.float32), np.empty((4, 4, group), np.float32),
+                                         NO_RESIDUAL)
+    want = _output_reference(m, bias[o0:o1], None, k, oh, ow, th, tw, lambda a: a)
+    np.testing.assert_allclose(out[i0:i0 + k, o0:o1], want, rtol=1e-5, atol=1e-4)
+    written = np.zeros(out.shape, bool)
+    written[i0:i0 + k, o0:o1] = True
+    assert np.isnan(out[~written]).all()
+
+
+def test_output_group_tiles_holds_at_least_one_tile_row():
+    assert output_group_tiles(3) >= 3
+    assert output_group_tiles(1000) == 1000
