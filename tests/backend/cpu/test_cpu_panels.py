@@ -831,12 +831,23 @@ def test_glow_like_runs_a_batch_of_7x7_maps_image_by_image_on_the_panel_gemm(mon
 
 
 def test_winograd_tuples_take_the_panel_gemm_from_128_inputs_up_to_256_tiles_with_the_wide_tile(monkeypatch):
-    monkeypatch.setattr(panels, "wide_tile", lambda: True)
+    monkeypatch.setattr(panels, "rules", lambda: "wide")
     assert panels.tuples_fit(128, 16) and panels.tuples_fit(512, 256)
     assert not panels.tuples_fit(64, 196)  # sgemm held its own with 64 inputs ...
     assert not panels.tuples_fit(128, 784)  # ... and over many tiles
-    monkeypatch.setattr(panels, "wide_tile", lambda: False)
-    assert not panels.tuples_fit(256, 16)  # measured with the wide tile only
+    monkeypatch.setattr(panels, "rules", lambda: "avx512")
+    assert not panels.tuples_fit(256, 16)  # not measured with 16-float vectors and the narrow tile
+
+
+def test_winograd_tuples_take_the_panel_gemm_on_avx2_up_to_25088_floats_a_tuple(monkeypatch):
+    monkeypatch.setattr(panels, "rules", lambda: "avx2")
+    assert panels.tuples_fit(64, 196) and panels.tuples_fit(128, 196) and panels.tuples_fit(512, 16)
+    assert panels.tuples_fit(32, 784)  # 25,088 floats: the limit itself
+    assert not panels.tuples_fit(256, 196)  # sgemm held its own beyond it ...
+    assert not panels.tuples_fit(64, 2048)  # ... and won over many tiles
+    assert not panels.tuples_fit(16, 16)  # fewer inputs than measured
+    monkeypatch.setenv(panels.TUPLES_ENV, "0")
+    assert not panels.tuples_fit(64, 196)
 
 
 def test_packed_tuples_are_shared_for_a_constant_weight_and_never_made_for_a_writable_one():

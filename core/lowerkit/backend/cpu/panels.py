@@ -360,17 +360,32 @@ def _shared(cls, w: np.ndarray, bias: np.ndarray | None, make: Callable | None =
 # few tiles (32x64x196 0.305 / 0.343) and won over many (128x128x2048 32.7 / 39.3).
 TUPLES_MIN_INPUTS = 128
 TUPLES_MAX_COLUMNS = 256
+# With the 6 x 16 tile on AVX2 (``rules`` "avx2"), the same benchmark on an AMD EPYC Zen 3 VM
+# (hot / cold medians, panel / sgemm): the panel GEMM won wherever a tuple of V (inputs x
+# tiles) held at most 25,088 floats, 98 KB: 256x256x16 0.45, 512x512x16 0.62, 128x128x49
+# 0.66-0.74, 256x256x64 0.83, 64x64x196 0.87-0.93, 32x64x196 0.84-0.93, 128x128x196 0.94,
+# 64x32x784 0.74-0.77; beyond it sgemm held its own or won (512x512x64 0.99-1.00, 64x64x784
+# 0.98-0.99, 256x256x196 1.04-1.05, 32x32x2048 1.24-1.28, 64x64x2048 1.73-1.81).
+TUPLES_AVX2_MAX_FLOATS = 25_088
+TUPLES_AVX2_MIN_INPUTS = 32  # the fewest measured
 TUPLES_ENV = "LOWERKIT_WINOGRAD_PANELS"  # "0": Winograd's channel GEMMs stay on sgemm
 
 
 def tuples_fit(c: int, columns: int) -> bool:
     """Whether Winograd's channel GEMMs of ``c`` input channels over ``columns`` tiles (a chunk
-    of images) run on :class:`PackedTuples` (the measurements above): at least
-    :data:`TUPLES_MIN_INPUTS` inputs and at most :data:`TUPLES_MAX_COLUMNS` tiles, with the
-    :func:`wide_tile` (measured there only), unless ``$LOWERKIT_WINOGRAD_PANELS`` is ``0``
-    (read when a layer binds; nnpack's unbound calls ask on each call)."""
-    return (c >= TUPLES_MIN_INPUTS and columns <= TUPLES_MAX_COLUMNS and os.environ.get(TUPLES_ENV) != "0"
-            and wide_tile())
+    of images) run on :class:`PackedTuples` (the measurements above): with the
+    :func:`wide_tile`, at least :data:`TUPLES_MIN_INPUTS` inputs and at most
+    :data:`TUPLES_MAX_COLUMNS` tiles; with the rules ``avx2``, at least
+    :data:`TUPLES_AVX2_MIN_INPUTS` inputs and at most :data:`TUPLES_AVX2_MAX_FLOATS` in a tuple
+    of the transformed input (inputs x tiles); never with the rules ``avx512`` (not measured);
+    nowhere when ``$LOWERKIT_WINOGRAD_PANELS`` is ``0`` (read when a layer binds; nnpack's
+    unbound calls ask on each call)."""
+    if os.environ.get(TUPLES_ENV) == "0":
+        return False
+    chosen = rules()
+    if chosen == "wide":
+        return c >= TUPLES_MIN_INPUTS and columns <= TUPLES_MAX_COLUMNS
+    return chosen == "avx2" and c >= TUPLES_AVX2_MIN_INPUTS and c * columns <= TUPLES_AVX2_MAX_FLOATS
 
 
 @dataclass(frozen=True, eq=False)
