@@ -236,7 +236,7 @@ def test_tiled_implicit_gemm_matches_numpy(kernels, geometry, ways, tile_rows):
 def test_winograd_team_equals_serial_transforms_and_products(kernels, ways):
     team, _ = kernels
     wino = jit.load("winograd")
-    from lowerkit.backend.cpu import winograd_matrices
+    from lowerkit.backend.cpu import input_scratch_floats, winograd_matrices
 
     n, c, oc, h, w_ = 2, 5, 7, 9, 10
     x, bias = _rand(n, c, h, w_), _rand(oc, seed=2)
@@ -247,10 +247,9 @@ def test_winograd_team_equals_serial_transforms_and_products(kernels, ways):
     t = n * th * tw
     act = jit.activation_code({"act": "relu"})
     v_serial, v_team = np.empty((36, c, t), np.float32), np.empty((36, c, t), np.float32)
-    rows, tmp = np.empty((6, 4 * tw + 2), np.float32), np.empty((6, 4 * tw + 2), np.float32)
-    wino.winograd_input(x, v_serial, 1, 1, th, tw, 0, n, 0, c, rows, tmp)
-    team.winograd_input(x, v_team, 1, 1, th, tw, 0, n, np.empty((ways, 6, 4 * tw + 2), np.float32),
-                        np.empty((ways, 6, 4 * tw + 2), np.float32), ways)
+    floats = input_scratch_floats(th, tw)
+    wino.winograd_input(x, v_serial, 1, 1, th, tw, 0, n, 0, c, np.empty(floats, np.float32))
+    team.winograd_input(x, v_team, 1, 1, th, tw, 0, n, np.empty((ways, floats), np.float32), ways)
     np.testing.assert_array_equal(v_team, v_serial)
     expected, got = np.empty((n, oc, h, w_), np.float32), np.empty((n, oc, h, w_), np.float32)
     m = np.matmul(u, v_serial)
@@ -289,7 +288,7 @@ def test_winograd_panels_team_equals_the_serial_tuple_gemms(kernels, ways):
     expected, got = np.empty((n, oc, h, w_), np.float32), np.empty((n, oc, h, w_), np.float32)
     wino.winograd_output(m, bias, expected, 0, oc, 0, n, th, tw, *act, np.empty((6, 4, tw), np.float32),
                          np.empty((4, 4, tw), np.float32), residual)
-    shapes = team_layers.winograd_shapes(c, oc, t, tw, ways)
+    shapes = team_layers.winograd_shapes(c, oc, t, (th, tw), ways)
     team.winograd_panels_output(packed.panels, packed.zeros, v, bias, got, np.empty(shapes["m"], np.float32),
                                 np.empty(shapes["s"], np.float32), np.empty(shapes["y"], np.float32), 0, n, th, tw,
                                 *act, ways, packed.columns, residual)

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("numba")
 
-from lowerkit.backend.cpu import jit, output_group_tiles, winograd_matrices  # noqa: E402
+from lowerkit.backend.cpu import input_scratch_floats, jit, output_group_tiles, winograd_matrices  # noqa: E402
 
 AT, _, BT = (m.astype(np.float32) for m in winograd_matrices(4, 3))
 NO_RESIDUAL = np.empty((0, 0, 0, 0), np.float32)
@@ -85,3 +85,49 @@ def test_output_transform_writes_only_its_channels_and_images():
 def test_output_group_tiles_holds_at_least_one_tile_row():
     assert output_group_tiles(3) >= 3
     assert output_group_tiles(1000) == 1000
+
+
+def _input_reference(x, pt, pl, th, tw):
+    """v[6 a + b, c, t] = (B^T d B)[a, b] of each 6x6 tile d of the zero-padded images."""
+    n, c, h, w = x.shape
+    padded = np.zeros((n, c, 4 * th + 2, 4 * tw + 2), np.float64)
+    rows, cols = min(h, 4 * th + 2 - pt), min(w, 4 * tw + 2 - pl)
+    src = x[:, :, max(0, -pt):, max(0, -pl):].astype(np.float64)
+    padded[:, :, max(0, pt):max(0, pt) + rows, max(0, pl):max(0, pl) + cols] = src[:, :, :rows, :cols]
+    tiles = np.stack([np.stack([padded[:, :, 4 * i:4 * i + 6, 4 * j:4 * j + 6] for j in range(tw)], 2)
+                      for i in range(th)], 2)  # [n, c, th, tw, 6, 6]
+    bt = BT.astype(np.float64)
+    v = np.einsum("ar,nctwrs,bs->abcntw", bt, tiles, bt)
+    return v.reshape(36, c, n * th * tw)
+
+
+@pytest.mark.parametrize("n, c, h, w, pad", [(1, 3, 9, 10, 1), (2, 5, 7, 7, 1), (1, 4, 56, 56, 1), (3, 2, 13, 35, 1),
+                                             (1, 2, 6, 6, 0), (1, 3, 9, 10, 2), (2, 4, 33, 66, 1)])
+def test_input_transform_matches_numpy(n, c, h, w, pad):
+    """Maps whose tile rows hold fewer than 8 tiles (one by one), 8 or more (split 8 at a
+    time) and both; padding 0-2; images after the first."""
+    oh, ow = h + 2 * pad - 2, w + 2 * pad - 2
+    th, tw = _tiles(oh, ow)
+    x = _rand(n, c, h, w, seed=7)
+    v = np.full((36, c, n * th * tw), np.nan, np.float32)
+    jit.load("winograd").winograd_input(x, v, pad, pad, th, tw, 0, n, 0, c,
+                                        np.full(input_scratch_floats(th, tw), np.nan, np.float32))
+    np.testing.assert_allclose(v, _input_reference(x, pad, pad, th, tw), rtol=1e-5, atol=1e-4)
+
+
+def test_input_transform_writes_only_its_channels_and_images():
+    n, c, h, w = 3, 6, 11, 17
+    th, tw = _tiles(h, w)
+    x = _rand(n, c, h, w, seed=8)
+    v = np.full((36, c, 2 * th * tw), np.nan, np.float32)  # images 1 and 2: their tiles from 0
+    jit.load("winograd").winograd_input(x, v, 1, 1, th, tw, 1, 2, 2, 5, np.empty(input_scratch_floats(th, tw), np.float32))
+    want = _input_reference(x[1:], 1, 1, th, tw)
+    np.testing.assert_allclose(v[:, 2:5], want[:, 2:5], rtol=1e-5, atol=1e-4)
+    assert np.isnan(v[:, :2]).all() and np.isnan(v[:, 5:]).all()
+
+
+def test_input_transform_refuses_a_scratch_too_small():
+    x = _rand(1, 2, 8, 8)
+    v = np.empty((36, 2, 4), np.float32)
+    with pytest.raises(ValueError, match="input_scratch_floats"):
+        jit.load("winograd").winograd_input(x, v, 1, 1, 2, 2, 0, 1, 0, 2, np.empty(input_scratch_floats(2, 2) - 1, np.float32))

@@ -21,8 +21,8 @@
 - :func:`blas_limit`, :func:`blas_threads_beside` — one process-wide, reference-counted
   BLAS thread limit (threadpoolctl, imported on first use).
 - :func:`winograd_matrices`, :func:`interpolation_points` — Winograd/Toom-Cook F(m, r)
-  transform matrices; :func:`output_group_tiles` — the compiled F(4x4, 3x3) output
-  transform's scratch.
+  transform matrices; :func:`input_scratch_floats`, :func:`output_group_tiles` — the
+  compiled F(4x4, 3x3) transforms' scratch.
 - :func:`pad_into`, :func:`im2col_view`, :func:`tile_view`, :func:`merge_last` — im2col
   columns and transform tiles as strided views of padded images.
 
@@ -43,7 +43,7 @@ from .slice_head import HEAD_MIN_PIXELS, head_length
 from .split import split
 from .team import PINNING_ENV, StallGuard, Team, make_team, pin_team_workers, team_off
 from .trial import FormTrial
-from .winograd import interpolation_points, output_group_tiles, winograd_matrices
+from .winograd import input_scratch_floats, interpolation_points, output_group_tiles, winograd_matrices
 
 __all__ = [
     "ALIGNMENT",
@@ -61,6 +61,7 @@ __all__ = [
     "cpu_count",
     "head_length",
     "im2col_view",
+    "input_scratch_floats",
     "make_team",
     "interpolation_points",
     "merge_last",

@@ -38,7 +38,7 @@ from .panels import PackedTuples
 
 NO_RESIDUAL = np.empty((0, 0, 0, 0), np.float32)  # the Winograd output's residual argument: none
 from .team import Team
-from .winograd import output_group_tiles
+from .winograd import input_scratch_floats, output_group_tiles
 
 MIN_FLOPS = 1_000_000  # dense convolutions, per image
 MIN_DEPTHWISE_MACS = 100_000
@@ -296,15 +296,16 @@ def bind_depthwise(team: Team, algorithm: str, x: np.ndarray, w: np.ndarray, bia
     raise ValueError(f"no team form for depthwise algorithm {algorithm!r}; expected one of {DEPTHWISE_ALGORITHMS}")
 
 
-def winograd_shapes(c: int, oc: int, tiles: int, tile_width: int, ways: int) -> dict[str, tuple[int, ...]]:
-    """Scratch shapes of :func:`run_winograd` for ``tiles`` 4x4 output tiles (a chunk of images),
-    ``tile_width`` tiles per row: the transformed input ``v``, each thread's channel products
-    ``m`` and its transform rows ``rows``, ``tmp``, ``s``, ``y`` (``output_group_tiles``)."""
-    wp = 4 * tile_width + 2
+def winograd_shapes(c: int, oc: int, tiles: int, tiles_hw: tuple[int, int], ways: int) -> dict[str, tuple[int, ...]]:
+    """Scratch shapes of :func:`run_winograd` for ``tiles`` 4x4 output tiles (a chunk of images)
+    of maps of ``tiles_hw`` tile rows and columns: the transformed input ``v``, each thread's
+    channel products ``m``, its input transform's ``scratch`` (``input_scratch_floats``) and
+    its output transform's ``s``, ``y`` (``output_group_tiles``)."""
+    tile_rows, tile_width = tiles_hw
     group = output_group_tiles(tile_width)
     count = -(-oc // 6)  # panels: the packed weight's bands are whole 6-channel panels
     rows = max(-(-oc // ways), 6 * -(-count // ways))
-    return {"v": (36, c, tiles), "m": (ways, 36, rows, tiles), "rows": (ways, 6, wp), "tmp": (ways, 6, wp),
+    return {"v": (36, c, tiles), "m": (ways, 36, rows, tiles), "scratch": (ways, input_scratch_floats(tile_rows, tile_width)),
             "s": (ways, 6, 4, group), "y": (ways, 4, 4, group)}
 
 
@@ -329,7 +330,7 @@ def run_winograd(team: Team, x: np.ndarray, u: np.ndarray | PackedTuples, bias: 
     (th, tw), (pt, pl) = tiles_hw, tuple(padding)[:2]
     b = buffers
     added = NO_RESIDUAL if residual is None else residual
-    kernels.winograd_input(x, b["v"], pt, pl, th, tw, first, count, b["rows"], b["tmp"], ways)
+    kernels.winograd_input(x, b["v"], pt, pl, th, tw, first, count, b["scratch"], ways)
     if isinstance(u, PackedTuples):
         kernels.winograd_panels_output(u.panels, u.zeros, b["v"], bias, out, b["m"], b["s"], b["y"], first, count, th,
                                        tw, *act, ways, u.columns, added)

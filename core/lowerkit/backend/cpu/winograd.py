@@ -96,3 +96,11 @@ def output_group_tiles(tile_width: int) -> int:
     """The tiles ``n`` of the output transform's scratch ``s`` [6, 4, n] and ``y`` [4, 4, n] for
     tile rows of ``tile_width`` tiles: :data:`OUTPUT_GROUP_TILES`, at least one row."""
     return max(OUTPUT_GROUP_TILES, tile_width)
+
+
+def input_scratch_floats(tile_rows: int, tile_width: int) -> int:
+    """The float32 scratch the compiled F(4x4, 3x3) input transform (``jit.winograd.
+    winograd_input``) takes for maps of ``tile_rows`` x ``tile_width`` output tiles: a padded
+    row, and 48 planes of the channel's tiles and one more tile row (the rows split by tile
+    column phase, then their column transforms)."""
+    return 4 * tile_width + 24 + 48 * (tile_rows + 1) * tile_width

@@ -7,7 +7,7 @@ the channel products are 36 GEMMs ``U[k] @ V[k]`` with U = G g G^T ([36, OC, C],
 once per handle) and V = B^T d B ([36, C, tiles]).
 
 The work runs in two parallel phases: input-channel bands (the compiled input transform
-of ``lowerkit.backend.cpu.jit.winograd``: pad, gather and B^T d B in one pass, into
+of ``lowerkit.backend.cpu.jit.winograd``: pad, split and B^T d B in one pass, into
 their rows of V), then output-channel bands (the band's 36 channel GEMMs on BLAS — or, where
 ``lowerkit.backend.cpu.panels.tuples_fit``, on the panel GEMM over U packed once, in bands of
 whole 6-channel panels —, then the compiled output transform with bias and activation fused,
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.backend.cpu import output_group_tiles, split, team_layers, winograd_matrices
+from lowerkit.backend.cpu import input_scratch_floats, output_group_tiles, split, team_layers, winograd_matrices
 from lowerkit.backend.cpu.panels import PackedTuples
 
 from ._base import scratch_array
@@ -60,22 +60,12 @@ def _plan(x_shape, out_shape):
     return n, c, h, w, oc, oh, ow, th, tw, chunk
 
 
-def _in_band_floats(c: int, tw: int) -> int:
-    """Scratch of the input bands, at most one per input channel: rows and B^T rows."""
-    return c * 2 * TILE * (OUT * tw + 2)
-
-
-def _out_band_floats(oc: int, t: int) -> int:
-    """Scratch of the output bands: their GEMM results (the A^T stages' rows are each band's
-    own arrays, made when the layer binds)."""
-    return TILE * TILE * oc * t
-
-
 def scratch_bytes(in_types, out_types, attrs) -> int:
     n, c, h, w, oc, oh, ow, th, tw, chunk = _plan(in_types[0].shape, out_types[0].shape)
     t = chunk * th * tw
-    # V stays for both phases; the input bands, then the output bands, reuse the space after it.
-    return 4 * (TILE * TILE * c * t + max(_in_band_floats(c, tw), _out_band_floats(oc, t)))
+    # V, then the output bands' GEMM results; the transforms' own scratch is each band's
+    # arrays, made when the layer binds (input_scratch_floats, output_group_tiles).
+    return 4 * TILE * TILE * (c + oc) * t
 
 
 def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None, residual=None):
@@ -105,14 +95,8 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None, 
     else:
         out_bands = [(b.start, b.stop) for b in split(oc, ways)]
     v = scratch_array(scratch, np.float32, (TILE * TILE, c, t))  # shared by both phases
-    base = v.nbytes
-    wp = OUT * tw + 2
-    in_buffers = [
-        (scratch_array(scratch, np.float32, (TILE, wp), base + 8 * TILE * wp * j),
-         scratch_array(scratch, np.float32, (TILE, wp), base + 8 * TILE * wp * j + 4 * TILE * wp))
-        for j in range(len(in_bands))
-    ]
-    out_buffers, offset = [], base
+    in_buffers = [np.empty(input_scratch_floats(th, tw), np.float32) for _ in in_bands]
+    out_buffers, offset = [], v.nbytes
     group = output_group_tiles(tw)  # the output transform's passes run over this many tiles
     for o0, o1 in out_bands:
         m = scratch_array(scratch, np.float32, (TILE * TILE, o1 - o0, t), offset)
@@ -122,8 +106,7 @@ def prepare_winograd(inputs, outputs, attrs, scratch, parallel=None, team=None, 
 
     def transform_in(j: int) -> None:
         if j < len(in_bands):
-            rows, tmp = in_buffers[j]
-            kernels.winograd_input(x, v, pt, pl, th, tw, current[0], current[1], *in_bands[j], rows, tmp)
+            kernels.winograd_input(x, v, pt, pl, th, tw, current[0], current[1], *in_bands[j], in_buffers[j])
 
     def transform_out(j: int) -> None:
         if j >= len(out_bands):
@@ -160,7 +143,7 @@ def _team_form(x, u, bias, out, padding, act, scratch, team, serial, residual=No
     n, c, h, wd, oc, oh, ow, th, tw, chunk = _plan(x.shape, out.shape)
     weights = team_layers.winograd_weights(np.ascontiguousarray(u, dtype=np.float32), chunk * th * tw)
     bias = np.ascontiguousarray(bias, dtype=np.float32)
-    shapes = team_layers.winograd_shapes(c, oc, chunk * th * tw, tw, team.ways)
+    shapes = team_layers.winograd_shapes(c, oc, chunk * th * tw, (th, tw), team.ways)
     buffers = {name: np.empty(shape, np.float32) for name, shape in shapes.items() if name != "v"}
     buffers["v"] = scratch_array(scratch, np.float32, shapes["v"])  # shared with the serial form
 

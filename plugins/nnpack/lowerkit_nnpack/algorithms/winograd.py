@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lowerkit.backend.cpu import merge_last, output_group_tiles, pad_into, team_layers, tile_view, winograd_matrices
+from lowerkit.backend.cpu import (input_scratch_floats, merge_last, output_group_tiles, pad_into, team_layers,
+                                  tile_view, winograd_matrices)
 from lowerkit.backend.cpu.panels import PackedTuples
 from lowerkit.backend.cpu.team_layers import NO_RESIDUAL
 
@@ -108,7 +109,7 @@ class Winograd6(Winograd):
     _AT, _G, _BT = winograd_matrices(4, 3)
 
     # The transforms run as the compiled passes of ``lowerkit.backend.cpu.jit.winograd``
-    # (the same matrices): the input transform gathers, pads and transforms each tile row
+    # (the same matrices): the input transform pads, splits and transforms each channel
     # in one pass; the output transform adds bias and ReLU and writes the cropped tiles
     # straight into the output. The 36 channel GEMMs run on BLAS, or on the packed kernel
     # where ``team_layers.winograd_weights`` packs it (blocks of whole 6-channel panels).
@@ -123,11 +124,10 @@ class Winograd6(Winograd):
         th, tw = self.tiles
         c0, c1, _ = channels.indices(c)
         v = state.reshape(self.size * self.size, c, n * th * tw)
-        rows = self.ws.get("wrows", (self.size, self.out * tw + 2))
-        tmp = self.ws.get("wtmp", (self.size, self.out * tw + 2))
+        scratch = self.ws.get("wscratch", (input_scratch_floats(th, tw),))
         top, left = self.geom.padding[0], self.geom.padding[1]
         self._jit.winograd_input(np.ascontiguousarray(x, dtype=np.float32), v, top, left, th, tw, 0, n, c0, c1,
-                                 rows, tmp)
+                                 scratch)
 
     def output_blocks(self, state: np.ndarray, kernel: np.ndarray, workers: int) -> list[slice]:
         """Whole panels of the packed kernel where the channel GEMMs run on it (see

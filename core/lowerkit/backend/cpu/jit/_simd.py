@@ -6,9 +6,11 @@ and the LLVM IR builders the vector kernels share (:func:`fmuladd`, :func:`broad
 column phases of a stride-2 convolution. Written as a loop (``even[j] = x[2j]; odd[j] =
 x[2j + 1]``) LLVM left it scalar here: a MobileNetV2 144x56x56 stride-2 depthwise layer
 spent 152 of its 213 µs (one thread) splitting its planes. Two 8-float loads and two
-shuffles per 8 pairs instead (``vshufps`` / ``vpermpd`` on AVX2). :func:`take_evens` keeps
-only the even ones (a stride-2 im2col row): as a loop LLVM emitted gathers, and the im2col of
-a 1x1/2 layer (256x56x56, four images) took 1.0 ms against numpy's strided copy's 0.34.
+shuffles per 8 pairs instead (``vshufps`` / ``vpermpd`` on AVX2). :func:`split_quads` does
+the same in two rounds for four phases (Winograd's tile columns, 4 floats apart).
+:func:`take_evens` keeps only the even ones (a stride-2 im2col row): as a loop LLVM emitted
+gathers, and the im2col of a 1x1/2 layer (256x56x56, four images) took 1.0 ms against
+numpy's strided copy's 0.34.
 """
 
 from __future__ import annotations
@@ -83,6 +85,28 @@ def _split8(typingctx, src, even, odd):
         lo, hi = _load16(builder, args[0])
         _store8(builder, builder.shuffle_vector(lo, hi, _EVEN), args[1])
         _store8(builder, builder.shuffle_vector(lo, hi, _ODD), args[2])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def split_quads(typingctx, src, p0, p1, p2, p3):
+    """32 floats at address ``src`` -> their four phases (elements ``4 j + p``, 8 each) at
+    addresses ``p0`` .. ``p3`` (unaligned; integer addresses): two rounds of even/odd shuffles.
+    The columns of Winograd F(4x4, 3x3) tiles, which start every 4 floats
+    (``jit.winograd.winograd_input``)."""
+    sig = types.void(types.uint64, types.uint64, types.uint64, types.uint64, types.uint64)
+
+    def codegen(context, builder, signature, args):
+        a, b = _load16(builder, args[0])
+        c, d = _load16(builder, builder.add(args[0], ir.Constant(_I64, 64)))
+        even_ab, odd_ab = builder.shuffle_vector(a, b, _EVEN), builder.shuffle_vector(a, b, _ODD)
+        even_cd, odd_cd = builder.shuffle_vector(c, d, _EVEN), builder.shuffle_vector(c, d, _ODD)
+        _store8(builder, builder.shuffle_vector(even_ab, even_cd, _EVEN), args[1])
+        _store8(builder, builder.shuffle_vector(odd_ab, odd_cd, _EVEN), args[2])
+        _store8(builder, builder.shuffle_vector(even_ab, even_cd, _ODD), args[3])
+        _store8(builder, builder.shuffle_vector(odd_ab, odd_cd, _ODD), args[4])
         return context.get_dummy_value()
 
     return sig, codegen

@@ -177,15 +177,15 @@ def _gemm_bias_activation(w, x, bias, out, code, p0, p1, ways, by_columns, gemm)
                 conv.bias_activation(out[r0:r1], bias[r0:r1] if has_bias else bias, code, p0, p1)
 
 
-@njit(types.void(ro(4), rw(3), i8, i8, i8, i8, i8, i8, rw(3), rw(3), i8), **_FLAGS)
-def winograd_input(x, v, pt, pl, th, tw, i0, k, rows, tmp, ways):
-    """:func:`.winograd.winograd_input` on ``ways`` bands of input channels; ``rows`` and
-    ``tmp`` [ways, 6, Wp] are each thread's buffers."""
+@njit(types.void(ro(4), rw(3), i8, i8, i8, i8, i8, i8, rw(2), i8), **_FLAGS)
+def winograd_input(x, v, pt, pl, th, tw, i0, k, scratch, ways):
+    """:func:`.winograd.winograd_input` on ``ways`` bands of input channels; ``scratch``
+    [ways, input_scratch_floats] holds each thread's."""
     channels = x.shape[1]
     for j in prange(ways):
         c0, c1 = _band(channels, j, ways)
         if c1 > c0:
-            winograd.winograd_input(x, v, pt, pl, th, tw, i0, k, c0, c1, rows[j], tmp[j])
+            winograd.winograd_input(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch[j])
 
 
 @njit(types.void(ro(1), ro(1), ro(3), ro(1), rw(4), rw(4), rw(4), rw(4), i8, i8, i8, i8, i8, f8, f8, i8, i8, ro(4)),

@@ -1,12 +1,12 @@
-"""Winograd F(4x4, 3x3) input and output transforms, each one compiled pass per tile row.
+"""Winograd F(4x4, 3x3) input and output transforms, each one compiled pass.
 
 Layouts (as the channel GEMMs want them): transformed input ``v[36, C, T]`` and GEMM result
 ``m[36, OC, T]``, tile index ``t = (image * th + ty) * tw + tx``. Between the two passes the
 caller runs the 36 channel GEMMs ``m[k] = u[k] @ v[k]`` on BLAS.
 
-Input pass, per (image, channel, tile row): the six input rows the tiles read are copied
-zero-padded into ``rows[6, Wp]``, B^T combines them (vectorised over columns) into
-``tmp[6, Wp]``, and B^T along each tile's six columns writes ``v`` (contiguous over tiles).
+Input pass, per (image, channel): the padded rows split by tile column phase into planes
+of the channel's tiles, then B^T along the tiles' columns and along their rows, each a flat
+loop over the tiles (:func:`winograd_input` says how).
 Output pass, per output channel and group of tile rows: A^T over the six rows of ``m`` (a
 contiguous run of tiles), A^T over columns, then bias and activation, written into the
 output with the edge tiles cropped. Matrices: Lavin & Gray's, points 0, +-1, +-2, inf.
@@ -18,11 +18,12 @@ import numpy as np
 from numba import njit, types
 
 from ._act import act
+from ._simd import split_quads
 from ._types import f8, i8, ro, rw
 
 _U = np.uint64
 
-_IN = types.void(ro(4), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, rw(2), rw(2))
+_IN = types.void(ro(4), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, rw(1))
 _OUT = types.void(ro(3), ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, f8, f8, rw(3), rw(3), ro(4))
 
 
@@ -38,59 +39,105 @@ def _bt(d0, d1, d2, d3, d4, d5):
             four * d1 - five * d3 + d5)
 
 
+@njit(inline="always")
+def _input_scratch(th, tw):
+    """The floats :func:`winograd_input` needs (``cpu.winograd.input_scratch_floats``)."""
+    return 4 * tw + 8 + 16 + 48 * (th + 1) * tw
+
+
 @njit(_IN, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def winograd_input(x, v, pt, pl, th, tw, i0, k, c0, c1, rows, tmp):
+def winograd_input(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch):
     """v[:, c, t] = B^T d B for images [i0, i0+k), channels [c0, c1); t counts from image i0.
 
-    Flat unsigned indices in the loops: no per-row array views (each costs atomic
-    reference counting) and no negative-index checks.
+    ``scratch``: at least ``lowerkit.backend.cpu.winograd.input_scratch_floats(th, tw)``
+    floats (else ValueError). Per channel plane:
+
+    1. each padded input row ``4 ty + r`` (``r`` < 4) is split by tile column phase into
+       ``q[r, p]``, a plane of the channel's tiles ``ty * tw + tx``: ``q[r, p][tile] =
+       padded[4 ty + r, 4 tx + p]``, ``p`` 4 and 5 being the next tile's 0 and 1
+       (``_simd.split_quads``, 8 tiles at a time, then one by one);
+    2. ``h[r, b] = B^T`` along the six ``q[r, :]`` (a tile's columns), a flat loop over the
+       channel's tile rows;
+    3. ``v[6 a + b] = B^T`` along a tile's rows: rows ``4 ty + 0..3`` are ``h[0..3, b]`` at
+       the tile, rows ``4 ty + 4, 5`` ``h[0, b]`` and ``h[1, b]`` a tile row on (``tw``
+       further) — again a flat loop over the tiles.
+
+    Every loop but the split runs over all of a channel's tiles, long enough to vectorise;
+    the tile by tile form (B^T over rows, then each tile's six columns, 4 floats apart) left
+    the second pass scalar. Flat unsigned indices: no per-row views, no negative-index checks.
     """
     c_n, h, wd = x.shape[1], x.shape[2], x.shape[3]
     t_n = v.shape[2]
-    wp = 4 * tw + 2
-    xf, vf, rf, tf = x.reshape(-1), v.reshape(-1), rows.reshape(-1), tmp.reshape(-1)
+    xf, vf, sf = x.reshape(-1), v.reshape(-1), scratch.reshape(-1)
+    if sf.shape[0] < _input_scratch(th, tw):
+        raise ValueError("winograd_input: scratch smaller than input_scratch_floats(th, tw)")
+    sa = sf.ctypes.data
     zero = np.float32(0)
-    uwp, ct = _U(wp), _U(c_n * t_n)
+    utw, four = _U(tw), _U(4)
+    row_floats = _U(4 * tw + 8)  # one padded row, zeros past its end (what the splits read)
+    spare = row_floats  # 16 floats the second split's unused phases go to
+    plane = _U((th + 1) * tw)  # one phase plane: the tile rows and one more (rows 4 th + r)
+    q0 = row_floats + _U(16)  # q[r, p] at q0 + (6 r + p) plane
+    h0 = q0 + _U(24) * plane  # h[r, b] at h0 + (6 r + b) plane
+    ct = _U(c_n * t_n)
     lo = max(0, pl)  # first padded column holding image data
     src0 = max(0, -pl)
-    cnt = max(0, min(wd - src0, wp - lo))
+    cnt = max(0, min(wd - src0, 4 * tw + 2 - lo))
+    chunks = _U(tw // 8)
     for img in range(k):
         n = i0 + img
         for c in range(c0, c1):
-            plane = (n * c_n + c) * h * wd
-            for ty in range(th):
-                for r in range(6):
-                    base = _U(r * wp)
-                    for j in range(uwp):
-                        rf[base + j] = zero
+            first = (n * c_n + c) * h * wd
+            for ty in range(th + 1):  # 1. the phase planes
+                for r in range(4):
                     ih = 4 * ty + r - pt
-                    if 0 <= ih < h:
-                        dst, src = _U(r * wp + lo), _U(plane + ih * wd + src0)
-                        for j in range(_U(cnt)):
-                            rf[dst + j] = xf[src + j]
-                for j in range(uwp):
-                    a0, a1, a2, a3, a4, a5 = _bt(rf[j], rf[uwp + j], rf[_U(2) * uwp + j], rf[_U(3) * uwp + j],
-                                                 rf[_U(4) * uwp + j], rf[_U(5) * uwp + j])
-                    tf[j] = a0
-                    tf[uwp + j] = a1
-                    tf[_U(2) * uwp + j] = a2
-                    tf[_U(3) * uwp + j] = a3
-                    tf[_U(4) * uwp + j] = a4
-                    tf[_U(5) * uwp + j] = a5
-                t0 = (img * th + ty) * tw
-                for a in range(6):
-                    ta = _U(a * wp)
-                    o = _U((a * 6 * c_n + c) * t_n + t0)  # v[a*6 + 0, c, t0]
-                    for tx in range(_U(tw)):
-                        q = ta + _U(4) * tx
-                        b0, b1, b2, b3, b4, b5 = _bt(tf[q], tf[q + _U(1)], tf[q + _U(2)], tf[q + _U(3)],
-                                                     tf[q + _U(4)], tf[q + _U(5)])
-                        vf[o + tx] = b0
-                        vf[o + ct + tx] = b1
-                        vf[o + _U(2) * ct + tx] = b2
-                        vf[o + _U(3) * ct + tx] = b3
-                        vf[o + _U(4) * ct + tx] = b4
-                        vf[o + _U(5) * ct + tx] = b5
+                    qr = q0 + _U(6 * r) * plane + _U(ty * tw)
+                    if not 0 <= ih < h:
+                        for p in range(_U(6)):
+                            for j in range(utw):
+                                sf[qr + p * plane + j] = zero
+                        continue
+                    for j in range(row_floats):
+                        sf[j] = zero
+                    src = _U(first + ih * wd + src0)
+                    for j in range(_U(cnt)):
+                        sf[_U(lo) + j] = xf[src + j]
+                    for g in range(chunks):
+                        d = qr + _U(8) * g
+                        split_quads(sa + four * (_U(32) * g), sa + four * d, sa + four * (d + plane),
+                                    sa + four * (d + _U(2) * plane), sa + four * (d + _U(3) * plane))
+                        split_quads(sa + four * (_U(32) * g + four), sa + four * (d + _U(4) * plane),
+                                    sa + four * (d + _U(5) * plane), sa + four * spare, sa + four * (spare + _U(8)))
+                    for j in range(_U(8) * chunks, utw):
+                        for p in range(_U(6)):
+                            sf[qr + p * plane + j] = sf[four * j + p]
+            for r in range(4):  # 2. B^T along each tile's columns
+                qr = q0 + _U(6 * r) * plane
+                hr = h0 + _U(6 * r) * plane
+                for m in range(plane):
+                    b0, b1, b2, b3, b4, b5 = _bt(sf[qr + m], sf[qr + plane + m], sf[qr + _U(2) * plane + m],
+                                                 sf[qr + _U(3) * plane + m], sf[qr + four * plane + m],
+                                                 sf[qr + _U(5) * plane + m])
+                    sf[hr + m] = b0
+                    sf[hr + plane + m] = b1
+                    sf[hr + _U(2) * plane + m] = b2
+                    sf[hr + _U(3) * plane + m] = b3
+                    sf[hr + four * plane + m] = b4
+                    sf[hr + _U(5) * plane + m] = b5
+            t0 = _U(img * th * tw)
+            p6 = _U(6) * plane
+            for b in range(6):  # 3. B^T along each tile's rows, into v
+                hb = h0 + _U(b) * plane
+                o = _U((b * c_n + c) * t_n) + t0
+                for t in range(_U(th * tw)):
+                    a0, a1, a2, a3, a4, a5 = _bt(sf[hb + t], sf[hb + p6 + t], sf[hb + _U(2) * p6 + t],
+                                                 sf[hb + _U(3) * p6 + t], sf[hb + utw + t], sf[hb + p6 + utw + t])
+                    vf[o + t] = a0
+                    vf[o + _U(6) * ct + t] = a1
+                    vf[o + _U(12) * ct + t] = a2
+                    vf[o + _U(18) * ct + t] = a3
+                    vf[o + _U(24) * ct + t] = a4
+                    vf[o + _U(30) * ct + t] = a5
 
 
 @njit(inline="always", error_model="numpy")
