@@ -291,3 +291,38 @@ def test_a_gated_projection_binds_and_the_loop_runs_it(monkeypatch):
     guard = plan.team.guard
     guard.on, guard._serial_left = False, 5
     np.testing.assert_allclose(np.asarray(lowered(x)), first, rtol=0, atol=1e-5 * max(1.0, float(np.abs(first).max())))
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["packed_tuples", "sgemm"])
+def test_a_winograd_layer_binds_and_computes_the_same_bits(monkeypatch, rng, packed):
+    """A one-thread plan's wt6x6 layer (its residual fused) binds: from the third call its
+    bound call runs — the input transform, the channel GEMMs (on the packed kernel, or
+    sgemm) and the output transform — with the unbound path's results, bit for bit."""
+    from lowerkit.backend.cpu import panels
+    from lowerkit_nnpack import selection
+    from lowerkit_nnpack.algorithms.winograd import Winograd6
+
+    monkeypatch.setattr(selection, "WINOGRAD_MIN_INPUTS", 1)
+    monkeypatch.setenv(panels.TUPLES_ENV, "1" if packed else "0")
+    monkeypatch.setattr(panels, "rules", lambda: "avx2")
+    bound: list[object] = []
+    real = Winograd6.bind_chunk
+    monkeypatch.setattr(Winograd6, "bind_chunk", lambda self, *a: (bound.append(real(self, *a)), bound[-1])[1])
+    g, params = Graph(), {}
+    param = _param_maker(g, params, seed=3)
+    x = g.add_input("x", TensorType("f32", (2, 32, 20, 18)))
+    y = _add(g, "relu", [_add(g, "conv2d", [x, param("w1", (40, 32, 3, 3), 0.1), param("b1", (40,))],
+                              {"padding": (1, 1, 1, 1)})])
+    z = _add(g, "conv2d", [y, param("w2", (40, 40, 3, 3), 0.1), param("b2", (40,))], {"padding": (1, 1, 1, 1)})
+    g.set_outputs([_add(g, "max_pool2d", [_add(g, "relu", [_add(g, "add", [z, y])])],
+                        {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0, 0, 0)})])
+    module = numbered_module(g, params, "WinoNet")
+    lowered = lk.to_backend(module, ["nnpack"], {"forward": {"nnpack": {"threads": 1, "algorithm": "wt6x6"}}})
+    plan = _plan(lowered.regions["forward_region0"])
+    assert list(plan.algorithms.values()).count("wt6x6") == 2, plan.algorithms
+    data = rng.standard_normal((2, 32, 20, 18)).astype(np.float32)
+    first = np.asarray(lowered(data))
+    np.testing.assert_allclose(first, module(data), rtol=1e-4, atol=1e-4)
+    for _ in range(3):
+        np.testing.assert_array_equal(np.asarray(lowered(data)), first)
+    assert bound and all(call is not None for call in bound)  # the second conv: its input is a spare

@@ -337,7 +337,7 @@ def test_wt6x6_channel_gemms_on_the_packed_kernel(monkeypatch):
     from lowerkit.backend.cpu import panels
     from lowerkit_nnpack import selection
 
-    monkeypatch.setattr(panels, "wide_tile", lambda: True)  # the rule as measured, on any CPU
+    monkeypatch.setattr(panels, "rules", lambda: "wide")  # the rule as measured, on any CPU
     monkeypatch.setattr(selection, "TEAM_WINOGRAD_MIN_TILES", 16)
     monkeypatch.setattr(selection, "WINOGRAD_MIN_INPUTS", 1)  # and its few channels
     runs: list[int] = []

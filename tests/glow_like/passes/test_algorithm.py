@@ -106,7 +106,7 @@ def test_winograd_channel_gemms_on_the_packed_weight_in_every_form(monkeypatch):
     from lowerkit_glow_like.kernels import KERNELS
     from lowerkit_glow_like.kernels.winograd import winograd_weights
 
-    monkeypatch.setattr(panels, "wide_tile", lambda: True)  # the rule as measured, on any CPU
+    monkeypatch.setattr(panels, "rules", lambda: "wide")  # the rule as measured, on any CPU
     rng = np.random.default_rng(4)
     c, oc = 128, 130  # 130 output channels: a partial last panel
     x = rng.standard_normal((1, c, 14, 14)).astype(np.float32)
@@ -147,7 +147,7 @@ def test_eight_threads_share_a_packed_winograd_layer(monkeypatch):
 
     from lowerkit.backend.cpu import panels
 
-    monkeypatch.setattr(panels, "wide_tile", lambda: True)
+    monkeypatch.setattr(panels, "rules", lambda: "wide")
     packed: list[int] = []
     original = panels.PackedTuples.of
     monkeypatch.setattr(panels.PackedTuples, "of", classmethod(lambda cls, u: (packed.append(u.shape),

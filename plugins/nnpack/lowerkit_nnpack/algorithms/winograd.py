@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import numpy as np
 
 from lowerkit.backend.cpu import (input_scratch_floats, merge_last, output_group_tiles, pad_into, team_layers,
                                   tile_view, winograd_matrices)
+from lowerkit.backend.cpu.calls import sequence
 from lowerkit.backend.cpu.panels import PackedTuples
 from lowerkit.backend.cpu.team_layers import NO_RESIDUAL
 
@@ -158,6 +162,38 @@ class Winograd6(Winograd):
         # The compiled output transform adds the residual (a fused residual add) before the activation.
         added = NO_RESIDUAL if residual is None else np.ascontiguousarray(residual, dtype=np.float32)
         self._jit.winograd_output(m, b, out, o0, o1, 0, n, th, tw, *self.activation, s, y, added)
+
+
+    def bind_chunk(self, x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
+                   residual: np.ndarray | None = None) -> Callable[[], object] | None:
+        """The whole layer on these very arrays as one zero-argument call (see :mod:`..bound`):
+        the input transform, the channel GEMMs (on the packed kernel where it is packed) and
+        the output transform, their scratch fetched and the packing looked up once; None for
+        arrays that are not C-contiguous float32. Unbound, each call of a batch slice's
+        Winograd layer went through a dozen Python frames and workspace lookups."""
+        arrays = (x, out) if residual is None else (x, out, residual)
+        if not all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays):
+            return None
+        n, c, oc = x.shape[0], self.geom.in_channels, self.geom.out_channels
+        th, tw = self.tiles
+        tiles = n * th * tw
+        v = self.new_state(n).reshape(self.size * self.size, c, tiles)
+        m = self.ws.get("m", (self.size * self.size, oc, tiles))
+        group = output_group_tiles(tw)
+        top, left = self.geom.padding[0], self.geom.padding[1]
+        transform_in = partial(self._jit.winograd_input, x, v, top, left, th, tw, 0, n, 0, c,
+                               self.ws.get("wscratch", (input_scratch_floats(th, tw),)))
+        packed = team_layers.winograd_weights(kernel, tiles)
+        if isinstance(packed, PackedTuples):
+            products = partial(packed.run, v, m, tiles, 0, oc)
+        else:
+            products = partial(np.matmul, kernel, v, out=m)
+        b = _NO_BIAS if bias is None else np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
+        transform_out = partial(self._jit.winograd_output, m, b, out, 0, oc, 0, n, th, tw, *self.activation,
+                                self.ws.get("ws", (self.size, self.out, group)),
+                                self.ws.get("wy", (self.out, self.out, group)),
+                                NO_RESIDUAL if residual is None else residual)
+        return sequence(transform_in, products, transform_out)
 
 
 class Winograd4(Winograd):
