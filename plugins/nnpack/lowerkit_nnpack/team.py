@@ -82,7 +82,8 @@ class TeamConv:
     def _winograd_buffers(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """This thread's scratch for the Winograd regions of ``x`` (team_layers.winograd_shapes)."""
         th, tw = self.tiles
-        shapes = team_layers.winograd_shapes(x.shape[1], self.u.shape[1], x.shape[0] * th * tw, (th, tw), self.team.ways)
+        shapes = team_layers.winograd_shapes(x.shape[1], self.u.shape[1], x.shape[0] * th * tw, (th, tw),
+                                             self.team.ways)
         return {name: self.ws.get("team_" + name, shape) for name, shape in shapes.items()}
 
     def _winograd_weights(self, x: np.ndarray):

@@ -120,7 +120,8 @@ def test_input_transform_writes_only_its_channels_and_images():
     th, tw = _tiles(h, w)
     x = _rand(n, c, h, w, seed=8)
     v = np.full((36, c, 2 * th * tw), np.nan, np.float32)  # images 1 and 2: their tiles from 0
-    jit.load("winograd").winograd_input(x, v, 1, 1, th, tw, 1, 2, 2, 5, np.empty(input_scratch_floats(th, tw), np.float32))
+    scratch = np.empty(input_scratch_floats(th, tw), np.float32)
+    jit.load("winograd").winograd_input(x, v, 1, 1, th, tw, 1, 2, 2, 5, scratch)
     want = _input_reference(x[1:], 1, 1, th, tw)
     np.testing.assert_allclose(v[:, 2:5], want[:, 2:5], rtol=1e-5, atol=1e-4)
     assert np.isnan(v[:, :2]).all() and np.isnan(v[:, 5:]).all()
@@ -130,4 +131,5 @@ def test_input_transform_refuses_a_scratch_too_small():
     x = _rand(1, 2, 8, 8)
     v = np.empty((36, 2, 4), np.float32)
     with pytest.raises(ValueError, match="input_scratch_floats"):
-        jit.load("winograd").winograd_input(x, v, 1, 1, 2, 2, 0, 1, 0, 2, np.empty(input_scratch_floats(2, 2) - 1, np.float32))
+        jit.load("winograd").winograd_input(x, v, 1, 1, 2, 2, 0, 1, 0, 2,
+                                            np.empty(input_scratch_floats(2, 2) - 1, np.float32))

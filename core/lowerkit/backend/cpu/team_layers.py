@@ -305,7 +305,8 @@ def winograd_shapes(c: int, oc: int, tiles: int, tiles_hw: tuple[int, int], ways
     group = output_group_tiles(tile_width)
     count = -(-oc // 6)  # panels: the packed weight's bands are whole 6-channel panels
     rows = max(-(-oc // ways), 6 * -(-count // ways))
-    return {"v": (36, c, tiles), "m": (ways, 36, rows, tiles), "scratch": (ways, input_scratch_floats(tile_rows, tile_width)),
+    return {"v": (36, c, tiles), "m": (ways, 36, rows, tiles),
+            "scratch": (ways, input_scratch_floats(tile_rows, tile_width)),
             "s": (ways, 6, 4, group), "y": (ways, 4, 4, group)}
 
 
