@@ -27,11 +27,10 @@ any batch. Counted over the batch, ConvNeXt-T at batch 8 was cut into 38 regions
 
 from __future__ import annotations
 
-import os
 import weakref
 from typing import Any
 
-from lowerkit.errors import InputError
+from lowerkit.backend.cpu.environment import whole_number
 from lowerkit.ir.node import Node
 
 from .support import STRUCTURAL_OPS, attrs_of, support_reason
@@ -69,12 +68,7 @@ def context_reason(node: Node, graph: Any) -> str | None:
 def region_macs() -> int:
     """The multiply-adds a region must be able to do: ``$LOWERKIT_NNPACK_REGION_MACS``, else
     :data:`START_MIN_MACS`."""
-    text = os.environ.get(REGION_MACS_ENV, "").strip()
-    if not text:
-        return START_MIN_MACS
-    if not text.isdigit():
-        raise InputError(f"${REGION_MACS_ENV} must be a whole number of multiply-adds (0 or more), got {text!r}")
-    return int(text)
+    return whole_number(REGION_MACS_ENV, START_MIN_MACS, "multiply-adds (0 or more)")
 
 
 def _reasons(graph: Any) -> dict[Node, str | None]:

@@ -21,16 +21,14 @@ drops them at once.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from math import prod
 
 import numpy as np
 
-from lowerkit.errors import InputError
-
 from .aligned import ALIGNMENT, aligned_buffer
+from .environment import whole_number
 
 MIN_BYTES = 32 << 20
 """Arrays from this size up are recycled: glibc maps smaller ones from its heap, which it
@@ -50,12 +48,7 @@ _buffers: list[list] = []  # [raw uint8 buffer, aligned offset, claims since it 
 
 def keep_bytes() -> int:
     """The free bytes kept at most (:data:`KEEP_BYTES`, or ``LOWERKIT_RECYCLE_BYTES``)."""
-    text = os.environ.get(KEEP_ENV, "").strip()
-    if not text:
-        return KEEP_BYTES
-    if not text.isdigit():
-        raise InputError(f"${KEEP_ENV} must be a whole number of bytes (0 turns recycling off), got {text!r}")
-    return int(text)
+    return whole_number(KEEP_ENV, KEEP_BYTES, "bytes (0 turns recycling off)")
 
 
 def recycled_empty(shape: tuple[int, ...], dtype: np.dtype | type = np.float32) -> np.ndarray:

@@ -102,5 +102,6 @@ def input_scratch_floats(tile_rows: int, tile_width: int) -> int:
     """The float32 scratch the compiled F(4x4, 3x3) input transform (``jit.winograd.
     winograd_input``) takes for maps of ``tile_rows`` x ``tile_width`` output tiles: a padded
     row, and 48 planes of the channel's tiles and one more tile row (the rows split by tile
-    column phase, then their column transforms)."""
+    column phase, then their column transforms). The kernel compiles this very function in
+    for its bound check: keep it plain integer arithmetic."""
     return 4 * tile_width + 24 + 48 * (tile_rows + 1) * tile_width

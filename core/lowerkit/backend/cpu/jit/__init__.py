@@ -43,6 +43,8 @@ KERNEL_MODULES = ("conv", "winograd", "pool", "norm", "team", "panel")
 # Environment variables that change what the kernels compile to (``panel.LANES_ENV``): the
 # cache's name covers their values, so each setting keeps machine code of its own.
 COMPILE_SWITCHES = ("LOWERKIT_PANEL_LANES",)
+# Modules outside this package whose functions the kernels compile in (see _sources_digest).
+CACHE_SOURCES = ("lowerkit.backend.cpu.winograd",)
 
 _lock = threading.Lock()
 _loaded: dict[str, ModuleType] = {}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 
+from ..winograd import input_scratch_floats
 from ._act import act
 from ._simd import split_quads
 from ._types import f8, i8, ro, rw
@@ -39,10 +40,9 @@ def _bt(d0, d1, d2, d3, d4, d5):
             four * d1 - five * d3 + d5)
 
 
-@njit(inline="always")
-def _input_scratch(th, tw):
-    """The floats :func:`winograd_input` needs (``cpu.winograd.input_scratch_floats``)."""
-    return 4 * tw + 8 + 16 + 48 * (th + 1) * tw
+# The floats winograd_input needs: the plain formula callers size their scratch by, compiled in
+# (the jit package's CACHE_SOURCES names its module, so an edit there recompiles).
+_input_scratch = njit(inline="always")(input_scratch_floats)
 
 
 @njit(_IN, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
