@@ -12,6 +12,14 @@ of it, nothing written into it in place, an output no instruction reads and one 
 the instructions that touch it are bound again on every call to the caller's array (an
 input that is a C-contiguous array of its dtype and shape; any other is copied in as
 before) or to a new output array. The rest of the program keeps its bound calls.
+
+A batch run as slices (``runtime``) does the same per part, where a buffer holds at least
+:data:`DIRECT_BYTES` an image: each slice's instructions are bound again to its rows of the
+caller's arrays and of the returned ones, and a slice's head (its first instructions, run
+an image at a time) to each image's row (:meth:`DirectIO.split`). In a partitioned UNet,
+glow_like's regions between nnpack's — a resize, a concatenation, a transposed convolution
+and its concatenation — otherwise copied every map in and out of each slice's arena (and a
+head's outputs twice: into the slice's arena, then out).
 """
 
 from __future__ import annotations
@@ -37,8 +45,9 @@ class DirectIO:
     touching: dict[int, tuple[int, ...]]  # buffer -> the instructions that read or write it
 
     @classmethod
-    def of(cls, program: Program) -> DirectIO | None:
-        """The program's direct inputs and outputs (see the module docstring), or None."""
+    def of(cls, program: Program, min_bytes: int = DIRECT_BYTES) -> DirectIO | None:
+        """The program's direct inputs and outputs (see the module docstring) of at least
+        ``min_bytes``, or None."""
         buffers, instructions = program.buffers, program.instructions
         viewed = {b.root for b in buffers if b.root != b.id}  # views, and outputs written in place
         readers: dict[int, list[int]] = {}
@@ -51,7 +60,7 @@ class DirectIO:
 
         def own(b: int) -> bool:
             buf = buffers[b]
-            return buf.in_arena and buf.root == b and b not in viewed and buf.nbytes >= DIRECT_BYTES
+            return buf.in_arena and buf.root == b and b not in viewed and buf.nbytes >= min_bytes
 
         inputs = tuple((p, b) for p, b in enumerate(program.inputs)
                        if own(b) and b not in program.outputs and readers.get(b) and not writers.get(b))
@@ -68,6 +77,32 @@ class DirectIO:
         """Whether a caller's input can be read in place of its planned buffer."""
         return (type(given) is np.ndarray and given.dtype == planned.dtype and given.shape == planned.shape
                 and given.flags.c_contiguous)
+
+    def split(self, head: int) -> tuple[DirectIO | None, DirectIO | None]:
+        """The direct inputs and outputs that only instructions ``[0, head)`` touch, and those
+        that only the later ones touch (a batch slice's head runs the first an image at a
+        time, the rest over the slice); a buffer both touch is copied, as before."""
+
+        def part(early: bool) -> DirectIO | None:
+            def kept(b: int) -> bool:
+                return all((i < head) == early for i in self.touching[b])
+
+            inputs = tuple((p, b) for p, b in self.inputs if kept(b))
+            outputs = tuple((p, b) for p, b in self.outputs if kept(b))
+            if not inputs and not outputs:
+                return None
+            return DirectIO(inputs, outputs, {b: self.touching[b] for _, b in (*inputs, *outputs)})
+
+        return part(True), part(False)
+
+    def placed(self, inputs: Sequence[np.ndarray], planned: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
+               rows: slice) -> dict[int, np.ndarray]:
+        """Buffer -> the array it is this time: ``rows`` of each direct input the caller gave
+        (``inputs``; where :meth:`usable` in place of the planned buffer, ``planned``, both by
+        input position) and of each direct output (``outputs``, the arrays the call returns)."""
+        placed = {b: inputs[p][rows] for p, b in self.inputs if self.usable(inputs[p][rows], planned[p])}
+        placed.update((b, outputs[p][rows]) for p, b in self.outputs)
+        return placed
 
     def instructions(self, placed: Sequence[int]) -> list[int]:
         """The instructions to bind again for the buffers ``placed``, in program order."""

@@ -7,7 +7,8 @@ their planned buffers, runs every instruction, and copies the outputs out — la
 apart, which it reads and writes in place (``direct_io``). A batch run as
 slices (one per worker, see ``Executable._split_batch``) binds an arena, scratch and call
 list per slice instead; each worker copies its rows in, runs, and copies them out — the
-first instructions (on large maps) image by image, on an arena of their own (``_Head``). A batch
+first instructions (on large maps) image by image, on an arena of their own (``_Head``);
+maps of at least ``DIRECT_BYTES`` an image are read and written in place here too. A batch
 run image by image (``Executable._image_by_image``) binds the calls to the first image's
 rows and runs every image through them in turn, on the team. Where a batch can run either
 way, both are bound and the first calls time them (``lowerkit.backend.cpu.FormTrial``).
@@ -28,7 +29,7 @@ from lowerkit.backend.cpu import (FormTrial, Parallel, Team, aligned_empty, blas
 from lowerkit.errors import InputError
 from lowerkit.ir import DTYPES
 
-from .direct_io import DirectIO
+from .direct_io import DIRECT_BYTES, DirectIO
 from .kernels import KERNELS
 from .lir import ALIGNMENT, Program
 from .lir.batch import batch_size, batch_sliceable, head_length
@@ -56,6 +57,8 @@ class _Slice:
     outputs: list[np.ndarray]
     calls: list
     head: _Head | None = None  # where the slice's first instructions run image by image
+    views: list[np.ndarray] | None = None  # every buffer's array, and the scratch (to bind the
+    scratch: np.ndarray | None = None  # instructions of direct inputs and outputs again)
 
 
 @dataclass
@@ -63,11 +66,15 @@ class _Head:
     """A batch slice's first instructions (``lir.batch.head_length``), bound to one image's
     rows of an arena of their own: each image of the slice goes through them in turn, then
     the buffers the rest reads (``crossing``: head view, slice view) are copied into its row
-    of the slice's arena."""
+    of the slice's arena. ``copied`` are the positions of the inputs copied in an image at a
+    time (the others the rest alone reads, and the slice reads them in place or copies them
+    in whole); ``views`` every buffer's one-image array (to bind direct inputs and outputs)."""
 
     inputs: list[np.ndarray]
     calls: list
     crossing: list[tuple[np.ndarray, np.ndarray]]
+    copied: list[int]
+    views: list[np.ndarray]
 
 
 @dataclass
@@ -176,6 +183,14 @@ class Executable:
         # Large inputs read in place and large outputs written into the returned arrays
         # (whole-program mode; see direct_io).
         self.direct = DirectIO.of(program) if self.batch_slices is None and not self.per_image else None
+        # Batch slices: those of at least DIRECT_BYTES an image, in the head an image at a
+        # time and in the rest a slice at a time (image-by-image mode copies).
+        self.head_direct: DirectIO | None = None
+        self.slice_direct: DirectIO | None = None
+        if self.batch_slices is not None:
+            sliced = DirectIO.of(program, DIRECT_BYTES * batch_size(program))
+            if sliced is not None:
+                self.head_direct, self.slice_direct = sliced.split(self.head)
 
     @staticmethod
     def _gemms_on_blas(program: Program) -> bool:
@@ -345,7 +360,7 @@ class Executable:
             head = self.head if rows.stop - rows.start > 1 else 0
             slices.append(_Slice(rows, [sliced[b] for b in program.inputs], [sliced[b] for b in program.outputs],
                                  self._prepare(sliced, scratch, None, first=head),
-                                 self._bind_head(sliced, scratch, head) if head else None))
+                                 self._bind_head(sliced, scratch, head) if head else None, sliced, scratch))
         return _ThreadState([], [], [], slices)
 
     def _bind_head(self, sliced: list[np.ndarray], scratch: np.ndarray, head: int) -> _Head:
@@ -359,8 +374,13 @@ class Executable:
         instructions = program.instructions
         defined = {*program.inputs, *(b for ins in instructions[:head] for b in ins.outputs)}
         read = {*program.outputs, *(b for ins in instructions[head:] for b in ins.inputs)}
-        crossing = [(one[b], sliced[b]) for b in sorted(defined & read) if program.buffers[b].in_arena]
-        return _Head([one[b] for b in program.inputs], self._prepare(one, scratch, None, last=head), crossing)
+        # The direct outputs the head writes go straight into the returned arrays; the direct
+        # inputs only the rest reads go to the slice whole.
+        written = {b for _, b in self.head_direct.outputs} if self.head_direct is not None else set()
+        later = {b for _, b in self.slice_direct.inputs} if self.slice_direct is not None else set()
+        crossing = [(one[b], sliced[b]) for b in sorted(defined & read - written - later) if program.buffers[b].in_arena]
+        copied = [p for p, b in enumerate(program.inputs) if b not in later]
+        return _Head([one[b] for b in program.inputs], self._prepare(one, scratch, None, last=head), crossing, copied, one)
 
     def _bind_one_image(self) -> _ThreadState:
         """Kernel calls on the first image's rows of the arena, with the team: the batch runs
@@ -396,16 +416,19 @@ class Executable:
             return spec.prepare(inputs, outputs, ins.attrs, scratch, parallel=parallel)
         return spec.prepare(inputs, outputs, ins.attrs, scratch)
 
-    def _direct_calls(self, state: _ThreadState, placed: dict[int, np.ndarray]) -> list:
-        """The call list with the instructions that touch the buffers ``placed`` (buffer ->
-        the caller's input or a new output array) bound to those arrays for this call."""
-        views = list(state.views)
+    def _bound_again(self, direct: DirectIO, calls: list, views: list[np.ndarray], scratch: np.ndarray,
+                     placed: dict[int, np.ndarray], first: int = 0, parallel: Parallel | None = None,
+                     team: Team | None = None) -> list:
+        """``calls`` (those of instructions ``first`` on, bound to ``views`` and ``scratch``)
+        with the instructions that touch the buffers ``placed`` (buffer -> the caller's input
+        or a new output array, or their rows) bound to those arrays for this call."""
+        views = list(views)
         for b, array in placed.items():
             views[b] = array
-        calls = list(state.calls)
+        calls = list(calls)
         instructions = self.program.instructions
-        for i in self.direct.instructions(placed):
-            calls[i] = self._prepare_one(instructions[i], views, state.scratch, self.parallel, self.team)
+        for i in direct.instructions(placed):
+            calls[i - first] = self._prepare_one(instructions[i], views, scratch, parallel, team)
         return calls
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -452,7 +475,8 @@ class Executable:
                 dst[...] = src  # a quarter of np.copyto's cost on tiny inputs
             else:
                 np.copyto(dst, src, casting="same_kind")
-        calls = self._direct_calls(state, placed) if placed else state.calls
+        calls = (self._bound_again(direct, state.calls, state.views, state.scratch, placed, 0, self.parallel, self.team)
+                 if placed else state.calls)
         guard = self.team.guard if self.team is not None else None
         start = guard.begin() if guard is not None else 0.0
         if self.blas_threads is not None and self.uses_blas:
@@ -482,31 +506,43 @@ class Executable:
         return arrays, results
 
     def _run_slices(self, slices: list[_Slice], arrays: list[np.ndarray], results: list[np.ndarray]) -> None:
-        """Batch-slice mode: each worker copies its rows in, runs every call, copies them out."""
+        """Batch-slice mode: each worker copies its rows in, runs every call, copies them out
+        (the direct inputs and outputs read and written in place)."""
+        direct, program = self.slice_direct, self.program
+        # Written in place by the head (an image at a time) or the rest: not copied out.
+        in_place = {p for d in (self.head_direct, direct) if d is not None for p, _ in d.outputs}
 
         def run_slice(j: int) -> None:
             part = slices[j]
-            if part.head is None:
-                for dst, src in zip(part.inputs, arrays):
-                    np.copyto(dst, src[part.rows], casting="same_kind")
-            else:
-                self._run_head(part, arrays)
-            for call in part.calls:
+            rows, calls = part.rows, part.calls
+            placed = direct.placed(arrays, part.inputs, results, rows) if direct is not None else {}
+            if part.head is not None:
+                self._run_head(part, arrays, results)
+            for p, (dst, src) in enumerate(zip(part.inputs, arrays)):
+                if program.inputs[p] not in placed and (part.head is None or p not in part.head.copied):
+                    np.copyto(dst, src[rows], casting="same_kind")
+            if placed:
+                calls = self._bound_again(direct, calls, part.views, part.scratch, placed, self.head if part.head else 0)
+            for call in calls:
                 call()
-            for result, out in zip(results, part.outputs):
-                result[part.rows] = out
+            for p, (result, out) in enumerate(zip(results, part.outputs)):
+                if p not in in_place:
+                    result[rows] = out
 
         with blas_limit(1):
             self.parallel(run_slice)
 
-    @staticmethod
-    def _run_head(part: _Slice, arrays: list[np.ndarray]) -> None:
+    def _run_head(self, part: _Slice, arrays: list[np.ndarray], results: list[np.ndarray]) -> None:
         """Each image of the slice through its head, then into the slice's rows."""
-        head = part.head
+        head, direct, inputs = part.head, self.head_direct, self.program.inputs
         for i in range(part.rows.start, part.rows.stop):
-            for dst, src in zip(head.inputs, arrays):
-                np.copyto(dst, src[i:i + 1], casting="same_kind")
-            for call in head.calls:
+            image = slice(i, i + 1)
+            placed = direct.placed(arrays, head.inputs, results, image) if direct is not None else {}
+            for p in head.copied:
+                if inputs[p] not in placed:
+                    np.copyto(head.inputs[p], arrays[p][image], casting="same_kind")
+            calls = self._bound_again(direct, head.calls, head.views, part.scratch, placed) if placed else head.calls
+            for call in calls:
                 call()
             row = i - part.rows.start
             for one, rows in head.crossing:
