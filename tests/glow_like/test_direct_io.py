@@ -104,21 +104,21 @@ def test_eight_threads_reading_their_own_inputs_in_place():
 SLICED = (4, 16, 128, 128)  # 1 MiB an image
 
 
-def _head_and_rest():
+def _head_and_rest(batch: int = SLICED[0]):
     """y = conv1x1(x1) (the head), z = concat(x2, x2) (the rest); returns y and z."""
+    _, c, h, width = SLICED
     g = Graph()
-    x1 = g.add_input("x1", f32(*SLICED))
-    x2 = g.add_input("x2", f32(*SLICED))
+    x1 = g.add_input("x1", f32(batch, c, h, width))
+    x2 = g.add_input("x2", f32(batch, c, h, width))
     w = g.add_node("param", [], [f32(16, 16, 1, 1)], {"name": "w"}).output
-    y = g.add_node("conv2d", [x1, w], [f32(*SLICED)], {}).output
-    n, c, h, width = SLICED
-    z = g.add_node("concat", [x2, x2], [f32(n, 2 * c, h, width)], {"dim": 1}).output
+    y = g.add_node("conv2d", [x1, w], [f32(batch, c, h, width)], {}).output
+    z = g.add_node("concat", [x2, x2], [f32(batch, 2 * c, h, width)], {"dim": 1}).output
     g.set_outputs([y, z])
     return module_of(g, {"w": rand(16, 16, 1, 1, seed=1)})
 
 
-def _sliced_handle():
-    handle = _handle(_head_and_rest(), threads=2)
+def _sliced_handle(batch: int = SLICED[0]):
+    handle = _handle(_head_and_rest(batch), threads=2)
     if handle.batch_slices is None or handle.head != 1:
         pytest.skip("this program does not run as batch slices with a head here")
     return handle
@@ -129,13 +129,14 @@ def test_batch_slices_read_and_write_large_maps_in_place_in_the_head_and_the_res
     program = handle.program
     x1, x2 = program.inputs
     y, z = program.outputs
-    assert handle.head_direct.inputs == ((0, x1),) and handle.head_direct.outputs == ((0, y),)
-    assert handle.slice_direct.inputs == ((1, x2),) and handle.slice_direct.outputs == ((1, z),)
     module = _head_and_rest()
     a, b = rand(*SLICED, seed=3), rand(*SLICED, seed=4)
     kept = a.copy(), b.copy()
     handle.run([a, b])  # binds this thread's slices
     state = handle._state()
+    for part in state.slices:  # the convolution's buffers an image at a time, the concatenation's a slice
+        assert part.head.direct.inputs == ((0, x1),) and part.head.direct.outputs == ((0, y),)
+        assert part.direct.inputs == ((1, x2),) and part.direct.outputs == ((1, z),)
     planned = [array for part in state.slices for array in (part.head.inputs[0], part.inputs[1], *part.outputs)]
     for array in planned:  # the planned buffers: a copy into or out of them would show
         array.fill(np.nan)
@@ -172,3 +173,13 @@ def test_eight_threads_running_batch_slices_in_place():
         for got in results[i]:
             for g, e in zip(got, expected[i]):
                 np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
+
+
+def test_a_slice_of_one_image_reads_and_writes_in_place_without_a_head():
+    handle = _sliced_handle(batch=3)  # a slice of two images (with its head) and one of one
+    assert sorted(rows.stop - rows.start for rows in handle.batch_slices) == [1, 2]
+    module = _head_and_rest(batch=3)
+    a, b = rand(3, *SLICED[1:], seed=7), rand(3, *SLICED[1:], seed=8)
+    for _ in range(2):  # the first call binds; the second runs bound
+        for got, expected in zip(handle.run([a, b]), reference(module, a, b)):
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

@@ -57,8 +57,9 @@ class _Slice:
     outputs: list[np.ndarray]
     calls: list
     head: _Head | None = None  # where the slice's first instructions run image by image
-    views: list[np.ndarray] | None = None  # every buffer's array, and the scratch (to bind the
-    scratch: np.ndarray | None = None  # instructions of direct inputs and outputs again)
+    direct: DirectIO | None = None  # what ``calls`` read and write in place, at the slice's rows,
+    views: list[np.ndarray] | None = None  # with every buffer's array and the scratch (to bind
+    scratch: np.ndarray | None = None  # those calls again)
 
 
 @dataclass
@@ -68,12 +69,14 @@ class _Head:
     the buffers the rest reads (``crossing``: head view, slice view) are copied into its row
     of the slice's arena. ``copied`` are the positions of the inputs copied in an image at a
     time (the others the rest alone reads, and the slice reads them in place or copies them
-    in whole); ``views`` every buffer's one-image array (to bind direct inputs and outputs)."""
+    in whole); ``direct`` what the calls read and write in place, at each image's row, with
+    ``views``, every buffer's one-image array (to bind those calls again)."""
 
     inputs: list[np.ndarray]
     calls: list
     crossing: list[tuple[np.ndarray, np.ndarray]]
     copied: list[int]
+    direct: DirectIO | None
     views: list[np.ndarray]
 
 
@@ -183,14 +186,10 @@ class Executable:
         # Large inputs read in place and large outputs written into the returned arrays
         # (whole-program mode; see direct_io).
         self.direct = DirectIO.of(program) if self.batch_slices is None and not self.per_image else None
-        # Batch slices: those of at least DIRECT_BYTES an image, in the head an image at a
-        # time and in the rest a slice at a time (image-by-image mode copies).
-        self.head_direct: DirectIO | None = None
-        self.slice_direct: DirectIO | None = None
-        if self.batch_slices is not None:
-            sliced = DirectIO.of(program, DIRECT_BYTES * batch_size(program))
-            if sliced is not None:
-                self.head_direct, self.slice_direct = sliced.split(self.head)
+        # Batch slices: those of at least DIRECT_BYTES an image, a slice at a time — a slice
+        # with a head, those of its head an image at a time (image-by-image mode copies).
+        self.slices_direct = (DirectIO.of(program, DIRECT_BYTES * batch_size(program))
+                              if self.batch_slices is not None else None)
 
     @staticmethod
     def _gemms_on_blas(program: Program) -> bool:
@@ -351,36 +350,39 @@ class Executable:
         first ``head_length`` instructions image by image (:class:`_Head`), on a further
         arena of which it touches one image's rows.
         """
-        program = self.program
+        program, direct = self.program, self.slices_direct
         slices = []
         for rows in self.batch_slices:
             views = self._views(_aligned_bytes(max(program.plan.peak_bytes, ALIGNMENT)))
             sliced = [v[rows] if buf.in_arena else v for buf, v in zip(program.buffers, views)]
             scratch = _aligned_bytes(max(program.plan.scratch_bytes, ALIGNMENT))
             head = self.head if rows.stop - rows.start > 1 else 0
+            head_direct, rest_direct = direct.split(head) if head and direct is not None else (None, direct)
             slices.append(_Slice(rows, [sliced[b] for b in program.inputs], [sliced[b] for b in program.outputs],
                                  self._prepare(sliced, scratch, None, first=head),
-                                 self._bind_head(sliced, scratch, head) if head else None, sliced, scratch))
+                                 self._bind_head(sliced, scratch, head, head_direct, rest_direct) if head else None,
+                                 rest_direct, sliced, scratch))
         return _ThreadState([], [], [], slices)
 
-    def _bind_head(self, sliced: list[np.ndarray], scratch: np.ndarray, head: int) -> _Head:
+    def _bind_head(self, sliced: list[np.ndarray], scratch: np.ndarray, head: int, direct: DirectIO | None,
+                   rest_direct: DirectIO | None) -> _Head:
         """The first ``head`` instructions on one image's rows of a new arena (the slice's
         scratch: they run before the rest), and the buffers they hand to the slice's arena
         ``sliced``: every arena buffer they or the inputs define that a later instruction or
-        the outputs read."""
+        the outputs read — but the direct outputs they write (``direct``'s: into the returned
+        arrays) and the direct inputs only the rest reads (``rest_direct``'s)."""
         program = self.program
         one = [v[:1] if buf.in_arena else v
                for buf, v in zip(program.buffers, self._views(_aligned_bytes(max(program.plan.peak_bytes, ALIGNMENT))))]
         instructions = program.instructions
         defined = {*program.inputs, *(b for ins in instructions[:head] for b in ins.outputs)}
         read = {*program.outputs, *(b for ins in instructions[head:] for b in ins.inputs)}
-        # The direct outputs the head writes go straight into the returned arrays; the direct
-        # inputs only the rest reads go to the slice whole.
-        written = {b for _, b in self.head_direct.outputs} if self.head_direct is not None else set()
-        later = {b for _, b in self.slice_direct.inputs} if self.slice_direct is not None else set()
+        written = {b for _, b in direct.outputs} if direct is not None else set()
+        later = {b for _, b in rest_direct.inputs} if rest_direct is not None else set()
         crossing = [(one[b], sliced[b]) for b in sorted(defined & read - written - later) if program.buffers[b].in_arena]
         copied = [p for p, b in enumerate(program.inputs) if b not in later]
-        return _Head([one[b] for b in program.inputs], self._prepare(one, scratch, None, last=head), crossing, copied, one)
+        return _Head([one[b] for b in program.inputs], self._prepare(one, scratch, None, last=head), crossing, copied,
+                     direct, one)
 
     def _bind_one_image(self) -> _ThreadState:
         """Kernel calls on the first image's rows of the arena, with the team: the batch runs
@@ -508,23 +510,23 @@ class Executable:
     def _run_slices(self, slices: list[_Slice], arrays: list[np.ndarray], results: list[np.ndarray]) -> None:
         """Batch-slice mode: each worker copies its rows in, runs every call, copies them out
         (the direct inputs and outputs read and written in place)."""
-        direct, program = self.slice_direct, self.program
-        # Written in place by the head (an image at a time) or the rest: not copied out.
-        in_place = {p for d in (self.head_direct, direct) if d is not None for p, _ in d.outputs}
+        program = self.program
 
         def run_slice(j: int) -> None:
             part = slices[j]
-            rows, calls = part.rows, part.calls
+            rows, calls, direct, head = part.rows, part.calls, part.direct, part.head
             placed = direct.placed(arrays, part.inputs, results, rows) if direct is not None else {}
-            if part.head is not None:
+            if head is not None:
                 self._run_head(part, arrays, results)
             for p, (dst, src) in enumerate(zip(part.inputs, arrays)):
-                if program.inputs[p] not in placed and (part.head is None or p not in part.head.copied):
+                if program.inputs[p] not in placed and (head is None or p not in head.copied):
                     np.copyto(dst, src[rows], casting="same_kind")
             if placed:
-                calls = self._bound_again(direct, calls, part.views, part.scratch, placed, self.head if part.head else 0)
+                calls = self._bound_again(direct, calls, part.views, part.scratch, placed, self.head if head else 0)
             for call in calls:
                 call()
+            in_place = {p for d in (direct, head.direct if head is not None else None) if d is not None
+                        for p, _ in d.outputs}
             for p, (result, out) in enumerate(zip(results, part.outputs)):
                 if p not in in_place:
                     result[rows] = out
@@ -534,7 +536,8 @@ class Executable:
 
     def _run_head(self, part: _Slice, arrays: list[np.ndarray], results: list[np.ndarray]) -> None:
         """Each image of the slice through its head, then into the slice's rows."""
-        head, direct, inputs = part.head, self.head_direct, self.program.inputs
+        head, inputs = part.head, self.program.inputs
+        direct = head.direct
         for i in range(part.rows.start, part.rows.stop):
             image = slice(i, i + 1)
             placed = direct.placed(arrays, head.inputs, results, image) if direct is not None else {}
