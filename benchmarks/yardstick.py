@@ -10,7 +10,11 @@ Engines per model and batch:
 - ``[nnpack, glow_like]``: the priority plan (core passes first);
 - ``[nnpack, glow_like] measured``: ``plan="measure"`` on the benchmark's input.
 
-Every engine runs ``--repeat`` calls per round, ``--rounds`` rounds, in a new seeded order
+Every engine first warms up: at least two calls, then more until it has run
+``WARMUP_CALLS`` calls or for ``WARMUP_S`` seconds — long enough for glow_like's form trial
+(a batch that can run image by image or as slices times both forms on its first 12-39
+calls, ``lowerkit.backend.cpu.FormTrial``) to decide on a model whose call takes up to ~50 ms.
+Then every engine runs ``--repeat`` calls per round, ``--rounds`` rounds, in a new seeded order
 each round, after a pause that lets the previous engine's spinning threads go idle; each
 keeps its best call. Only same-run ratios mean anything on a shared machine. Each of ours
 is checked against ONNX Runtime's output on its first call and again after the timed ones,
@@ -40,6 +44,12 @@ DEFAULT_MODELS = ("resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0")
 # An output further than this from ONNX Runtime's, relative to its largest value, is marked
 # WRONG (fp32 reorderings stay near 1e-6).
 TOLERANCE = 1e-4
+# Warm-up: two calls at least, then up to this many calls or this many seconds, whichever
+# comes first. With two calls only, MobileNetV3-Small at batch 8 timed 12.3-13.0 ms on
+# glow_like in the yardstick (its trial still running, both forms slower beside the peers'
+# threads) and 10.0 once decided (AMD EPYC Zen 3 VM, session 32).
+WARMUP_CALLS = 40
+WARMUP_S = 2.0
 
 
 class SerialCalls:
@@ -148,9 +158,11 @@ def bench(name: str, batch: int, *, rounds: int, repeat: int, threads: int) -> R
             result.notes[engine] = f"max rel err {err:.1e}" + (" — WRONG" if err > TOLERANCE else "")
 
     check()  # the first call
-    for fn in engines.values():  # warm-up: buffers bound, kernels compiled, caches filled
-        fn()
-        fn()
+    for fn in engines.values():  # warm-up: buffers bound, kernels compiled, caches filled, trials decided
+        start, calls = time.perf_counter(), 0
+        while calls < 2 or (calls < WARMUP_CALLS and time.perf_counter() - start < WARMUP_S):
+            fn()
+            calls += 1
     best = {e: math.inf for e in engines}
     serial = dict.fromkeys(engines, 0)
     if not _SERIAL:
