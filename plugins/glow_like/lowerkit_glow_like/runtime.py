@@ -60,6 +60,7 @@ class _Slice:
     direct: DirectIO | None = None  # what ``calls`` read and write in place, at the slice's rows,
     views: list[np.ndarray] | None = None  # with every buffer's array and the scratch (to bind
     scratch: np.ndarray | None = None  # those calls again)
+    in_place: frozenset[int] = frozenset()  # the outputs (positions) ``calls`` or the head write in place
 
 
 @dataclass
@@ -358,10 +359,11 @@ class Executable:
             scratch = _aligned_bytes(max(program.plan.scratch_bytes, ALIGNMENT))
             head = self.head if rows.stop - rows.start > 1 else 0
             head_direct, rest_direct = direct.split(head) if head and direct is not None else (None, direct)
+            in_place = frozenset(p for d in (head_direct, rest_direct) if d is not None for p, _ in d.outputs)
             slices.append(_Slice(rows, [sliced[b] for b in program.inputs], [sliced[b] for b in program.outputs],
                                  self._prepare(sliced, scratch, None, first=head),
                                  self._bind_head(sliced, scratch, head, head_direct, rest_direct) if head else None,
-                                 rest_direct, sliced, scratch))
+                                 rest_direct, sliced, scratch, in_place))
         return _ThreadState([], [], [], slices)
 
     def _bind_head(self, sliced: list[np.ndarray], scratch: np.ndarray, head: int, direct: DirectIO | None,
@@ -525,10 +527,8 @@ class Executable:
                 calls = self._bound_again(direct, calls, part.views, part.scratch, placed, self.head if head else 0)
             for call in calls:
                 call()
-            in_place = {p for d in (direct, head.direct if head is not None else None) if d is not None
-                        for p, _ in d.outputs}
             for p, (result, out) in enumerate(zip(results, part.outputs)):
-                if p not in in_place:
+                if p not in part.in_place:
                     result[rows] = out
 
         with blas_limit(1):
