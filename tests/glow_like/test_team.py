@@ -306,3 +306,34 @@ def test_eight_threads_share_an_attention_handle(mask_kind):
     for i in range(8):
         for got in results[i]:
             np.testing.assert_array_equal(got, alone[i])
+
+
+def test_a_squeeze_excitation_layer_runs_on_the_team_where_its_weight_is_large(monkeypatch):
+    """1x1 convolutions on a pooled map (one pixel an image) are matrix-vector products: the
+    one whose weight reaches MIN_LINEAR_WEIGHTS (512 -> 256) runs as a team region whatever
+    its FLOPs (262K, under MIN_FLOPS), the small one (256 -> 16) on the calling thread; both
+    match the reference."""
+    from lowerkit.backend.cpu import team_layers
+
+    monkeypatch.setattr(team_layers, "MIN_FLOPS", 1_000_000)  # the real thresholds, not the fixture's
+    monkeypatch.setattr(team_layers, "MIN_LINEAR_WEIGHTS", 65_536)
+    rng = np.random.default_rng(7)
+    g, params = Graph(), {}
+
+    def param(name, shape):
+        params[name] = (rng.standard_normal(shape) * 0.05).astype(np.float32)
+        return g.add_node("param", [], [f32(*shape)], {"name": name}).output
+
+    x = g.add_input("x", f32(1, 512, 7, 7))
+    s = _add(g, "global_avg_pool2d", [x])
+    s = _add(g, "relu", [_add(g, "conv2d", [s, param("se1", (256, 512, 1, 1)), param("se1_b", (256,))])])
+    g.set_outputs([_add(g, "conv2d", [s, param("se2", (16, 256, 1, 1)), param("se2_b", (16,))])])
+    module = module_of(g, params)
+    assert _compile(module, threads=2).team is not None
+    xv = rng.standard_normal((1, 512, 7, 7)).astype(np.float32)
+    ran = record_team_calls(monkeypatch)
+    handle = _compile(module, threads=2)  # compiling binds and runs once on zeros
+    ran.clear()
+    (got,) = handle.run([xv])
+    assert ran == ["team_gemm"], ran
+    assert_close([got], [module.run("forward", xv)], rtol=1e-4)
