@@ -65,6 +65,16 @@ def mobile_block(n=1, c=6, hw=15, *, seed=0):
     return module_of(g, params)
 
 
+def _param_maker(g: Graph, params: dict, rng: np.random.Generator, scale: float):
+    """A function adding a random parameter of a shape to ``g`` (its values into ``params``)."""
+
+    def param(name, shape):
+        params[name] = (rng.standard_normal(shape) * scale).astype(np.float32)
+        return g.add_node("param", [], [f32(*shape)], {"name": name}).output
+
+    return param
+
+
 def _compile(module, **options):
     payload = glow.lowerkit_preprocess(module=module, compile_spec={"forward": options})
     return glow.lowerkit_compile(processed=payload, compile_spec={"forward": options})["forward"]
@@ -185,11 +195,7 @@ def test_a_fully_connected_layer_runs_on_the_team_for_several_rows_only(monkeypa
     the flattened result (one row) is numpy's matrix-vector product. Both match the reference."""
     rng = np.random.default_rng(5)
     g, params = Graph(), {}
-
-    def param(name, shape):
-        params[name] = (rng.standard_normal(shape) * 0.4).astype(np.float32)
-        return g.add_node("param", [], [f32(*shape)], {"name": name}).output
-
+    param = _param_maker(g, params, rng, 0.4)
     x = g.add_input("x", f32(1, 3, 8, 8))
     y = _add(g, "conv2d", [x, param("conv", (4, 3, 3, 3))], {"padding": (1, 1, 1, 1)})
     y = _add(g, "linear", [y, param("rows", (5, 8)), param("rows_b", (5,))])  # [1, 4, 8, 5]: 32 rows
@@ -319,11 +325,7 @@ def test_a_squeeze_excitation_layer_runs_on_the_team_where_its_weight_is_large(m
     monkeypatch.setattr(team_layers, "MIN_LINEAR_WEIGHTS", 65_536)
     rng = np.random.default_rng(7)
     g, params = Graph(), {}
-
-    def param(name, shape):
-        params[name] = (rng.standard_normal(shape) * 0.05).astype(np.float32)
-        return g.add_node("param", [], [f32(*shape)], {"name": name}).output
-
+    param = _param_maker(g, params, rng, 0.05)
     x = g.add_input("x", f32(1, 512, 7, 7))
     s = _add(g, "global_avg_pool2d", [x])
     s = _add(g, "relu", [_add(g, "conv2d", [s, param("se1", (256, 512, 1, 1)), param("se1_b", (256,))])])
