@@ -326,3 +326,35 @@ def test_a_winograd_layer_binds_and_computes_the_same_bits(monkeypatch, rng, pac
     for _ in range(3):
         np.testing.assert_array_equal(np.asarray(lowered(data)), first)
     assert bound and all(call is not None for call in bound)  # the second conv: its input is a spare
+
+
+def test_a_squeeze_excitation_layer_with_a_large_weight_runs_on_the_team(monkeypatch):
+    """A team plan's 1x1 convolutions on a pooled map (``PooledPointwise``): the one whose
+    weight reaches MIN_LINEAR_WEIGHTS (512 -> 256) runs as a team region, bound or not, the
+    small one (256 -> 16) on the calling thread; with the guard off, both serial, the same
+    results."""
+    g, params = Graph(), {}
+    param = _param_maker(g, params, seed=8)
+    x = g.add_input("x", TensorType("f32", (1, 512, 7, 7)))
+    y = _add(g, "conv2d", [x, param("w", (512, 512, 1, 1), 0.05)])  # a team plan needs a convolution
+    s = _add(g, "global_avg_pool2d", [y])
+    s = _add(g, "relu", [_add(g, "conv2d", [s, param("se1", (256, 512, 1, 1), 0.05), param("se1_b", (256,))])])
+    g.set_outputs([_add(g, "conv2d", [s, param("se2", (16, 256, 1, 1), 0.05), param("se2_b", (16,))])])
+    module = numbered_module(g, params, "SqueezeNet")
+    lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
+    plan = _plan(lowered)
+    assert plan.team is not None and list(plan.algorithms.values()).count("pooled_pointwise") == 2, plan.algorithms
+    data = np.random.default_rng(9).standard_normal((1, 512, 7, 7)).astype(np.float32)
+    ran = record_team_calls(monkeypatch)
+    first = np.asarray(lowered(data))
+    np.testing.assert_allclose(first, module(data), rtol=1e-4, atol=1e-4)
+    for _ in range(3):  # bound from the third call
+        ran.clear()
+        np.testing.assert_array_equal(np.asarray(lowered(data)), first)
+        assert ran.count("team_gemm") == 2, ran  # the 512x512 map's 1x1, and se1
+    guard = plan.team.guard
+    guard.on, guard._serial_left = False, 5
+    ran.clear()
+    serial = np.asarray(lowered(data))
+    assert ran == []
+    np.testing.assert_allclose(serial, first, rtol=1e-5, atol=1e-5)

@@ -8,6 +8,7 @@ from functools import partial
 import numpy as np
 
 from lowerkit.backend.cpu import blas_limit, blas_threads_beside, panels, run_parallel, split, team_layers
+from lowerkit.backend.cpu.calls import on_team
 from lowerkit.backend.cpu.jit.select import max_pool3x3_fits
 
 from .activations import NONE, activate_inplace, add_activate
@@ -110,9 +111,14 @@ class PooledPointwise:
     layers), more as ``[N, C] @ W^T`` and then bias, residual and activation in place. No
     geometry, algorithm or thread machinery for a few thousand multiply-adds: the general
     convolution path cost 30-55 µs per such layer (EfficientNet-B0 has 32); numpy's
-    product and passes ~6 µs at batch 1, the panel GEMM ~3."""
+    product and passes ~6 µs at batch 1, the panel GEMM ~3.
 
-    def __init__(self, weight: np.ndarray, bias: np.ndarray | None, activation, fallback) -> None:
+    With a ``team`` (a team plan's), one image whose weight ``team_layers.row_on_team`` streams
+    on both cores runs as one team region, each thread its band of the weight, as glow_like
+    runs it: its matrix-vector product is memory-bound (MobileNetV3-Large's 960x240 layers,
+    0.07-0.09 ms each on one thread)."""
+
+    def __init__(self, weight: np.ndarray, bias: np.ndarray | None, activation, fallback, team=None) -> None:
         oc = weight.shape[0]
         weight = np.asarray(weight, np.float32).reshape(oc, -1)
         self.weight_t = np.ascontiguousarray(weight.T)  # [C, OC]
@@ -120,6 +126,7 @@ class PooledPointwise:
         self.packed = panels.PackedWeight.of(weight, self.bias)
         self.activation = activation
         self.fallback = fallback  # the convolution itself: runs weights given at call time
+        self.team = team if team is not None and team_layers.row_on_team(1, weight.size) else None
 
     @staticmethod
     def fits(node_shape: tuple, kernel, stride, padding, groups: int) -> bool:
@@ -142,7 +149,11 @@ class PooledPointwise:
         one image on the panel GEMM, then the residual; else None."""
         if x.dtype is not _FLOAT32 or x.shape[0] != 1 or not (x.flags.c_contiguous and out.flags.c_contiguous):
             return None
-        gemm = self.packed.bind(x.reshape(-1, 1), out.reshape(-1, 1), self.activation if residual is None else NONE)
+        column, result = x.reshape(-1, 1), out.reshape(-1, 1)
+        act = self.activation if residual is None else NONE
+        gemm = self.packed.bind(column, result, act)
+        if self.team is not None:
+            gemm = on_team(self.team, self.packed.bind_team(column, result, act, self.team.ways), gemm)
         return with_residual(gemm, out, residual, self.activation)
 
     def run_into(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> np.ndarray:
@@ -151,7 +162,11 @@ class PooledPointwise:
             return self(x, residual=residual, out=out)
         n = x.shape[0]
         if n == 1 and x.flags.c_contiguous and out.flags.c_contiguous:
-            self.packed.run(x.reshape(-1, 1), out.reshape(-1, 1), self.activation if residual is None else NONE)
+            act = self.activation if residual is None else NONE
+            if self.team is not None and self.team.usable():
+                self.packed.run_team(x.reshape(-1, 1), out.reshape(-1, 1), act, self.team.ways)
+            else:
+                self.packed.run(x.reshape(-1, 1), out.reshape(-1, 1), act)
             if residual is not None:
                 add_activate(out, residual, self.activation)
             return out

@@ -358,7 +358,7 @@ class Plan:
             self.algorithms[node.debug_handle] = conv.algorithm
             if weight is not None and PooledPointwise.fits(tuple(node.inputs[0].type.shape), geom.kernel,
                                                              geom.stride, geom.padding, attrs.get("groups", 1)):
-                conv = PooledPointwise(weight, bias, act, conv)
+                conv = PooledPointwise(weight, bias, act, conv, self.team)
                 self.algorithms[node.debug_handle] = "pooled_pointwise"
             elif self.team is not None and TeamConv.fits(conv):
                 conv = TeamConv(conv, self.team)
