@@ -24,7 +24,7 @@ head's outputs twice: into the slice's arena, then out).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,13 +95,19 @@ class DirectIO:
 
         return part(True), part(False)
 
-    def placed(self, inputs: Sequence[np.ndarray], planned: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
-               rows: slice) -> dict[int, np.ndarray]:
-        """Buffer -> the array it is this time: ``rows`` of each direct input the caller gave
-        (``inputs``; where :meth:`usable` in place of the planned buffer, ``planned``, both by
-        input position) and of each direct output (``outputs``, the arrays the call returns)."""
-        placed = {b: inputs[p][rows] for p, b in self.inputs if self.usable(inputs[p][rows], planned[p])}
-        placed.update((b, outputs[p][rows]) for p, b in self.outputs)
+    def placed(self, inputs: Sequence, planned: Sequence[np.ndarray], outputs: Mapping[int, np.ndarray] | Sequence,
+               rows: slice | None = None) -> dict[int, np.ndarray]:
+        """Buffer -> the array it is this time: each direct input the caller gave (``inputs``;
+        where :meth:`usable` in place of the planned buffer, ``planned``, both by input
+        position) and each direct output (``outputs[position]``, the arrays the call returns)
+        — their ``rows`` where given, else the arrays themselves."""
+        placed = {}
+        for p, b in self.inputs:
+            given = inputs[p] if rows is None else inputs[p][rows]
+            if self.usable(given, planned[p]):
+                placed[b] = given
+        for p, b in self.outputs:
+            placed[b] = outputs[p] if rows is None else outputs[p][rows]
         return placed
 
     def instructions(self, placed: Sequence[int]) -> list[int]:

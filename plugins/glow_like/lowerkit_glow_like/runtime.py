@@ -456,15 +456,11 @@ class Executable:
             raise InputError(
                 f"glow_like method {self.program.method!r} takes {len(state.inputs)} inputs, got {len(inputs)}"
             )
-        direct = self.direct
+        direct, buffers = self.direct, self.program.buffers
         placed: dict[int, np.ndarray] = {}
         if direct is not None:
-            for p, b in direct.inputs:
-                if direct.usable(inputs[p], state.inputs[p]):
-                    placed[b] = inputs[p]
-            for _, b in direct.outputs:
-                buf = self.program.buffers[b]
-                placed[b] = recycled_empty(buf.shape, DTYPES[buf.dtype])
+            fresh = {p: recycled_empty(buffers[b].shape, DTYPES[buffers[b].dtype]) for p, b in direct.outputs}
+            placed = direct.placed(inputs, state.inputs, fresh)
         for dst, src, b in zip(state.inputs, inputs, self.program.inputs):
             if type(src) is not np.ndarray:
                 src = np.asarray(src)

@@ -79,7 +79,10 @@ def linear_on_team(rows: int, weights: int) -> bool:
 def row_on_team(rows: int, weights: int) -> bool:
     """Whether a fully-connected layer of one row on a constant weight runs as a team region on
     the weight packed in bands (``panels.PackedBands.run_team``: each thread streams its share
-    of the weight, where gemv reads all of it on one thread)."""
+    of the weight, where gemv reads all of it on one thread). Both plugins ask it too for a
+    1x1 convolution of one output pixel an image (a squeeze-excitation layer on the pooled
+    map: the same matrix-vector product), which then runs as a team GEMM in bands of the
+    weight's panels."""
     return rows == 1 and weights >= MIN_LINEAR_WEIGHTS
 
 
