@@ -31,6 +31,24 @@ def test_rows_match_numpy(width, log):
         np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("rows, width", [(100, 49), (30, 197), (3, 5000)])
+def test_blocks_of_rows_in_place_and_in_a_range(rows, width):
+    """Softmax runs blocks of about ``SOFTMAX_BLOCK_FLOATS``: several blocks (a last partial
+    one), rows wider than a block, written over its input, and only rows [first, last)."""
+    x = (np.random.default_rng(rows).standard_normal((rows, width)) * 6).astype(np.float32)
+    x[rows // 2, ::4] = -np.inf
+    expected = _softmax(x.astype(np.float64))
+    first, last = 1, rows - 1
+    out = np.full_like(x, 7.0)
+    jit.load("norm").softmax_rows(x, out, False, first, last)
+    np.testing.assert_allclose(out[first:last], expected[first:last], rtol=1e-5, atol=1e-7)
+    assert np.all(out[:first] == 7.0) and np.all(out[last:] == 7.0)
+    assert np.all(out[rows // 2, ::4] == 0.0)
+    inplace = x.copy()
+    jit.load("norm").softmax_rows(inplace, inplace, False, 0, rows)
+    np.testing.assert_allclose(inplace, expected, rtol=1e-5, atol=1e-7)
+
+
 def test_masked_keys_weigh_nothing_and_bad_rows_are_nan():
     x = np.random.default_rng(0).standard_normal((4, 49)).astype(np.float32)
     x[0, ::3] = -np.inf  # masked keys

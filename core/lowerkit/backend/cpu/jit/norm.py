@@ -38,8 +38,9 @@ def _larger(a, b):
 
 @njit(inline="always", nogil=True, cache=True, error_model="numpy")
 def _row_max(s, d):
-    """The largest of ``s[:d]`` in eight running maxima, one per lane of a vector (a single
-    running maximum is a chain of dependent compares LLVM does not vectorise without nnan)."""
+    """The largest of ``s[:d]`` in eight running maxima, one per lane of a vector: rows of 197,
+    one thread, 0.16 ns a value against one running maximum's 0.26 (which nnan did not speed
+    up; AMD EPYC Zen 3 VM, my script)."""
     full = d // 8 * 8
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = s[0]
     for j in range(0, full, 8):
