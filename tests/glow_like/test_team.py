@@ -339,3 +339,43 @@ def test_a_squeeze_excitation_layer_runs_on_the_team_where_its_weight_is_large(m
     (got,) = handle.run([xv])
     assert ran == ["team_gemm"], ran
     assert_close([got], [module.run("forward", xv)], rtol=1e-4)
+
+
+def _transformer_block(tokens=64, width=96, heads=4, n=2, seed=9):
+    """Layer norm, a qkv projection (3.5M multiply-adds: team mode), the heads split off by a
+    reshape and a transpose, a split into q, k and v, attention, the heads merged back."""
+    rng = np.random.default_rng(seed)
+    g, params = Graph(), {}
+    param = _param_maker(g, params, rng, 0.2)
+    x = g.add_input("x", f32(n, tokens, width))
+    y = _add(g, "layer_norm", [x, param("ln_w", (width,)), param("ln_b", (width,))], {"axis": -1})
+    qkv = _add(g, "linear", [y, param("qkv", (3 * width, width))])
+    qkv = _add(g, "reshape", [qkv], {"shape": (n, tokens, 3, heads, width // heads)})
+    qkv = _add(g, "transpose", [qkv], {"perm": (2, 0, 3, 1, 4)})
+    schema = get_schema("split")
+    attrs = schema.normalize_attrs({"sizes": (1, 1, 1), "dim": 0})
+    types = schema.infer([qkv.type], attrs)
+    q, k, v = (_add(g, "reshape", [part], {"shape": (n, heads, tokens, width // heads)})
+               for part in g.add_node("split", [qkv], types, attrs).outputs)
+    a = _add(g, "scaled_dot_product_attention", [q, k, v], {"scale": 0.5})
+    g.set_outputs([_add(g, "transpose", [a], {"perm": (0, 2, 1, 3)})])
+    return module_of(g, params)
+
+
+@pytest.mark.parametrize("rows_per_token", [1, 2])
+def test_a_layer_norm_runs_as_a_team_region(monkeypatch, rows_per_token):
+    """In team mode a layer norm runs in bands of rows (``jit.team.layer_norm``, the serial
+    row kernel on each band): the same values as the reference and the serial program."""
+    from lowerkit_glow_like.kernels import layernorm
+
+    monkeypatch.setattr(layernorm, "TEAM_MIN_FLOATS", 0)
+    module = _transformer_block(n=rows_per_token)
+    x = np.random.default_rng(4).standard_normal((rows_per_token, 64, 96)).astype(np.float32)
+    handle = _compile(module, threads=2)
+    assert handle.team is not None
+    ran = record_team_calls(monkeypatch)
+    (got,) = handle.run([x])
+    assert ran.count("layer_norm") == 1, ran
+    assert_close([got], [module.run("forward", x)], rtol=1e-5)
+    (serial,) = _compile(module, threads=1).run([x])
+    np.testing.assert_allclose(got, serial, rtol=1e-5, atol=1e-6)

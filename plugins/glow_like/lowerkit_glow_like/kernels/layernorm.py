@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lowerkit.backend.cpu.calls import on_team
+
 from ._base import kernel
 
 
@@ -14,8 +16,12 @@ def _normalize_into(x: np.ndarray, out: np.ndarray, axes: tuple[int, ...], eps: 
     np.divide(out, np.sqrt(var + eps), out=out)
 
 
-@kernel("layer_norm")
-def _layer_norm(inputs, outputs, attrs, scratch):
+# A layer norm of at least this many floats runs as a team region in team mode (bands of rows).
+TEAM_MIN_FLOATS = 65_536
+
+
+@kernel("layer_norm", team=True)
+def _layer_norm(inputs, outputs, attrs, scratch, team=None):
     x, affine = inputs[0], inputs[1:]
     (out,) = outputs
     axis = attrs.get("axis", -1) % x.ndim
@@ -32,7 +38,14 @@ def _layer_norm(inputs, outputs, attrs, scratch):
         empty = np.empty(0, np.float32)
         w = affine[0].reshape(d) if affine else empty
         b = affine[1].reshape(d) if len(affine) > 1 else empty
-        return lambda: kernels.layer_norm_rows(x2, w, b, out2, float(eps), 0, rows)
+
+        def serial():
+            kernels.layer_norm_rows(x2, w, b, out2, float(eps), 0, rows)
+
+        if team is None or x.size < TEAM_MIN_FLOATS or rows < team.ways:
+            return serial
+        team_kernels, ways = team.kernels(), team.ways
+        return on_team(team, lambda: team_kernels.layer_norm(x2, w, b, out2, float(eps), ways), serial)
 
     def run():
         _normalize_into(x, out, axes, eps)

@@ -19,6 +19,7 @@ GEMM bands equal BLAS's result on those rows or columns).
   (``cblas_sgemm``), row softmax (:func:`.norm.softmax_rows`) and weighted sum (``cblas_sgemm``)
   on one thread, its scores in that core's cache;
 - :func:`max_pool3x3` — the 3x3 max pool in bands of planes;
+- :func:`layer_norm` — :func:`.norm.layer_norm_rows` in bands of rows;
 - :func:`winograd_input` (bands of input channels) and :func:`winograd_products_output`
   (bands of output channels: the band's 36 channel GEMMs, then its output transform), or
   :func:`winograd_panels_output` (the same on the packed transformed weight, the GEMMs by
@@ -134,6 +135,14 @@ def max_pool3x3(x, out, stride, pt, pl, ways):
     for j in prange(ways):
         first, last = _band(planes, j, ways)
         pool.max_pool3x3(x, out, stride, pt, pl, first, last)
+
+
+@njit(types.void(ro(2), ro(1), ro(1), rw(2), f8, i8), **_FLAGS)
+def layer_norm(x, weight, bias, out, eps, ways):
+    """:func:`.norm.layer_norm_rows` on ``ways`` bands of rows."""
+    for j in prange(ways):
+        first, last = _band(x.shape[0], j, ways)
+        norm.layer_norm_rows(x, weight, bias, out, eps, first, last)
 
 
 @njit(types.void(ro(3), rw(3), i8, i8, i8, i8, i8, i8, i8, i8, i8), **_FLAGS)
