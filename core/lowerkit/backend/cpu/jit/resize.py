@@ -2,8 +2,8 @@
 (the coordinates are the caller's rule: PyTorch's, ONNX's modes).
 
 - :func:`linear2d` — bilinear: each output row blends two input rows into a row buffer, then
-  each output column blends two entries of that buffer, ``a + (b - a) * f`` both times, the
-  reference's float32 operations in its order (rows first): the same bits.
+  each output column blends two entries of that buffer, ``a + (b - a) * f`` both times:
+  glow_like's numpy form's float32 operations in its order (rows first), the same bits.
 - :func:`nearest2d` — one input element per output element.
 
 Work is split by planes ``[first, last)`` of ``N * C``. numpy's form (``take`` along each axis,
