@@ -38,14 +38,15 @@ def _layer_norm(inputs, outputs, attrs, scratch, team=None):
         empty = np.empty(0, np.float32)
         w = affine[0].reshape(d) if affine else empty
         b = affine[1].reshape(d) if len(affine) > 1 else empty
+        epsilon = float(eps)
 
         def serial():
-            kernels.layer_norm_rows(x2, w, b, out2, float(eps), 0, rows)
+            kernels.layer_norm_rows(x2, w, b, out2, epsilon, 0, rows)
 
         if team is None or x.size < TEAM_MIN_FLOATS or rows < team.ways:
             return serial
         team_kernels, ways = team.kernels(), team.ways
-        return on_team(team, lambda: team_kernels.layer_norm(x2, w, b, out2, float(eps), ways), serial)
+        return on_team(team, lambda: team_kernels.layer_norm(x2, w, b, out2, epsilon, ways), serial)
 
     def run():
         _normalize_into(x, out, axes, eps)
