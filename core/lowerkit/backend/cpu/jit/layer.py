@@ -70,13 +70,19 @@ def why_not() -> str:
 
 
 # How long a team thread spins after a region before it sleeps, in GNU OpenMP's spins
-# (``GOMP_SPINCOUNT``; ~27 ns each measured on an AMD EPYC Zen 3 VM). Its default, 300,000,
-# kept each team thread busy ~8 ms after every call: long enough to take a core from the BLAS
-# threads of the next backend in a partition (``[nnpack, glow_like]`` on DeiT-Tiny: nnpack's
-# patch embedding, then glow_like's layers on OpenBLAS's two threads, 43-45 ms against 27 for
-# glow_like alone; with 10,000 spins 31 against 30). A call's regions follow each other within
-# microseconds, so ~0.3 ms of spinning still finds the team awake between them.
-SPIN_COUNT = 10_000
+# (``GOMP_SPINCOUNT``; ~27 ns each on an AMD EPYC Zen 3 VM, ~12 ns on an Intel Xeon VM with
+# AVX-512). Two costs pull apart:
+# - too long, and after a call the team thread takes a core from the next library's threads:
+#   GNU OpenMP's default, 300,000, kept it busy ~8 ms on Zen 3, and ``[nnpack, glow_like]`` on
+#   DeiT-Tiny (then two regions: nnpack's patch embedding on the team, glow_like's layers on
+#   OpenBLAS's two threads) took 43-45 ms against 27 for glow_like alone;
+# - too short, and the team thread sleeps between two regions of one call whenever the calling
+#   thread spends longer than the spin between them, and the next region waits for it to
+#   wake. On the Xeon VM, with 10,000 spins (~0.12 ms), a third of MobileNetV3-Large's calls
+#   at batch 1 after a 0.3 s pause slept and woke at nearly every region (~110 voluntary
+#   context switches a call, 2-5x the call's time), and three such calls in a row tripped the
+#   stall guard onto the serial forms; with 100,000 none did (performance.md, "Session 34").
+SPIN_COUNT = 100_000
 
 
 def _spin_briefly() -> None:
