@@ -31,6 +31,7 @@ class Linear:
         self.bias = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
         self.options = options
         self._bands: panels.PackedBands | None = None
+        self._row_bands: panels.PackedBands | None = None
 
     def bands(self) -> panels.PackedBands:
         """The stored weight and bias packed in bands (on the first call; two threads may both
@@ -38,6 +39,12 @@ class Linear:
         if self._bands is None:
             self._bands = panels.PackedBands.of(self.weight_t, self.bias)
         return self._bands
+
+    def row_bands(self) -> panels.PackedBands:
+        """:meth:`bands` for many rows at a time (``PackedBands.run_rows_team``)."""
+        if self._row_bands is None:
+            self._row_bands = panels.PackedBands.of(self.weight_t, self.bias, many_rows=True)
+        return self._row_bands
 
     def __call__(self, x: np.ndarray, weight: np.ndarray | None = None, bias: np.ndarray | None = None) -> np.ndarray:
         wt = self.weight_t if weight is None else np.asarray(weight, np.float32).T

@@ -83,7 +83,7 @@ class LinearStep:
         if team_layers.row_on_team(rows, weights):
             regions = partial(self.layer.bands().run_team, x2, out2, act, ways)
         elif team_layers.linear_on_team(rows, weights) and panels.rows_fit(rows):
-            regions = partial(self.layer.bands().run_rows_team, x2, out2, act, ways)
+            regions = partial(self.layer.row_bands().run_rows_team, x2, out2, act, ways)
         elif team_layers.linear_on_team(rows, weights):
             regions = partial(team.kernels().fc_bias_activation, x2, self.layer.weight_t, self.bias, out2, *act,
                               ways, team.sgemm)

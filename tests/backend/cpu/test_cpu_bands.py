@@ -182,25 +182,28 @@ def test_plugins_run_a_one_row_classifier_on_a_team_on_the_bands(monkeypatch, ba
 
 
 # Many rows (PackedBands.run_rows / run_rows_team, jit.panel.fc / team_fc): row panels of six
-# against the bands. Rows: one panel, a partial last panel, several; with a chunk of the bands
-# smaller than N (K = 1029: two bands a chunk) and one chunk for all.
+# against bands of jit.panel.FC_WIDTH columns (64 with 16-float vectors, else 16). Rows: one
+# panel, a partial last panel, several; with a chunk of the bands smaller than N (K = 1029) and
+# one chunk for all. N beyond SHAPES: whole 64-column bands only, and a last band of 9-63
+# columns that goes 16 at a time and masked.
 ROW_COUNTS = [7, 13, 48, 197]
+WIDE_SHAPES = [(96, 128), (70, 150), (200, 64 + 57)]
 
 
 @pytest.mark.parametrize("rows", ROW_COUNTS)
-@pytest.mark.parametrize("k,n", SHAPES)
+@pytest.mark.parametrize("k,n", SHAPES + WIDE_SHAPES)
 @pytest.mark.parametrize("act", ["none", "relu", "gelu"])
 def test_many_rows_match_numpy(rows, k, n, act):
     x, w, b = _case(rows, k, n, bias=act != "relu")
     buffer = np.full(rows * n + 64, -7.0, np.float32)
     out = buffer[: rows * n].reshape(rows, n)
-    panels.PackedBands.of(w, b).run_rows(x, out, _code(act))
+    panels.PackedBands.of(w, b, many_rows=True).run_rows(x, out, _code(act))
     np.testing.assert_allclose(out, _expected(x, w, b, act), rtol=1e-4, atol=1e-4 * max(1.0, k ** 0.5))
     assert np.all(buffer[rows * n:] == -7.0)
 
 
 @pytest.mark.parametrize("rows", ROW_COUNTS)
-@pytest.mark.parametrize("k,n", [(300, 16), (257, 37), (64, 1029), (33, 24)])
+@pytest.mark.parametrize("k,n", [(300, 16), (257, 37), (64, 1029), (33, 24), (70, 150)])
 @pytest.mark.parametrize("ways", [2, 3])
 @pytest.mark.parametrize("by_columns", [False, True])
 def test_many_rows_on_a_team_equal_one_thread_bit_for_bit(monkeypatch, rows, k, n, ways, by_columns):
@@ -211,7 +214,7 @@ def test_many_rows_on_a_team_equal_one_thread_bit_for_bit(monkeypatch, rows, k, 
     if not team_ready():
         pytest.skip("team kernels cannot run here")
     x, w, b = _case(rows, k, n)
-    packed = panels.PackedBands.of(w, b)
+    packed = panels.PackedBands.of(w, b, many_rows=True)
     monkeypatch.setattr(panels.PackedBands, "by_columns", lambda self, r: by_columns)
     expected = np.empty((rows, n), np.float32)
     packed.run_rows(x, expected, _code("gelu"))
@@ -220,6 +223,32 @@ def test_many_rows_on_a_team_equal_one_thread_bit_for_bit(monkeypatch, rows, k, 
     packed.run_rows_team(x, out, _code("gelu"), ways)
     np.testing.assert_array_equal(out, expected)
     assert np.all(buffer[rows * n:] == -7.0)
+
+
+def test_each_kernel_family_takes_only_its_own_packing():
+    from lowerkit.backend.cpu import jit
+
+    x, w, b = _case(7, 40, 150)
+    out = np.empty((7, 150), np.float32)
+    few, many = panels.PackedBands.of(w, b), panels.PackedBands.of(w, b, many_rows=True)
+    assert few.width == 16 and many.width == jit.load("panel").FC_WIDTH
+    assert panels.PackedBands.shared(w, b) is None  # writable: never shared
+    if many.width != few.width:
+        with pytest.raises(ValueError, match="many_rows=True"):
+            few.run_rows(x, out, _code("none"))
+        with pytest.raises(ValueError, match="16 columns"):
+            many.run(x[:2], out[:2], _code("none"))
+
+
+def test_shared_keeps_the_two_packings_of_one_weight_apart():
+    x, w, b = _case(7, 40, 150)
+    w.flags.writeable = False
+    b.flags.writeable = False
+    few, many = panels.PackedBands.shared(w, b), panels.PackedBands.shared(w, b, many_rows=True)
+    assert few is panels.PackedBands.shared(w, b) and many is panels.PackedBands.shared(w, b, many_rows=True)
+    out = np.empty((7, 150), np.float32)
+    many.run_rows(x, out, _code("none"))
+    np.testing.assert_allclose(out, _expected(x, w, b, "none"), rtol=1e-4, atol=1e-3)
 
 
 def test_a_team_splits_the_bands_only_for_a_large_weight_over_few_rows():

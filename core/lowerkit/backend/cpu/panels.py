@@ -4,7 +4,8 @@ plus the epilogue pass: 1x1 layers, which read the image in place, and layers wh
 columns are few rows (stems) or few pixels (maps up to 28x28 on one thread, 7x7 on a team).
 
 :class:`PackedBands` packs a fully-connected weight ``[K, N]`` the other way round, in bands
-of 16 columns, for a few rows of input (a batch slice's classifier): ``jit.panel.fc_rows``.
+of 16 columns for a few rows of input (a batch slice's classifier: ``jit.panel.fc_rows``), or
+of ``jit.panel.FC_WIDTH`` for many (a transformer's tokens: ``jit.panel.fc``).
 
 Plain Python: packing is numpy; the kernels load (``jit.load("panel")``, numba) when a
 :class:`PackedWeight` is made, i.e. while a backend binds a layer.
@@ -327,24 +328,25 @@ def strips(floats: int) -> np.ndarray:
     return thread_buffer("panel_strips", floats)
 
 
-# The shared packings (PackedWeight.shared, PackedBands.shared): (class, id(w)) -> (weakref to
-# w, the bias packed, the packing).
+# The shared packings (PackedWeight.shared, PackedBands.shared): (class, id(w), options) ->
+# (weakref to w, the bias packed, the packing).
 _SHARED: dict[tuple, tuple] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def _shared(cls, w: np.ndarray, bias: np.ndarray | None, make: Callable | None = None):
-    """``cls.of(w, bias)`` (or ``make(w)``), made once for read-only ``w`` and ``bias`` and
-    kept while ``w`` lives; None for a writable one (see :meth:`PackedWeight.shared`)."""
+def _shared(cls, w: np.ndarray, bias: np.ndarray | None, make: Callable | None = None, **options):
+    """``cls.of(w, bias, **options)`` (or ``make(w)``), made once for read-only ``w`` and
+    ``bias`` (and these ``options``) and kept while ``w`` lives; None for a writable one (see
+    :meth:`PackedWeight.shared`)."""
     if w.flags.writeable or (bias is not None and bias.flags.writeable):
         return None
     b = None if bias is None else np.array(bias, np.float32).reshape(-1)
-    key = (cls, id(w))
+    key = (cls, id(w), *sorted(options.items()))
     with _SHARED_LOCK:
         entry = _SHARED.get(key)
         if entry is not None and entry[0]() is w and _equal(entry[1], b):
             return entry[2]
-        packed = cls.of(w, b) if make is None else make(w)
+        packed = cls.of(w, b, **options) if make is None else make(w)
         _SHARED[key] = (weakref.ref(w, lambda _, k=key: _SHARED.pop(k, None)), b, packed)
     return packed
 
@@ -471,35 +473,41 @@ def rows_fit(rows: int) -> bool:
 
 @dataclass(frozen=True, eq=False)
 class PackedBands:
-    """A fully-connected weight ``w`` [K, N] (``y = x @ w + bias``) packed once in bands of 16
-    columns (``jit.panel.pack_bands``) for ``jit.panel.fc_rows``: for a few rows of ``x``
-    BLAS's ``sgemm`` first copies the whole weight (a 5 MB weight from memory: 0.56-0.70 ms
-    for 2-6 rows, one thread), where the bands stream it once, prefetched (0.24-0.26 ms)."""
+    """A fully-connected weight ``w`` [K, N] (``y = x @ w + bias``) packed once in bands of
+    ``width`` columns (``jit.panel.pack_bands``). For a few rows of ``x`` (:meth:`run`,
+    :meth:`run_team`: 16 columns, ``jit.panel.fc_rows``) BLAS's ``sgemm`` first copies the
+    whole weight (a 5 MB weight from memory: 0.56-0.70 ms for 2-6 rows, one thread), where the
+    bands stream it once, prefetched (0.24-0.26 ms). Many rows (:meth:`run_rows`,
+    :meth:`run_rows_team`) take bands of ``jit.panel.FC_WIDTH``: packed with ``many_rows``."""
 
     bands: np.ndarray
     bias: np.ndarray  # [N], or empty
     k: int
     n: int
     kernels: object  # the jit.panel module
+    width: int  # columns per band
 
     @classmethod
-    def of(cls, w: np.ndarray, bias: np.ndarray | None) -> PackedBands:
-        """``w`` [K, N] and ``bias`` [N] or None, packed now."""
+    def of(cls, w: np.ndarray, bias: np.ndarray | None, many_rows: bool = False) -> PackedBands:
+        """``w`` [K, N] and ``bias`` [N] or None, packed now: for the few-row methods, or with
+        ``many_rows`` for :meth:`run_rows` and :meth:`run_rows_team`."""
         from . import jit
 
         kernels = jit.load("panel")
         b = np.empty(0, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
-        return cls(kernels.pack_bands(np.asarray(w, np.float32)), b, w.shape[0], w.shape[1], kernels)
+        width = kernels.FC_WIDTH if many_rows else 16
+        return cls(kernels.pack_bands(np.asarray(w, np.float32), width), b, w.shape[0], w.shape[1], kernels, width)
 
     @classmethod
-    def shared(cls, w: np.ndarray, bias: np.ndarray | None) -> PackedBands | None:
+    def shared(cls, w: np.ndarray, bias: np.ndarray | None, many_rows: bool = False) -> PackedBands | None:
         """:meth:`of`, once for every thread binding the same read-only ``w`` (as
         :meth:`PackedWeight.shared`); None for a writable weight or bias."""
-        return _shared(cls, w, bias)
+        return _shared(cls, w, bias, many_rows=many_rows)
 
     def run(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> None:
         """``out`` [R, N] = act(``x`` [R, K] @ w + bias) on the calling thread (C-contiguous
         float32, 2 <= R <= 6)."""
+        self._check_few_rows()
         scratch = _row_panel(self.k * self.kernels.ROWS + self.kernels.PAD)
         self.kernels.fc_rows(x, self.bands, self.bias, out, scratch, *act)
 
@@ -509,6 +517,7 @@ class PackedBands:
         BLAS's ``gemv`` reads the whole weight on one thread: MobileNetV2's 1280x1000 after 24
         MB of other data, 0.12 ms against gemv's 0.20 (2048x1000: 0.19 against 0.32; AMD
         EPYC Zen 4 VM, two threads)."""
+        self._check_few_rows()
         floats = self.k * self.kernels.ROWS + self.kernels.PAD
         scratch = _row_panel(ways * floats)[: ways * floats].reshape(ways, floats)
         self.kernels.team_fc_rows(x, self.bands, self.bias, out, scratch, *act, ways)
@@ -517,6 +526,7 @@ class PackedBands:
         """``out`` [R, N] = act(``x`` [R, K] @ w + bias) for any R on the calling thread
         (``jit.panel.fc``: six rows at a time, read in place, against the bands; C-contiguous
         float32)."""
+        self._check_many_rows()
         self.kernels.fc(x, self.bands, self.bias, out, *act)
 
     def by_columns(self, rows: int) -> bool:
@@ -528,7 +538,17 @@ class PackedBands:
     def run_rows_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], ways: int) -> None:
         """:meth:`run_rows` as one team region (``jit.panel.team_fc``): shares of the rows, or
         of the bands (:meth:`by_columns`)."""
+        self._check_many_rows()
         self.kernels.team_fc(x, self.bands, self.bias, out, *act, ways, self.by_columns(x.shape[0]))
+
+    def _check_few_rows(self) -> None:
+        if self.width != 16:
+            raise ValueError(f"PackedBands: the few-row kernels read bands of 16 columns, these are {self.width} wide")
+
+    def _check_many_rows(self) -> None:
+        if self.width != self.kernels.FC_WIDTH:
+            raise ValueError(f"PackedBands: the many-row kernels read bands of {self.kernels.FC_WIDTH} columns, "
+                             f"these are {self.width} wide (pack with many_rows=True)")
 
 
 def _row_panel(floats: int) -> np.ndarray:

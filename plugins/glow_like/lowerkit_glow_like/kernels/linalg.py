@@ -37,7 +37,8 @@ def _fc(inputs, outputs, attrs, scratch, team=None):
     if (team is not None and team_layers.linear_on_team(x2.shape[0], w.size) and x2.flags.c_contiguous
             and w.flags.c_contiguous
             and all(a.dtype == np.float32 for a in (*inputs, out))):
-        packed = panels.PackedBands.shared(w, bias) if panels.rows_fit(x2.shape[0]) and out.flags.c_contiguous else None
+        packed = (panels.PackedBands.shared(w, bias, many_rows=True)
+                  if panels.rows_fit(x2.shape[0]) and out.flags.c_contiguous else None)
         if packed is not None:  # a constant weight: ConvNeXt's pointwise layers, say
             return _fc_bands_team(x2, w, bias, out2, attrs, team, packed.run_rows_team)
         return _fc_team(x2, w, bias, out2, attrs, team)

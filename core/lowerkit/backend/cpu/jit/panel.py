@@ -414,6 +414,15 @@ _edge8 = _tile_kernel(1, edge=True)
 _fc16 = _tile_kernel(16 // LANES, edge=False, lanes=LANES, rows_in_place=True)
 _fc_edge16 = _tile_kernel(16 // LANES, edge=True, lanes=LANES, rows_in_place=True)
 _fc_edge8 = _tile_kernel(1, edge=True, rows_in_place=True)
+# fc's bands (many rows: :func:`fc`, :func:`team_fc`) are FC_WIDTH columns wide, one tile of
+# _fc_wide each. With 16-float vectors that is 64 columns (24 accumulators, four band vectors
+# and six broadcast row values a step), where the 6 x 16 tile kept only six accumulators —
+# fewer than the FMA units' latency needs. Intel Xeon VM, one thread (my script), GFLOP/s 6 x
+# 16 / 6 x 64 (numpy's OpenBLAS sgemm): Swin-T's 49x768x3072 87 / 112 (88), 196x384x1536 110 /
+# 158 (124), 3136x96x384 108 / 139 (130), DeiT-Tiny's 197x192x576 112 / 161 (125). Elsewhere
+# (measured on AVX2 and Zen 4 with 16 columns) the bands stay 16 wide.
+FC_WIDTH = 64 if LANES == 16 else 16
+_fc_wide = _tile_kernel(FC_WIDTH // LANES, edge=False, lanes=LANES, rows_in_place=True) if FC_WIDTH > 16 else _fc16
 _UNROLL = 4  # independent accumulators of the one-column kernel
 
 
@@ -795,9 +804,10 @@ def _fc_stream(x, bands, bias, out, xpanel, code, p0, p1, c0, c1):
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _fc_block(x, bands, bias, out, code, p0, p1, r0, r1, c0, c1):
     """Rows [r0, r1) and columns [c0, c1) of :func:`fc` (``c0`` a multiple of 16; ``c1`` too,
-    or N): a chunk of the bands at a time, every group of six rows' tiles over the chunk (the
-    chunk stays in L2, the six rows — read where they lie — in L1), each tile starting from
-    its columns' bias."""
+    or N) on bands of ``FC_WIDTH`` columns: a chunk of the bands at a time, every group of six
+    rows' tiles over the chunk (the chunk stays in L2, the six rows — read where they lie — in
+    L1), each tile starting from its columns' bias; a whole band is one wide tile, the columns
+    of a band the range covers only in part go 16 at a time."""
     k = x.shape[1]
     n = out.shape[1]
     in_tile = code in IR_CODES
@@ -807,28 +817,38 @@ def _fc_block(x, bands, bias, out, code, p0, p1, r0, r1, c0, c1):
     of = out.reshape(-1)
     f = np.uint64(4)
     xa, oa, ba, bb = x.ctypes.data, out.ctypes.data, bands.ctypes.data, column_bias.ctypes.data
-    chunk = max(1, FC_CHUNK_FLOATS // (k * 16)) * 16
-    full = n // 16 * 16
-    for j0 in range(c0, c1, chunk):
-        j1 = min(c1, j0 + chunk)
-        whole = min(j1, full)  # whole bands in [j0, whole), a partial one in [whole, j1)
+    width = FC_WIDTH
+    chunk = max(1, FC_CHUNK_FLOATS // (k * width)) * width
+    j0 = c0
+    while j0 < c1:
+        j1 = min(c1, j0 // width * width + chunk)  # chunks end on band boundaries
         for row in range(r0, r1, ROWS):
             rows = min(ROWS, r1 - row)
             ap = xa + f * np.uint64(row * k)
             cp = oa + f * np.uint64(row * n)
-            for b in range(j0 // 16, whole // 16):
-                _fc16(k, ap, ba + f * np.uint64(b * k * 16), 16, cp + f * np.uint64(b * 16), n,
-                      bb + f * np.uint64(b * 16), True, rows, tile_code, p0, p1, _NONE, k)
-            rest = j1 - whole
-            if rest > 0:
-                xe, ce, be = ba + f * np.uint64(whole * k), cp + f * np.uint64(whole), bb + f * np.uint64(whole)
+            for b in range(j0 // width, -(-j1 // width)):
+                c = b * width
+                band = ba + f * np.uint64(c * k)
+                lo, hi = max(c, j0), min(c + width, j1)
+                if hi - lo == width:
+                    _fc_wide(k, ap, band, width, cp + f * np.uint64(c), n, bb + f * np.uint64(c), True, rows,
+                             tile_code, p0, p1, _NONE, k)
+                    continue
+                s = lo
+                while s + 16 <= hi:
+                    _fc16(k, ap, band + f * np.uint64(s - c), width, cp + f * np.uint64(s), n, bb + f * np.uint64(s),
+                          True, rows, tile_code, p0, p1, _NONE, k)
+                    s += 16
+                rest = hi - s
+                xe, ce, be = band + f * np.uint64(s - c), cp + f * np.uint64(s), bb + f * np.uint64(s)
                 if rest > 8:
-                    _fc_edge16(k, ap, xe, 16, ce, n, be, True, rows, tile_code, p0, p1, _NONE, rest, k)
-                else:
-                    _fc_edge8(k, ap, xe, 16, ce, n, be, True, rows, tile_code, p0, p1, _NONE, rest, k)
+                    _fc_edge16(k, ap, xe, width, ce, n, be, True, rows, tile_code, p0, p1, _NONE, rest, k)
+                elif rest > 0:
+                    _fc_edge8(k, ap, xe, width, ce, n, be, True, rows, tile_code, p0, p1, _NONE, rest, k)
             if code != 0 and not in_tile:  # the GELUs, on the rows while they are in L1
                 for r in range(row, row + rows):
                     act_span(of, r * n + j0, r * n + j1, code, p0, p1)
+        j0 = j1
 
 
 @njit(types.void(ro(2), ro(1), ro(1), rw(2), rw(1), i8, f8, f8), nogil=True, cache=True, error_model="numpy")
@@ -859,9 +879,9 @@ def team_fc_rows(x, bands, bias, out, xpanels, code, p0, p1, ways):
 @njit(types.void(ro(2), ro(1), ro(1), rw(2), i8, f8, f8), nogil=True, cache=True, error_model="numpy")
 def fc(x, bands, bias, out, code, p0, p1):
     """``out = act(x @ w + bias)`` for any number of rows of ``x`` [R, K] (a transformer's
-    tokens, a channels-last map's pixels), ``w`` packed by :func:`pack_bands`, on the calling
-    thread: a 6 x 16 tile over each six rows of ``x``, read in place (BLAS's ``sgemm`` packs
-    the weight again every call)."""
+    tokens, a channels-last map's pixels), ``w`` packed by :func:`pack_bands` in bands of
+    ``FC_WIDTH``, on the calling thread: a 6 x ``FC_WIDTH`` tile over each six rows of ``x``,
+    read in place (BLAS's ``sgemm`` packs the weight again every call)."""
     _fc_block(x, bands, bias, out, code, p0, p1, 0, x.shape[0], 0, out.shape[1])
 
 
@@ -885,13 +905,14 @@ def team_fc(x, bands, bias, out, code, p0, p1, ways, by_columns):
                 _fc_block(x, bands, bias, out, code, p0, p1, r0, r1, 0, n)
 
 
-def pack_bands(w: np.ndarray) -> np.ndarray:
-    """``w`` [K, N] as :func:`fc_rows` reads it: bands of 16 columns, band b = ``w[:, 16b:16b +
-    16]`` contiguous (zeros past N), flat, then ``PAD`` floats."""
+def pack_bands(w: np.ndarray, width: int = 16) -> np.ndarray:
+    """``w`` [K, N] in bands of ``width`` columns, band b = ``w[:, width * b : width * (b + 1)]``
+    contiguous (zeros past N), flat, then ``PAD`` floats: as :func:`fc_rows` reads it with
+    ``width`` 16, as :func:`fc` does with ``FC_WIDTH``."""
     k, n = w.shape
-    count = -(-n // 16)
-    padded = np.zeros((k, count * 16), np.float32)
+    count = -(-n // width)
+    padded = np.zeros((k, count * width), np.float32)
     padded[:, :n] = w
-    flat = np.zeros(count * 16 * k + PAD, np.float32)
-    flat[: count * 16 * k] = padded.reshape(k, count, 16).transpose(1, 0, 2).reshape(-1)
+    flat = np.zeros(count * width * k + PAD, np.float32)
+    flat[: count * width * k] = padded.reshape(k, count, width).transpose(1, 0, 2).reshape(-1)
     return flat
