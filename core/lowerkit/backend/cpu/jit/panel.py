@@ -426,8 +426,8 @@ _fc_edge8 = _tile_kernel(1, edge=True, rows_in_place=True)
 # and six broadcast row values a step), where the 6 x 16 tile kept only six accumulators —
 # fewer than the FMA units' latency needs. Intel Xeon VM, one thread (my script), GFLOP/s 6 x
 # 16 / 6 x 64 (numpy's OpenBLAS sgemm): Swin-T's 49x768x3072 87 / 112 (88), 196x384x1536 110 /
-# 158 (124), 3136x96x384 108 / 139 (130), DeiT-Tiny's 197x192x576 112 / 161 (125). Elsewhere
-# (measured on AVX2 and Zen 4 with 16 columns) the bands stay 16 wide.
+# 158 (124), 3136x96x384 108 / 139 (130), DeiT-Tiny's 197x192x576 112 / 161 (125). With 8-float
+# vectors (AVX2, Zen 4's halved AVX-512) the bands stay 16 wide: a wider tile not measured there.
 FC_WIDTH = 64 if LANES == 16 else 16
 _fc_wide = _tile_kernel(FC_WIDTH // LANES, edge=False, lanes=LANES, rows_in_place=True) if FC_WIDTH > 16 else _fc16
 _UNROLL = 4  # independent accumulators of the one-column kernel
