@@ -130,3 +130,21 @@ def test_a_step_called_alone_makes_its_own_output(monkeypatch, rng, rows, teamed
         step(x[:, :100])
     with pytest.raises(ValueError, match="without its output's shape"):
         step.output_shape(1)
+
+
+def test_many_rows_share_the_few_row_packing_where_the_widths_agree():
+    """Linear.row_bands is Linear.bands where jit.panel.FC_WIDTH is 16 (one packing, not two),
+    else a packing of its own, FC_WIDTH columns wide; both multiply like numpy."""
+    from lowerkit.backend.cpu import jit
+    from lowerkit_nnpack.layers import Linear
+
+    rng = np.random.default_rng(3)
+    w, b = rng.standard_normal((70, 40)).astype(np.float32), rng.standard_normal(70).astype(np.float32)
+    layer = Linear(w, b)
+    rows = layer.row_bands()
+    width = jit.load("panel").FC_WIDTH
+    assert rows.width == width and (rows is layer.bands()) == (width == 16)
+    x = rng.standard_normal((13, 40)).astype(np.float32)
+    out = np.empty((13, 70), np.float32)
+    rows.run_rows(x, out, (0, 0.0, 0.0))
+    np.testing.assert_allclose(out, x @ w.T + b, rtol=1e-4, atol=1e-4)

@@ -41,9 +41,13 @@ class Linear:
         return self._bands
 
     def row_bands(self) -> panels.PackedBands:
-        """:meth:`bands` for many rows at a time (``PackedBands.run_rows_team``)."""
+        """The stored weight and bias packed for many rows at a time (``PackedBands.run_rows_team``):
+        :meth:`bands` itself where the two packings are the same (``jit.panel.FC_WIDTH`` 16), else
+        packed on the first such call."""
         if self._row_bands is None:
-            self._row_bands = panels.PackedBands.of(self.weight_t, self.bias, many_rows=True)
+            bands = self.bands()
+            self._row_bands = (bands if bands.width == bands.kernels.FC_WIDTH
+                               else panels.PackedBands.of(self.weight_t, self.bias, many_rows=True))
         return self._row_bands
 
     def __call__(self, x: np.ndarray, weight: np.ndarray | None = None, bias: np.ndarray | None = None) -> np.ndarray:

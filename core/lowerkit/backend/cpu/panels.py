@@ -507,7 +507,7 @@ class PackedBands:
     def run(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> None:
         """``out`` [R, N] = act(``x`` [R, K] @ w + bias) on the calling thread (C-contiguous
         float32, 2 <= R <= 6)."""
-        self._check_few_rows()
+        self._require_width(16, "the few-row kernels")
         scratch = _row_panel(self.k * self.kernels.ROWS + self.kernels.PAD)
         self.kernels.fc_rows(x, self.bands, self.bias, out, scratch, *act)
 
@@ -517,7 +517,7 @@ class PackedBands:
         BLAS's ``gemv`` reads the whole weight on one thread: MobileNetV2's 1280x1000 after 24
         MB of other data, 0.12 ms against gemv's 0.20 (2048x1000: 0.19 against 0.32; AMD
         EPYC Zen 4 VM, two threads)."""
-        self._check_few_rows()
+        self._require_width(16, "the few-row kernels")
         floats = self.k * self.kernels.ROWS + self.kernels.PAD
         scratch = _row_panel(ways * floats)[: ways * floats].reshape(ways, floats)
         self.kernels.team_fc_rows(x, self.bands, self.bias, out, scratch, *act, ways)
@@ -526,7 +526,7 @@ class PackedBands:
         """``out`` [R, N] = act(``x`` [R, K] @ w + bias) for any R on the calling thread
         (``jit.panel.fc``: six rows at a time, read in place, against the bands; C-contiguous
         float32)."""
-        self._check_many_rows()
+        self._require_width(self.kernels.FC_WIDTH, "the many-row kernels")
         self.kernels.fc(x, self.bands, self.bias, out, *act)
 
     def by_columns(self, rows: int) -> bool:
@@ -538,17 +538,15 @@ class PackedBands:
     def run_rows_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], ways: int) -> None:
         """:meth:`run_rows` as one team region (``jit.panel.team_fc``): shares of the rows, or
         of the bands (:meth:`by_columns`)."""
-        self._check_many_rows()
+        self._require_width(self.kernels.FC_WIDTH, "the many-row kernels")
         self.kernels.team_fc(x, self.bands, self.bias, out, *act, ways, self.by_columns(x.shape[0]))
 
-    def _check_few_rows(self) -> None:
-        if self.width != 16:
-            raise ValueError(f"PackedBands: the few-row kernels read bands of 16 columns, these are {self.width} wide")
-
-    def _check_many_rows(self) -> None:
-        if self.width != self.kernels.FC_WIDTH:
-            raise ValueError(f"PackedBands: the many-row kernels read bands of {self.kernels.FC_WIDTH} columns, "
-                             f"these are {self.width} wide (pack with many_rows=True)")
+    def _require_width(self, width: int, kernels: str) -> None:
+        """Raise unless these bands are ``width`` columns wide, as ``kernels`` read them (where
+        ``jit.panel.FC_WIDTH`` is 16 one packing serves both families)."""
+        if self.width != width:
+            raise ValueError(f"PackedBands: {kernels} read bands of {width} columns, these are {self.width} wide "
+                             f"(pack with many_rows={width != 16})")
 
 
 def _row_panel(floats: int) -> np.ndarray:
