@@ -16,6 +16,13 @@ and its softmax runs between them while the scores are in that core's cache; a m
 between two regions (the scores, then the rest). The plan holds BLAS at one thread for team
 regions, so numpy's products had run every head on the calling thread alone: DeiT-Tiny's
 attention took 5.3 ms a call (ONNX Runtime's three nodes 3.4 on two threads).
+
+``glow.packed_attention(qkv[, mask])`` (``passes.attention`` makes it) is the same on a
+transformer's packed projections: ``qkv`` [B, L, 3, H, E], one fully-connected layer's
+output, to ``out`` [B, L, H, E]. Its heads are read and written where they lie (as strided
+views; on a team, ``jit.team.packed_attention`` gives BLAS their row strides), so the split
+of ``qkv`` into q, k and v, their three transposes to [B, H, L, E] and the output's transpose
+back are not copies any more.
 """
 
 from __future__ import annotations
@@ -58,6 +65,48 @@ def _sdpa(inputs, outputs, attrs, scratch, team=None):
         _weighted_sum(scores, v, out)
 
     return run
+
+
+@kernel("glow.packed_attention", team=True)
+def _packed_sdpa(inputs, outputs, attrs, scratch, team=None):
+    qkv = inputs[0]
+    mask = inputs[1] if len(inputs) > 1 else None
+    (out,) = outputs
+    batch, length, _, heads, depth = qkv.shape
+    scale = np.float32(attrs["scale"])
+    # [B, H, L, E] views of the packed operands and of the output: no copies.
+    q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
+    out_heads = out.transpose(0, 2, 1, 3)
+    scores, weights = np.empty((batch, heads, length, length), np.float32), np.empty((batch, heads, length, length),
+                                                                                       np.float32)
+    serial = _bound(q, np.swapaxes(k, -1, -2), v, out_heads, scale, None, mask, scores, weights)
+    if team is None or not _packed_on_team(qkv, out, team):
+        return serial
+    kernels = team.kernels()
+    qkv2, out2 = qkv.reshape(batch * length, -1), out.reshape(batch * length, -1)
+    scores3, weights3 = (a.reshape(batch * heads, length, length) for a in (scores, weights))
+    sgemm, ways = team.sgemm, team.ways
+    first = kernels.SCORES if mask is not None else kernels.WHOLE
+
+    def regions():
+        kernels.packed_attention(qkv2, out2, scores3, weights3, scale, first, heads, ways, sgemm)
+        if mask is None:
+            return
+        _mask_in_place(scores, None, mask)
+        kernels.packed_attention(qkv2, out2, scores3, weights3, scale, kernels.WEIGHTED_SUM, heads, ways, sgemm)
+
+    return on_team(team, regions, serial)
+
+
+def _packed_on_team(qkv, out, team) -> bool:
+    """Whether ``glow.packed_attention``'s heads can split on ``team``: float32 operands,
+    C-contiguous, at least ``team_layers.MIN_FLOPS`` (as :func:`_on_team`), a team kernel there."""
+    from lowerkit.backend.cpu import team_layers
+
+    length = qkv.shape[1]
+    flops = 4 * out.size * length  # the two products
+    return (team.kernels().packed_attention is not None and flops >= team_layers.MIN_FLOPS
+            and all(a.dtype == np.float32 and a.flags.c_contiguous for a in (qkv, out)))
 
 
 def _bound(q, kt, v, out, scale, additive, mask, scores, weights):

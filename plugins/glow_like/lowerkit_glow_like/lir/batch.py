@@ -28,6 +28,7 @@ _PER_SAMPLE_OPS = frozenset({
     "relu", "relu6", "clip", "sigmoid", "tanh", "silu", "gelu", "hardswish", "hardsigmoid",
     "leaky_relu", "erf", "exp", "sqrt", "neg", "batch_norm", "interpolate",
     "concat", "split", "transpose", "softmax", "log_softmax", "layer_norm", "scaled_dot_product_attention",
+    "glow.packed_attention",
 })
 # Ops whose operands after the first must be constants (weights and biases): an activation
 # there could be a whole-batch matrix.

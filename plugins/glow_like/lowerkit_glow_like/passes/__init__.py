@@ -22,6 +22,7 @@ from lowerkit.passes import (
 
 from .._evaluator import GlowInterpreter
 from .algorithm import select_conv_algorithm
+from .attention import fuse_packed_attention
 from .fuse import fuse_activations, fuse_bias
 from .fuse_chains import fuse_elementwise_chains
 from .gate import fold_gates
@@ -48,6 +49,7 @@ FULL: tuple[Pass, ...] = (
     fuse_activations,
     fold_gates,
     fuse_elementwise_chains,
+    fuse_packed_attention,
     eliminate_noop_reshapes,
     eliminate_common_subexpressions,
     eliminate_dead_code,
@@ -65,6 +67,6 @@ def optimize(graph: Graph, opt_level: int) -> list[str]:
 
 __all__ = [
     "CLEANUP", "FULL", "PIPELINES", "eliminate_common_subexpressions", "eliminate_dead_code",
-    "eliminate_noop_reshapes", "fold_batch_norm", "fold_constants", "fold_gates", "fuse_activations", "fuse_bias", "fuse_elementwise_chains",
-    "lower_high_level", "optimize", "select_conv_algorithm",
+    "eliminate_noop_reshapes", "fold_batch_norm", "fold_constants", "fold_gates", "fuse_activations", "fuse_bias",
+    "fuse_elementwise_chains", "fuse_packed_attention", "lower_high_level", "optimize", "select_conv_algorithm",
 ]

@@ -59,6 +59,8 @@ def check_instruction(
         from .validate_chain import check_chain
 
         return check_chain(inputs, attrs, outputs)
+    if op == "glow.packed_attention":
+        return _check_packed_attention(inputs, attrs, outputs)
     extras = _check_extras(op, attrs)
     if op == "glow.depthwise_mean":
         return {**_check_depthwise_mean(inputs, attrs, outputs), **extras}
@@ -108,6 +110,33 @@ def _check_depthwise_mean(inputs: Sequence[TensorType], attrs: Mapping[str, obje
     if outputs[1] != expected:
         raise ShapeError(f"glow.depthwise_mean: the means must be {expected}, got {outputs[1]}")
     return checked
+
+
+def _check_packed_attention(inputs: Sequence[TensorType], attrs: Mapping[str, object],
+                            outputs: Sequence[TensorType]) -> dict:
+    """``glow.packed_attention(qkv[, mask])``: ``qkv`` f32 [B, L, 3, H, E] -> f32 [B, L, H, E],
+    a mask (f32 or bool) broadcasting to the scores [B, H, L, L], and a positive finite
+    ``scale`` (nothing else)."""
+    op = "glow.packed_attention"
+    if len(inputs) not in (1, 2) or len(outputs) != 1:
+        raise ShapeError(f"{op}: takes 1 or 2 inputs (qkv, mask) and 1 output, got {len(inputs)} and {len(outputs)}")
+    qkv, out = inputs[0], outputs[0]
+    if qkv.dtype != "f32" or len(qkv.shape) != 5 or qkv.shape[2] != 3:
+        raise ShapeError(f"{op}: qkv must be f32 [B, L, 3, H, E], got {qkv}")
+    b, length, _, heads, depth = qkv.shape
+    if out != TensorType("f32", (b, length, heads, depth)):
+        raise ShapeError(f"{op}: output must be f32 [{b}, {length}, {heads}, {depth}], got {out}")
+    if len(inputs) == 2:
+        mask, scores = inputs[1], (b, heads, length, length)
+        if mask.dtype not in ("f32", "bool") or len(mask.shape) > 4 or any(
+                m not in (1, s) for m, s in zip(mask.shape[::-1], scores[::-1])):
+            raise ShapeError(f"{op}: mask must be f32 or bool and broadcast to the scores {list(scores)}, got {mask}")
+    if set(attrs) != {"scale"}:
+        raise ShapeError(f"{op}: takes the attribute 'scale' only, got {sorted(attrs)}")
+    scale = attrs["scale"]
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
+        raise ShapeError(f"{op}: scale must be positive and finite, got {scale!r}")
+    return {"scale": float(scale)}
 
 
 def _check_gated(inputs: Sequence[TensorType], attrs: Mapping[str, object]) -> None:

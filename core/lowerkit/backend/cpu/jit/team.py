@@ -17,7 +17,9 @@ GEMM bands equal BLAS's result on those rows or columns).
 - :func:`fc_bias_activation` — a fully-connected layer in bands of output columns;
 - :func:`attention` — scaled dot-product attention in bands of heads: each head's scores
   (``cblas_sgemm``), row softmax (:func:`.norm.softmax_rows`) and weighted sum (``cblas_sgemm``)
-  on one thread, its scores in that core's cache;
+  on one thread, its scores in that core's cache; :func:`packed_attention` the same on the
+  heads as one fully-connected layer packs them (q, k and v read where they lie, the output
+  written in its tokens' rows);
 - :func:`max_pool3x3` — the 3x3 max pool in bands of planes;
 - :func:`layer_norm` — :func:`.norm.layer_norm_rows` in bands of rows;
 - :func:`winograd_input` (bands of input channels) and :func:`winograd_products_output`
@@ -304,6 +306,32 @@ def _attention(q, k, v, out, scores, weights, scale, phase, ways, gemm):
                      v[h].ctypes.data, width, zero, out[h].ctypes.data, width)
 
 
+def _packed_attention(qkv, out, scores, weights, scale, phase, heads, ways, gemm):
+    """:func:`_attention` on a transformer's packed projections: ``qkv`` [B * L, 3 * H * E]
+    (each token's q, k and v, each [H, E]: a fully-connected layer's output), ``out``
+    [B * L, H * E] (each token's heads side by side), ``scores`` and ``weights``
+    [B * H, L, L]. Each head's operands are read in place (rows ``3 * H * E`` floats apart)
+    and its output written in place: no copies into [B, H, L, E] and back."""
+    groups, length = scores.shape[0], scores.shape[1]
+    width = out.shape[1]
+    depth = width // heads
+    row = qkv.shape[1]
+    alpha, one, zero = np.float32(scale), np.float32(1.0), np.float32(0.0)
+    for j in prange(ways):
+        g0, g1 = _band(groups, j, ways)
+        for g in range(g0, g1):
+            image, head = g // heads, g % heads
+            q = qkv.ctypes.data + np.uint64(4 * (image * length * row + head * depth))
+            k, v = q + np.uint64(4 * width), q + np.uint64(8 * width)
+            if phase != WEIGHTED_SUM:
+                gemm(ROW_MAJOR, NO_TRANS, TRANS, length, length, depth, alpha, q, row, k, row, zero,
+                     scores[g].ctypes.data, length)
+            if phase != SCORES:
+                norm.softmax_rows(scores[g], weights[g], False, 0, length)
+                gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, length, depth, length, one, weights[g].ctypes.data, length, v, row,
+                     zero, out.ctypes.data + np.uint64(4 * (image * length * width + head * depth)), width)
+
+
 def _pin_workers(masks, setaffinity):
     """Every thread of the region with a team index ``t`` >= 1 pins itself to the CPUs of
     ``masks[t]`` (a ``cpu_set_t`` as 64-bit words) through ``setaffinity`` (libc's
@@ -336,6 +364,7 @@ if SCHED_SETAFFINITY is not None:
 
 _SGEMM = sgemm()
 gemm_bias_activation = fc_bias_activation = winograd_products_output = conv_tiles = attention = None
+packed_attention = None
 if _SGEMM is not None:
     _GEMM_SIG = types.void(ro(2), ro(2), ro(1), rw(2), i8, f8, f8, i8, types.boolean, make_function_type(_SGEMM.function))
     gemm_bias_activation = njit(_GEMM_SIG, **_FLAGS)(_gemm_bias_activation)
@@ -349,3 +378,5 @@ if _SGEMM is not None:
     conv_tiles = njit(_TILES_SIG, **_FLAGS)(_conv_tiles)
     _ATTENTION_SIG = types.void(ro(3), ro(3), ro(3), rw(3), rw(3), rw(3), f8, i8, i8, make_function_type(_SGEMM.function))
     attention = njit(_ATTENTION_SIG, **_FLAGS)(_attention)
+    _PACKED_SIG = types.void(ro(2), rw(2), rw(3), rw(3), f8, i8, i8, i8, make_function_type(_SGEMM.function))
+    packed_attention = njit(_PACKED_SIG, **_FLAGS)(_packed_attention)
