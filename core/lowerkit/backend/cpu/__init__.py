@@ -35,13 +35,13 @@ from __future__ import annotations
 from .aligned import ALIGNMENT, aligned_buffer, aligned_empty
 from .arena import pack_lifetimes
 from .blas import BlasLimiter, blas_limit, blas_threads_beside
-from .cores import cpu_count
+from .cores import PINNING_ENV, cpu_count
 from .im2col import im2col_view, merge_last, pad_into, tile_view
 from .pool import Parallel, pool, run_parallel
 from .recycle import recycled_buffer, recycled_copy, recycled_empty
 from .slice_head import HEAD_MIN_PIXELS, head_length
 from .split import split
-from .team import PINNING_ENV, StallGuard, Team, make_team, pin_team_workers, team_off
+from .team import StallGuard, Team, make_team, pin_team_workers, team_off
 from .trial import FormTrial
 from .winograd import input_scratch_floats, interpolation_points, output_group_tiles, winograd_matrices
 

@@ -1,4 +1,4 @@
-"""How many cores this process may run on."""
+"""How many cores this process may run on, and whether its worker threads get one each."""
 
 from __future__ import annotations
 
@@ -20,3 +20,15 @@ def cpu_count() -> int:
         return len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+PINNING_ENV = "LOWERKIT_TEAM_PINNING"
+"""Environment variable: ``0`` leaves the team threads and the worker pool's threads (and
+the threads calling the pool) where the scheduler puts them."""
+
+
+def pinning_on() -> bool:
+    """Whether worker threads may be pinned to CPUs here: ``sched_setaffinity`` exists (Linux)
+    and :data:`PINNING_ENV` does not turn pinning off."""
+    return (hasattr(os, "sched_setaffinity")
+            and os.environ.get(PINNING_ENV, "1").strip().lower() not in ("0", "off", "false", "no"))

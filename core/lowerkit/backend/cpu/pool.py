@@ -1,17 +1,39 @@
-"""One process-wide worker pool per thread count, where the calling thread runs one share."""
+"""One process-wide worker pool per thread count, where the calling thread runs one share.
+
+Where pinning is on (:func:`.cores.pinning_on`) and the process may run on at least as many
+CPUs as the pool has threads, each worker is pinned to a CPU of its own (worker ``j`` to the
+``j``-th CPU of the process's affinity mask at the pool's creation) and the calling thread,
+while it runs its share, to the first of them; its own mask comes back when the call ends.
+Why: the caller and the workers hand the GIL to each other between kernels, and on the 2-vCPU
+VM, after an idle pause, the scheduler put the woken thread on the CPU of the one that woke
+it, where the two shared one CPU for the rest of the call. MobileNetV3-Small at batch 8
+(two batch slices, one per thread): 0.05 s between calls, a median 22.7 ms a call, each
+thread waiting ~9 ms of it for the CPU (``/proc/self/task/*/schedstat``); the same calls back
+to back 10.1 ms. Pinning the worker alone did not help (19.9 ms: the caller was the one
+moved); the worker and the caller, 12.6 ms (my script, Intel Xeon VM, session 35). The
+team's threads are pinned for the same reason (``team.pin_team_workers``).
+``LOWERKIT_TEAM_PINNING=0`` turns it off: read when a pool starts for its workers, at every
+call for the calling thread.
+"""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from .cores import pinning_on
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
 _pools: dict[int, ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
+# threads -> the CPUs of the pool's threads (the caller's first, then each worker's), where
+# the pool's threads are pinned (see the module docstring)
+_placements: dict[int, tuple[int, ...]] = {}
 
 
 def pool(threads: int) -> ThreadPoolExecutor:
@@ -30,7 +52,14 @@ def pool(threads: int) -> ThreadPoolExecutor:
             # every start-up, and listing the backends never runs a pool.
             from concurrent.futures import ThreadPoolExecutor
 
-            executor = ThreadPoolExecutor(max(1, threads - 1), thread_name_prefix=f"lowerkit-cpu-{threads}")
+            placement = _placement(threads)
+            if placement is None:
+                executor = ThreadPoolExecutor(max(1, threads - 1), thread_name_prefix=f"lowerkit-cpu-{threads}")
+            else:
+                cpus = iter(placement[1:])  # the pool starts its workers one by one, each runs this once
+                executor = ThreadPoolExecutor(max(1, threads - 1), thread_name_prefix=f"lowerkit-cpu-{threads}",
+                                              initializer=lambda: _pin_this_thread(next(cpus)))
+                _placements[threads] = placement
             _pools[threads] = executor
         return executor
 
@@ -49,14 +78,48 @@ def run_parallel(threads: int, fn: Callable[[Any], None], items: Sequence[Any]) 
         return
     # The caller runs one item instead of sleeping on the futures: one thread wake-up
     # fewer per call, and the caller's core is not idle.
-    futures = [pool(threads).submit(fn, item) for item in items[:-1]]
+    executor = pool(threads)
+    placement = _placements.get(threads)
+    mask = _pin_caller(placement[0]) if placement is not None and pinning_on() else None
     try:
-        fn(items[-1])
+        futures = [executor.submit(fn, item) for item in items[:-1]]
+        try:
+            fn(items[-1])
+        finally:
+            for future in futures:
+                future.exception()  # wait for all before raising anything
     finally:
-        for future in futures:
-            future.exception()  # wait for all before raising anything
+        if mask is not None:
+            os.sched_setaffinity(0, mask)
     for future in futures:
         future.result()
+
+
+def _placement(threads: int) -> tuple[int, ...] | None:
+    """The CPUs a pool of ``threads`` threads pins them to, or None (see the module docstring)."""
+    if threads < 2 or not pinning_on():
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    return tuple(cpus[:threads]) if len(cpus) >= threads else None
+
+
+def _pin_this_thread(cpu: int) -> None:
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except OSError:  # the CPU went away (a cgroup changed): stay unpinned
+        pass
+
+
+def _pin_caller(cpu: int) -> set[int] | None:
+    """Pin the calling thread to ``cpu`` if its mask has it and more; its previous mask, else None."""
+    try:
+        mask = os.sched_getaffinity(0)
+        if cpu not in mask or len(mask) == 1:
+            return None
+        os.sched_setaffinity(0, {cpu})
+    except OSError:
+        return None
+    return mask
 
 
 @dataclass(frozen=True, slots=True)

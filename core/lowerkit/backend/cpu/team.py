@@ -53,6 +53,8 @@ from types import ModuleType
 
 import numpy as np
 
+from .cores import pinning_on
+
 
 class StallGuard:
     """Whether team regions run now (:attr:`on`); :meth:`begin` / :meth:`end` time each call.
@@ -191,10 +193,6 @@ def make_team(ways: int) -> Team | None:
     return None if found is None else Team(ways, found.function, StallGuard())
 
 
-PINNING_ENV = "LOWERKIT_TEAM_PINNING"
-"""Environment variable: ``0`` leaves the team threads where the scheduler puts them."""
-
-
 def pin_team_workers(ways: int) -> int:
     """Pin the team workers of regions started on this thread, once per thread (later calls
     return 0 at once): worker ``j`` of ``ways`` to the ``j``-th CPU this thread may run on;
@@ -204,9 +202,7 @@ def pin_team_workers(ways: int) -> int:
     if _here.pinned:
         return 0
     _here.pinned = True
-    if (os.environ.get(PINNING_ENV, "1").strip().lower() in ("0", "off", "false", "no")
-            or os.environ.get("OMP_PROC_BIND") or os.environ.get("GOMP_CPU_AFFINITY")
-            or not hasattr(os, "sched_getaffinity")):
+    if not pinning_on() or os.environ.get("OMP_PROC_BIND") or os.environ.get("GOMP_CPU_AFFINITY"):
         return 0
     layer = _layer[0] if _layer else _load_layer()
     if not layer.team_ready():
