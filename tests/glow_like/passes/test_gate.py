@@ -106,3 +106,49 @@ def test_payload_validation_refuses_a_gated_3x3():
     inputs = [_t(2, 8, 6, 6), _t(4, 8, 3, 3), _t(4), _t(2, 8, 1, 1)]
     with pytest.raises(ShapeError, match="1x1"):
         check_instruction("glow.gated_conv2d", inputs, attrs, [_t(2, 4, 6, 6)])
+
+
+def _gated_block(n, c, hw, oc, seed, residual):
+    """x -> SE gate -> conv1x1(x * gate) then hardswish, or (``residual``) + a 1x1 projection of
+    x, then relu: glow.gated_conv2d with a fused activation, or with a fused residual add."""
+    g, params = Graph(), {}
+    rng = np.random.default_rng(seed)
+
+    def param(name, shape):
+        params[name] = rng.standard_normal(shape).astype(np.float32) * 0.3
+        return g.add_node("param", [], [f32(*shape)], {"name": name}).output
+
+    x = g.add_input("x", f32(n, c, hw, hw))
+    s = _add(g, "global_avg_pool2d", [x])
+    s = _add(g, "relu", [_add(g, "conv2d", [s, param("w1", (4, c, 1, 1)), param("b1", (4,))])])
+    gate = _add(g, "sigmoid", [_add(g, "conv2d", [s, param("w2", (c, 4, 1, 1)), param("b2", (c,))])])
+    # the projection first: of two convolutions feeding an add, the later one takes the sum
+    skip = _add(g, "conv2d", [x, param("w4", (oc, c, 1, 1))]) if residual else None
+    y = _add(g, "conv2d", [_add(g, "mul", [x, gate]), param("w3", (oc, c, 1, 1)), param("b3", (oc,))])
+    if residual:
+        g.set_outputs([_add(g, "relu", [_add(g, "add", [skip, y])])])
+    else:
+        g.set_outputs([_add(g, "hardswish", [y])])
+    return module_of(g, params)
+
+
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("c, hw, oc", [(16, 7, 5), (100, 14, 40), (300, 7, 13), (24, 15, 70)])
+def test_one_thread_runs_gated_layers_on_the_panel_gemm(monkeypatch, c, hw, oc, residual):
+    """On one thread (a batch slice's form) a gated layer the panel GEMM takes scales a copy of
+    the packed weight per image (PackedWeight.bind_gated_images), bias and activation in its
+    tiles (a fused residual add and its activation after it); the reference's values."""
+    from lowerkit.backend.cpu import panels
+
+    monkeypatch.setattr(panels, "fits", lambda k, pixels, team: not team)
+    bound = []
+    real = panels.PackedWeight.bind_gated_images
+    monkeypatch.setattr(panels.PackedWeight, "bind_gated_images",
+                        lambda self, *a, **k: bound.append(self.k) or real(self, *a, **k))
+    module = _gated_block(3, c, hw, oc, seed=c, residual=residual)
+    program = compile_method(module, "forward", Options(threads=1))
+    (gated,) = [ins for ins in program.instructions if ins.op == "glow.gated_conv2d"]
+    assert bool(gated.attrs.get("residual")) is residual
+    x = rand(3, c, hw, hw, seed=5)
+    assert_close(run_glow(module, x, threads=1), reference(module, x), rtol=1e-5)
+    assert bound and set(bound) == {c}
