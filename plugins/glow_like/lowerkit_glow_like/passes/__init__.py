@@ -23,6 +23,7 @@ from lowerkit.passes import (
 from .._evaluator import GlowInterpreter
 from .algorithm import select_conv_algorithm
 from .attention import fuse_packed_attention
+from .gather import fuse_row_moves
 from .fuse import fuse_activations, fuse_bias
 from .fuse_chains import fuse_elementwise_chains
 from .gate import fold_gates
@@ -50,6 +51,7 @@ FULL: tuple[Pass, ...] = (
     fold_gates,
     fuse_elementwise_chains,
     fuse_packed_attention,
+    fuse_row_moves,
     eliminate_noop_reshapes,
     eliminate_common_subexpressions,
     eliminate_dead_code,
@@ -68,5 +70,6 @@ def optimize(graph: Graph, opt_level: int) -> list[str]:
 __all__ = [
     "CLEANUP", "FULL", "PIPELINES", "eliminate_common_subexpressions", "eliminate_dead_code",
     "eliminate_noop_reshapes", "fold_batch_norm", "fold_constants", "fold_gates", "fuse_activations", "fuse_bias",
-    "fuse_elementwise_chains", "fuse_packed_attention", "lower_high_level", "optimize", "select_conv_algorithm",
+    "fuse_elementwise_chains", "fuse_packed_attention", "fuse_row_moves", "lower_high_level", "optimize",
+    "select_conv_algorithm",
 ]

@@ -61,6 +61,8 @@ def check_instruction(
         return check_chain(inputs, attrs, outputs)
     if op == "glow.packed_attention":
         return _check_packed_attention(inputs, attrs, outputs)
+    if op == "glow.gather_rows":
+        return _check_gather_rows(inputs, attrs, outputs)
     extras = _check_extras(op, attrs)
     if op == "glow.depthwise_mean":
         return {**_check_depthwise_mean(inputs, attrs, outputs), **extras}
@@ -137,6 +139,25 @@ def _check_packed_attention(inputs: Sequence[TensorType], attrs: Mapping[str, ob
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
         raise ShapeError(f"{op}: scale must be positive and finite, got {scale!r}")
     return {"scale": float(scale)}
+
+
+def _check_gather_rows(inputs: Sequence[TensorType], attrs: Mapping[str, object],
+                       outputs: Sequence[TensorType]) -> dict:
+    """``glow.gather_rows(x, rows)``: ``rows`` i32 [R] (their values are checked when the
+    kernel binds them), the output R rows of ``x``'s last dimension, of its dtype; no
+    attributes."""
+    op = "glow.gather_rows"
+    if len(inputs) != 2 or len(outputs) != 1:
+        raise ShapeError(f"{op}: takes 2 inputs (x, rows) and 1 output, got {len(inputs)} and {len(outputs)}")
+    (x, rows), out = inputs, outputs[0]
+    if rows.dtype != "i32" or len(rows.shape) != 1:
+        raise ShapeError(f"{op}: rows must be i32 [R], got {rows}")
+    if not x.shape or not out.shape or out.dtype != x.dtype or out.shape[-1] != x.shape[-1] \
+            or math.prod(out.shape[:-1]) != rows.shape[0]:
+        raise ShapeError(f"{op}: output must be {rows.shape[0]} rows of {x}'s last dimension, got {out}")
+    if attrs:
+        raise ShapeError(f"{op}: takes no attributes, got {sorted(attrs)}")
+    return {}
 
 
 def _check_gated(inputs: Sequence[TensorType], attrs: Mapping[str, object]) -> None:
