@@ -662,7 +662,7 @@ def _prepare_gated(inputs, outputs, attrs, scratch, team, residual=None):
     # of the packed weight, whose tiles then add the bias and apply the activation. Batch
     # slices (two threads each running this form) had spent ~0.1 ms more per layer in
     # OpenBLAS's sgemm than one slice alone did; MobileNetV3-Small at batch 8 took 0.92 of the
-    # time this way (see docs/glow_like.md, pass 9).
+    # time this way (see docs/glow_like.md, pass 10).
     packed = _packed(x, w, bias, out) if panels.fits(c, h * wd, team=False) else None
     if packed is not None:
         from lowerkit.backend.cpu import jit

@@ -24,6 +24,7 @@ from .._evaluator import GlowInterpreter
 from .algorithm import select_conv_algorithm
 from .attention import fuse_packed_attention
 from .gather import fuse_row_moves
+from .scale import fold_scales
 from .fuse import fuse_activations, fuse_bias
 from .fuse_chains import fuse_elementwise_chains
 from .gate import fold_gates
@@ -47,6 +48,7 @@ FULL: tuple[Pass, ...] = (
     lower_high_level,
     fold_constants,
     fuse_bias,
+    fold_scales,
     fuse_activations,
     fold_gates,
     fuse_elementwise_chains,
@@ -69,7 +71,8 @@ def optimize(graph: Graph, opt_level: int) -> list[str]:
 
 __all__ = [
     "CLEANUP", "FULL", "PIPELINES", "eliminate_common_subexpressions", "eliminate_dead_code",
-    "eliminate_noop_reshapes", "fold_batch_norm", "fold_constants", "fold_gates", "fuse_activations", "fuse_bias",
+    "eliminate_noop_reshapes", "fold_batch_norm", "fold_constants", "fold_gates", "fold_scales", "fuse_activations",
+    "fuse_bias",
     "fuse_elementwise_chains", "fuse_packed_attention", "fuse_row_moves", "lower_high_level", "optimize",
     "select_conv_algorithm",
 ]
