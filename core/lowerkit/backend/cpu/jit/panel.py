@@ -66,7 +66,7 @@ team_ready()  # team_gemm is a parallel region: choose the threading layer first
 
 ROWS = 6  # output channels of a panel (of a tile)
 PAD = 8  # floats the packed weight and bias keep after their end (room for 8-float loads)
-K_BLOCK = 256  # inner-dimension block, at most: a tile's panel slice stays in L1 (see K_STEP)
+K_BLOCK = 256  # inner-dimension block: a tile's panel slice stays in L1
 PACK_PANELS = 32  # copy the image into strips when a call covers this many panels ...
 PACK_INPUTS = 64  # ... and rows (the copy then costs little against the reads it saves)
 
@@ -393,14 +393,6 @@ def _lanes() -> int:
 
 
 LANES = _lanes()
-# The inner dimension's blocks, at most this long and otherwise equal (K = 144 as two of 72, not
-# 128 + 16). Where vectors hold 16 floats a block of 64 columns at K_BLOCK rows is 64 KB, over
-# the 48 KB of L1 of the Xeon the kernels were measured on, and every panel read it from L2:
-# one thread, ``benchmarks/panel.py --threads 1``, GFLOP/s at 128 / 256 (two runs):
-# 96x576x196 168-172 / 144-149, 160x960x49 159-166 / 141-143, 1280x320x49 154-166 / 142-143,
-# 2048x512x49 149-159 / 136-140, 512x2048x49 154-155 / 139-140; K <= 128 unchanged. Not
-# measured with 8-float vectors (Zen), which keep K_BLOCK.
-K_STEP = 128 if LANES == 16 else K_BLOCK
 # The tiles in LANES-float vectors: the wide tile's two or four a row, the 6 x 16 tiles' one or
 # two (the 16-column tile after the wide ones on a map of 49 or 17 columns, the masked edges).
 # 6 x 16 and its plus-one column in one zmm a row, against two ymm: the 49-column blocks of
@@ -578,9 +570,8 @@ def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n
         plus_one = rest == 1 and full > b0  # the last column rides on the last tile
         stop = full - 16 if plus_one else full  # the plain tiles' columns: [b0, stop)
         one_tile = SEVEN_BY_SEVEN and plus_one and full - b0 == 48  # _tile49 takes the whole block
-        step = -(-k // -(-k // K_STEP))  # equal blocks of at most K_STEP
-        for k0 in range(0, k, step):
-            kc = min(step, k - k0)
+        for k0 in range(0, k, K_BLOCK):
+            kc = min(K_BLOCK, k - k0)
             first = k0 == 0
             last = k0 + kc == k
             if pack:
