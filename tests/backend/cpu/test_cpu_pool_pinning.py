@@ -1,7 +1,8 @@
 """The worker pool's placement: each worker pinned to a CPU of its own (worker j to the j-th
-CPU of the mask at the pool's creation), the calling thread to the first CPU while it runs
-its share and back on its own mask after; none of it with LOWERKIT_TEAM_PINNING=0, or where
-the mask has fewer CPUs than the pool has threads.
+CPU of the mask at the pool's creation), the calling thread — on a call that comes after the
+pool sat idle for IDLE_S — to the first CPU while it runs its share and back on its own mask
+after; none of it with LOWERKIT_TEAM_PINNING=0, or where the mask has fewer CPUs than the
+pool has threads.
 
 Each test starts pools of its own (the module's pool table replaced) and shuts them down."""
 
@@ -29,6 +30,7 @@ def fresh_pools(monkeypatch):
     pools: dict = {}
     monkeypatch.setattr(pool_module, "_pools", pools)
     monkeypatch.setattr(pool_module, "_placements", {})
+    monkeypatch.setattr(pool_module, "_ended", {})
     monkeypatch.delenv(PINNING_ENV, raising=False)
     yield pools
     for executor in pools.values():
@@ -101,3 +103,16 @@ def test_errors_still_come_back_and_the_mask_too(fresh_pools):
     with pytest.raises(ValueError, match="share 1"):
         run_parallel(2, share, range(2))
     assert os.sched_getaffinity(0) == before
+
+
+def test_a_call_right_after_another_leaves_the_caller_where_it_is(fresh_pools, monkeypatch):
+    """Back to back the threads are still where the last call put them: only a call after
+    the pool sat idle for IDLE_S pins the caller."""
+    cpus = sorted(os.sched_getaffinity(0))
+    everywhere = os.sched_getaffinity(0)
+    me = threading.get_native_id()
+    assert _masks_seen(2)[me] == {cpus[0]}  # a new pool: idle
+    monkeypatch.setattr(pool_module, "IDLE_S", 60.0)
+    assert _masks_seen(2)[me] == everywhere
+    monkeypatch.setattr(pool_module, "IDLE_S", 0.0)
+    assert _masks_seen(2)[me] == {cpus[0]}

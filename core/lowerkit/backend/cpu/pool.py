@@ -3,7 +3,8 @@
 Where pinning is on (:func:`.cores.pinning_on`) and the process may run on at least as many
 CPUs as the pool has threads, each worker is pinned to a CPU of its own (worker ``j`` to the
 ``j``-th CPU of the process's affinity mask at the pool's creation) and the calling thread,
-while it runs its share, to the first of them; its own mask comes back when the call ends.
+while it runs its share of a call that comes :data:`IDLE_S` or more after the pool's last
+call ended, to the first of them; its own mask comes back when the call ends.
 Why: the caller and the workers hand the GIL to each other between kernels, and on the 2-vCPU
 VM, after an idle pause, the scheduler put the woken thread on the CPU of the one that woke
 it, where the two shared one CPU for the rest of the call. MobileNetV3-Small at batch 8
@@ -12,14 +13,19 @@ thread waiting ~9 ms of it for the CPU (``/proc/self/task/*/schedstat``); the sa
 to back 10.1 ms. Pinning the worker alone did not help (19.9 ms: the caller was the one
 moved); the worker and the caller, 12.6 ms (my script, Intel Xeon VM, session 35). The
 team's threads are pinned for the same reason (``team.pin_team_workers``).
-``LOWERKIT_TEAM_PINNING=0`` turns it off: read when a pool starts for its workers, at every
-call for the calling thread.
+Back to back the caller is left alone: pinned at every call, MobileNetV3-Small and MobileNetV2
+at batch 8 took 3-5% longer in some runs (best of 12 back-to-back calls, three processes each
+way); pinned only after a pause, back-to-back calls were as fast as unpinned ones (best
+6.4-6.9 ms against 6.1-6.9, and 22.7-24.3 against 23.3-24.2) while MobileNetV3-Small's calls
+0.05 s apart took a median 8.8 ms against 15.6 unpinned (my scripts, Xeon VM, session 35). ``LOWERKIT_TEAM_PINNING=0`` turns it off: read when a pool
+starts for its workers, at every call for the calling thread.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,6 +40,10 @@ _pools_lock = threading.Lock()
 # threads -> the CPUs of the pool's threads (the caller's first, then each worker's), where
 # the pool's threads are pinned (see the module docstring)
 _placements: dict[int, tuple[int, ...]] = {}
+# A call coming sooner than this after the previous one ended leaves the caller where it is:
+# the threads are still where the last call put them (see run_parallel).
+IDLE_S = 0.002
+_ended: dict[int, float] = {}  # threads -> when the last call on that pool ended
 
 
 def pool(threads: int) -> ThreadPoolExecutor:
@@ -80,7 +90,8 @@ def run_parallel(threads: int, fn: Callable[[Any], None], items: Sequence[Any]) 
     # fewer per call, and the caller's core is not idle.
     executor = pool(threads)
     placement = _placements.get(threads)
-    mask = _pin_caller(placement[0]) if placement is not None and pinning_on() else None
+    idle = time.perf_counter() - _ended.get(threads, 0.0) > IDLE_S
+    mask = _pin_caller(placement[0]) if placement is not None and idle and pinning_on() else None
     try:
         futures = [executor.submit(fn, item) for item in items[:-1]]
         try:
@@ -91,6 +102,7 @@ def run_parallel(threads: int, fn: Callable[[Any], None], items: Sequence[Any]) 
     finally:
         if mask is not None:
             os.sched_setaffinity(0, mask)
+        _ended[threads] = time.perf_counter()
     for future in futures:
         future.result()
 
