@@ -265,7 +265,8 @@ class PackedWeight:
         rows = self.kernels.ROWS
         size = self.count * self.k * rows
         copy = np.zeros(self.panels.size, np.float32)  # the PAD floats past the panels stay zero
-        scaled, panels = copy[:size].reshape(self.count, self.k, rows), self.panels[:size].reshape(self.count, self.k, rows)
+        scaled = copy[:size].reshape(self.count, self.k, rows)
+        panels = self.panels[:size].reshape(self.count, self.k, rows)
         columns = [g.reshape(self.k, 1) for g in gates]
         images = [self._bound(self.kernels.gemm, (copy, self.bias, x[i], out[i]), 1,
                               (self.k, self.m, self.columns, *act, 0, self.count, 0, x.shape[2], _NO_RESIDUAL[2]),

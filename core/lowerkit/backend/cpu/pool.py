@@ -2,23 +2,22 @@
 
 Where pinning is on (:func:`.cores.pinning_on`) and the process may run on at least as many
 CPUs as the pool has threads, each worker is pinned to a CPU of its own (worker ``j`` to the
-``j``-th CPU of the process's affinity mask at the pool's creation) and the calling thread,
-while it runs its share of a call that comes :data:`IDLE_S` or more after the pool's last
-call ended, to the first of them; its own mask comes back when the call ends.
+``j``-th CPU of the affinity mask at the pool's creation), and the calling thread — on a call
+that comes :data:`IDLE_S` or more after the pool's last call ended — to the first of them
+while it runs its share; its own mask comes back when the call ends.
+
 Why: the caller and the workers hand the GIL to each other between kernels, and on the 2-vCPU
 VM, after an idle pause, the scheduler put the woken thread on the CPU of the one that woke
-it, where the two shared one CPU for the rest of the call. MobileNetV3-Small at batch 8
-(two batch slices, one per thread): 0.05 s between calls, a median 22.7 ms a call, each
-thread waiting ~9 ms of it for the CPU (``/proc/self/task/*/schedstat``); the same calls back
-to back 10.1 ms. Pinning the worker alone did not help (19.9 ms: the caller was the one
-moved); the worker and the caller, 12.6 ms (my script, Intel Xeon VM, session 35). The
-team's threads are pinned for the same reason (``team.pin_team_workers``).
-Back to back the caller is left alone: pinned at every call, MobileNetV3-Small and MobileNetV2
-at batch 8 took 3-5% longer in some runs (best of 12 back-to-back calls, three processes each
-way); pinned only after a pause, back-to-back calls were as fast as unpinned ones (best
-6.4-6.9 ms against 6.1-6.9, and 22.7-24.3 against 23.3-24.2) while MobileNetV3-Small's calls
-0.05 s apart took a median 8.8 ms against 15.6 unpinned (my scripts, Xeon VM, session 35). ``LOWERKIT_TEAM_PINNING=0`` turns it off: read when a pool
-starts for its workers, at every call for the calling thread.
+it, where the two shared one CPU for the rest of the call. MobileNetV3-Small at batch 8 (two
+batch slices, one per thread), 0.05 s between calls: a median 22.7 ms, each thread waiting
+~9 ms of it for the CPU (``/proc/self/task/*/schedstat``), against 10.1 ms back to back. The
+worker pinned alone: 19.9 ms (the caller was the one moved); worker and caller: 12.6. Pinned
+at every call, back-to-back calls of MobileNetV3-Small and MobileNetV2 took 3-5% longer in
+some runs; pinned after a pause only, as long as unpinned (best of 12: 6.4-6.9 ms against
+6.1-6.9, 22.7-24.3 against 23.3-24.2), while calls 0.05 s apart took a median 8.8 ms against
+15.6 unpinned (my scripts, Intel Xeon VM, session 35). The team's threads are pinned for the
+same reason (``team.pin_team_workers``). ``LOWERKIT_TEAM_PINNING=0`` turns it off: read when a
+pool starts for its workers, at every call for the calling thread.
 """
 
 from __future__ import annotations
@@ -101,7 +100,7 @@ def run_parallel(threads: int, fn: Callable[[Any], None], items: Sequence[Any]) 
                 future.exception()  # wait for all before raising anything
     finally:
         if mask is not None:
-            os.sched_setaffinity(0, mask)
+            _restore(mask)
         _ended[threads] = time.perf_counter()
     for future in futures:
         future.result()
@@ -119,6 +118,13 @@ def _pin_this_thread(cpu: int) -> None:
     try:
         os.sched_setaffinity(0, {cpu})
     except OSError:  # the CPU went away (a cgroup changed): stay unpinned
+        pass
+
+
+def _restore(mask: set[int]) -> None:
+    try:
+        os.sched_setaffinity(0, mask)
+    except OSError:  # a CPU of it went away (a cgroup changed): the caller stays where it is
         pass
 
 

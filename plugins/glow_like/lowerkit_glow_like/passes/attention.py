@@ -57,12 +57,13 @@ def _group(graph: Graph, sdpa: Node) -> tuple[Node, list[Node], Node] | None:
         if source is None or source.op != "split" or (split is not None and source is not split):
             return None
         split = source
-        if split.outputs[position] is not reshape.inputs[0] or single_user(graph, reshape.inputs[0], users) is not reshape:
+        part = reshape.inputs[0]
+        if split.outputs[position] is not part or single_user(graph, part, users) is not reshape:
             return None
         between += [reshape, transpose]
     packed = split.inputs[0].type
-    if (packed.dtype != "f32" or len(packed.shape) != 5 or packed.shape[2] != 3 or int(split.attrs.get("dim", 0)) % 5 != 2
-            or tuple(split.attrs.get("sizes", ())) != (1, 1, 1)):
+    if (packed.dtype != "f32" or len(packed.shape) != 5 or packed.shape[2] != 3
+            or int(split.attrs.get("dim", 0)) % 5 != 2 or tuple(split.attrs.get("sizes", ())) != (1, 1, 1)):
         return None
     b, length, _, heads, depth = packed.shape
     if any(tuple(r.output.type.shape) != (b, length, heads, depth) for r in between[::2]):

@@ -63,7 +63,7 @@ def _group(graph: Graph, last: Node) -> tuple[Value, list[Node]] | None:
         members.add(id(node))
         for value in node.inputs:
             producer = producers.get(value)
-            if producer is not None and producer.op in _MOVES and producer.op != "constant":
+            if producer is not None and producer.op in _MOVES:
                 stack.append(producer)
             else:
                 sources.add(id(value))
