@@ -27,6 +27,8 @@ back are not copies any more.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from lowerkit.backend.cpu.calls import on_team
@@ -77,25 +79,18 @@ def _packed_sdpa(inputs, outputs, attrs, scratch, team=None):
     # [B, H, L, E] views of the packed operands and of the output: no copies.
     q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
     out_heads = out.transpose(0, 2, 1, 3)
-    scores, weights = np.empty((batch, heads, length, length), np.float32), np.empty((batch, heads, length, length),
-                                                                                       np.float32)
+    scores, weights = (np.empty((batch, heads, length, length), np.float32) for _ in range(2))
     serial = _bound(q, np.swapaxes(k, -1, -2), v, out_heads, scale, None, mask, scores, weights)
     if team is None or not _packed_on_team(qkv, out, team):
         return serial
     kernels = team.kernels()
     qkv2, out2 = qkv.reshape(batch * length, -1), out.reshape(batch * length, -1)
     scores3, weights3 = (a.reshape(batch * heads, length, length) for a in (scores, weights))
-    sgemm, ways = team.sgemm, team.ways
-    first = kernels.SCORES if mask is not None else kernels.WHOLE
 
-    def regions():
-        kernels.packed_attention(qkv2, out2, scores3, weights3, scale, first, heads, ways, sgemm)
-        if mask is None:
-            return
-        _mask_in_place(scores, None, mask)
-        kernels.packed_attention(qkv2, out2, scores3, weights3, scale, kernels.WEIGHTED_SUM, heads, ways, sgemm)
+    def phase(which):
+        kernels.packed_attention(qkv2, out2, scores3, weights3, scale, which, heads, team.ways, team.sgemm)
 
-    return on_team(team, regions, serial)
+    return on_team(team, _regions(kernels, phase, scores, None, mask), serial)
 
 
 def _packed_on_team(qkv, out, team) -> bool:
@@ -150,18 +145,26 @@ def _team_bound(q, k, v, out, scale, additive, mask, scores, weights, team, seri
     q3, k3, v3 = (a.reshape(heads, *a.shape[-2:]) for a in (q, k, v))
     out3 = out.reshape(heads, *out.shape[-2:])
     scores3, weights3 = (a.reshape(heads, *a.shape[-2:]) for a in (scores, weights))
-    masked = additive is not None or mask is not None
-    sgemm, ways = team.sgemm, team.ways
-    first = kernels.SCORES if masked else kernels.WHOLE
+
+    def phase(which):
+        kernels.attention(q3, k3, v3, out3, scores3, weights3, scale, which, team.ways, team.sgemm)
+
+    return on_team(team, _regions(kernels, phase, scores, additive, mask), serial)
+
+
+def _regions(kernels, phase, scores, additive, mask):
+    """A team call's regions: ``phase(kernels.WHOLE)`` without a mask; else the scores
+    (``kernels.SCORES``), the masks added to ``scores`` on the calling thread, then the softmax
+    and weighted sum (``kernels.WEIGHTED_SUM``)."""
+    if additive is None and mask is None:
+        return partial(phase, kernels.WHOLE)
 
     def regions():
-        kernels.attention(q3, k3, v3, out3, scores3, weights3, scale, first, ways, sgemm)
-        if not masked:
-            return
+        phase(kernels.SCORES)
         _mask_in_place(scores, additive, mask)
-        kernels.attention(q3, k3, v3, out3, scores3, weights3, scale, kernels.WEIGHTED_SUM, ways, sgemm)
+        phase(kernels.WEIGHTED_SUM)
 
-    return on_team(team, regions, serial)
+    return regions
 
 
 def _mask_in_place(scores, additive, mask) -> None:

@@ -648,31 +648,32 @@ def _prepare_gated(inputs, outputs, attrs, scratch, team, residual=None):
     teamed = team is not None and 2 * oc * c * h * wd >= team_layers.MIN_FLOPS and x.flags.c_contiguous
     if residual is not None and not teamed:
         return None
-    epilogue = _epilogue(attrs if residual is None else _without_activation(attrs), bias, out.dtype)
+    from lowerkit.backend.cpu import jit
 
-    def serial():
-        for i in range(n):
-            np.multiply(w2, gates[i], out=scaled)
-            dst = out[i].reshape(oc, h * wd)
-            matmul_into(scaled, x[i].reshape(c, h * wd), dst)
-            if epilogue is not None:
-                epilogue(dst)
-
+    plain = attrs if residual is None else _without_activation(attrs)  # the residual's add activates
     # On one thread, the panel GEMM where it takes the layer: per image the gate scales a copy
     # of the packed weight, whose tiles then add the bias and apply the activation. Batch
     # slices (two threads each running this form) had spent ~0.1 ms more per layer in
     # OpenBLAS's sgemm than one slice alone did; MobileNetV3-Small at batch 8 took 0.92 of the
-    # time this way (see docs/glow_like.md, pass 10).
+    # time this way (see docs/glow_like.md, pass 10). Elsewhere the weight scaled into scratch,
+    # sgemm, then the epilogue.
     packed = _packed(x, w, bias, out) if panels.fits(c, h * wd, team=False) else None
     if packed is not None:
-        from lowerkit.backend.cpu import jit
-
         serial = packed.bind_gated_images(gate.reshape(n, c), x.reshape(n, c, h * wd), out.reshape(n, oc, h * wd),
-                                          jit.activation_code(attrs if residual is None else _without_activation(attrs)))
+                                          jit.activation_code(plain))
+    else:
+        epilogue = _epilogue(plain, bias, out.dtype)
+
+        def serial():
+            for i in range(n):
+                np.multiply(w2, gates[i], out=scaled)
+                dst = out[i].reshape(oc, h * wd)
+                matmul_into(scaled, x[i].reshape(c, h * wd), dst)
+                if epilogue is not None:
+                    epilogue(dst)
 
     if not teamed:
         return serial
-    from lowerkit.backend.cpu import jit
 
     kernels, team_bias = team.kernels(), _team_bias(inputs)
     act = jit.activation_code(attrs)

@@ -33,11 +33,11 @@ def fuse_row_moves(graph: Graph) -> bool:
     for node in list(graph.nodes):
         if node not in graph.nodes or node.op not in _MOVES or len(node.outputs) != 1:
             continue
-        users = graph.users()
+        producers, users = graph.producers(), graph.users()
         readers = users.get(node.output, [])
         if readers and all(r.op in _MOVES for r in readers) and not any(v is node.output for v in graph.outputs):
             continue  # not the end of a group
-        group = _group(graph, node)
+        group = _group(graph, node, producers, users)
         if group is None:
             continue
         source, members = group
@@ -49,11 +49,11 @@ def fuse_row_moves(graph: Graph) -> bool:
     return changed
 
 
-def _group(graph: Graph, last: Node) -> tuple[Value, list[Node]] | None:
+def _group(graph: Graph, last: Node, producers: dict[Value, Node],
+           users: dict[Value, list[Node]]) -> tuple[Value, list[Node]] | None:
     """(the value the group reads, its nodes in graph order) for the group ending at ``last``,
     or None where it reads more than one value, a value of it leaves the group before its
     end, or it copies fewer than twice."""
-    producers, users = graph.producers(), graph.users()
     members: set[int] = set()
     stack, sources = [last], set()
     while stack:
