@@ -265,6 +265,61 @@ def test_slices_with_a_head_allocate_only_their_outputs_in_steady_state(monkeypa
     assert peak < out.nbytes + 128 * 1024, f"a call allocated {peak} bytes (output {out.nbytes})"
 
 
+def _sliced_mobilenet(monkeypatch, batch: int = 6):
+    """MobileNetV2 (small) at 64x64 in the one nnpack region of ``[nnpack, glow_like]``, run as
+    slices of ``batch // 2`` images with a head: (x, lowered, plan, the layer-by-layer result)."""
+    monkeypatch.setenv("LOWERKIT_NNPACK_PER_IMAGE", "0")
+    x = np.random.default_rng(8).standard_normal((batch, 3, 64, 64)).astype(np.float32)
+    module = lowerkit.trace(models.get("mobilenet_v2", small=True), x)
+    spec = {"forward": {"nnpack": {"threads": 2}}}
+    lowered = lowerkit.to_backend(module, ["nnpack", "glow_like"], spec)
+    (plan,) = _plans(lowered)
+    monkeypatch.setenv("LOWERKIT_NNPACK_SLICE_HEAD", "0")
+    expected = np.asarray(lowerkit.to_backend(module, ["nnpack", "glow_like"], spec)(x))
+    monkeypatch.delenv("LOWERKIT_NNPACK_SLICE_HEAD")
+    assert plan.sliced and plan.head >= 2
+    for _ in range(4):  # recorded, arena planned, bound, then chained
+        np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-5, atol=1e-5)
+    return x, lowered, plan, expected
+
+
+def test_a_slices_head_and_rest_replay_as_chains(monkeypatch):
+    """Each image's head steps and the steps after the head replay their bound calls as chains
+    (per image, and for the rest, on each thread): no step's kernel runs but those that read
+    the call's input or write its output, and the results stay the same."""
+    x, lowered, plan, expected = _sliced_mobilenet(monkeypatch)
+    local = plan._local  # the calling thread runs the first slice
+    images = len(x) // 2
+    assert len(local.head_chains) >= images and all(local.head_chains[i] for i in range(images))
+    assert local.rest_chains
+    chained = {plan._head[c.start + k].key for c in local.head_chains[0] for k in range(c.stop - c.start)}
+    chained |= {plan._rest[c.start + k].key for c in local.rest_chains for k in range(c.stop - c.start)}
+    ran: list[int] = []
+    for step in plan.steps:
+        object.__setattr__(step, "kernel", lambda *a, _k=step.kernel, _s=step: (ran.append(_s.key), _k(*a))[1])
+    got = np.asarray(lowered(x))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    assert ran and not chained & set(ran), "a chained step ran its kernel"
+    assert len(ran) < len(plan.steps) // 4, f"{len(ran)} of {len(plan.steps)} steps ran their kernels per image"
+
+
+def test_a_head_chain_that_no_longer_holds_runs_step_by_step_then_is_rebuilt(monkeypatch):
+    import dataclasses
+
+    x, lowered, plan, expected = _sliced_mobilenet(monkeypatch)
+    local = plan._local
+    chains = local.head_chains[1]
+    spans = [(c.start, c.stop) for c in chains]
+    chain = chains[0]
+    assert chain.outside
+    moved = dataclasses.replace(chain, outside=tuple((slot, array.copy()) for slot, array in chain.outside))
+    local.head_chains[1] = (moved, *chains[1:])
+    np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-5, atol=1e-5)
+    assert local.head_chains[1] is None and local.head_chains[0] is not None  # only that image's dropped
+    np.testing.assert_allclose(np.asarray(lowered(x)), expected, rtol=1e-5, atol=1e-5)
+    assert [(c.start, c.stop) for c in local.head_chains[1]] == spans
+
+
 class _WinogradHead(nn.Module):
     """A 64-channel 3x3 layer at 32x32 (``wt6x6``) and a stride-2 one in the head, a conv after."""
 

@@ -180,10 +180,22 @@ def se_net(seed=0, batch=1, map_read_later=False):
 
 @pytest.mark.parametrize("batch", [1, 3])
 @pytest.mark.parametrize("map_read_later", [False, True])
-def test_a_gate_multiply_folds_into_the_projection(monkeypatch, batch, map_read_later):
+@pytest.mark.parametrize("panel", ["weight", "map", "none"])
+def test_a_gate_multiply_folds_into_the_projection(monkeypatch, batch, map_read_later, panel):
     """The team form scales the weight by each image's gate. Off the team (the stall guard,
-    a batch slice), a map that dies at the projection is scaled in place and the layer runs
-    its serial form; one read later keeps its values: the weight scaled per image, one sgemm."""
+    a batch slice), where the panel GEMM takes the layer on one thread, each image's gate
+    scales a copy of its packed weight — but a map that dies at the projection with few pixels
+    per output channel (``map``: the bound raised above this one's 18) is scaled in place, and
+    the layer runs its serial form. Without the panel GEMM (``none``) the same in-place form
+    where the map dies there, and where it is read later the weight scaled per image, one sgemm."""
+    from lowerkit.backend.cpu.panels import PackedWeight
+    from lowerkit_nnpack import team
+    from lowerkit_nnpack.algorithms.implicit_gemm import ImplicitGemm
+
+    if panel == "none":
+        monkeypatch.setattr(ImplicitGemm, "panel_weight", lambda self, bias: None)
+    if panel == "map":
+        monkeypatch.setattr(team, "WEIGHT_GATE_PIXELS_PER_ROW", 19)  # 144 pixels, 8 output channels: 18 each
     module = se_net(batch=batch, map_read_later=map_read_later)
     x = np.random.default_rng(6).standard_normal((batch, 8, 12, 12)).astype(np.float32)
     lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
@@ -206,20 +218,28 @@ def test_a_gate_multiply_folds_into_the_projection(monkeypatch, batch, map_read_
     check(lowered(x))
     guard = plan.team.guard
     guard.on, guard._serial_left = False, 5
-    serial = []
-    real = TeamConv._gated_serial
+    serial, scaled, gated_panels = [], [], []
+    real, real_scale, real_panels = TeamConv._gated_serial, team.scale_planes, PackedWeight.bind_gated_images
     monkeypatch.setattr(TeamConv, "_gated_serial", lambda self, *a: serial.append(a) or real(self, *a))
+    monkeypatch.setattr(team, "scale_planes", lambda *a: scaled.append(a) or real_scale(*a))
+    monkeypatch.setattr(PackedWeight, "bind_gated_images",
+                        lambda self, *a: gated_panels.append(a) or real_panels(self, *a))
     check(lowered(x))
     check(lowered(x))  # the bound serial form
     from lowerkit.backend.cpu.team import team_off
 
     with team_off():  # as a worker runs a slice of the batch: every image in one call
         check(plan._run([x]))
-    if map_read_later:
+    in_place = not map_read_later and panel != "weight"
+    if in_place:  # the map scaled in place, then the layer's call
+        assert gated_panels == [] and serial == [] and scaled
+    elif panel != "none":
+        assert gated_panels and serial == [] and scaled == []
+        assert len(gated_panels[-1][0]) == batch  # the slice's call: every image's gate
+    else:
+        assert gated_panels == [] and scaled == []
         assert serial and all(call[2] is not None for call in serial)  # the projection, its residual
         assert len(serial[-1][0]) == batch
-    else:
-        assert serial == []
     monkeypatch.setenv("LOWERKIT_NNPACK_TEAM", "0")
     unfolded = lk.to_backend(module, "nnpack", {"forward": {"threads": 2}})
     assert any(step.node.op == "mul" for step in _plan(unfolded).steps)

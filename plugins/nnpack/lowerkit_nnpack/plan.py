@@ -141,6 +141,8 @@ class Plan:
         self._build(graph, parameters)
         # A slice of two or more images runs its first steps image by image (_run_with_head).
         self.head, self._crossing = self._slice_head() if sliceable else (0, ())
+        # The steps before and after the head, one list each: the chains built on them index them
+        self._head, self._rest = self.steps[:self.head], self.steps[self.head:]
 
     # -- building -------------------------------------------------------------------
     def _build(self, graph: Graph, parameters: dict[str, np.ndarray]) -> None:
@@ -592,11 +594,19 @@ class Plan:
     def _run_chained(self, values: list, spares: Spares) -> None:
         """Every step, each run of bound steps that replays as one :class:`~.chains.Chain`
         (this thread's, made after a call that replayed; dropped when one stops replaying)."""
-        steps, chains = self.steps, spares.chains
+        spares.chains = self._run_in_chains(self.steps, values, spares, spares.chains)
+
+    def _run_in_chains(self, steps: Sequence[Step], values: list, spares: Spares,
+                       chains: tuple | None) -> tuple | None:
+        """``steps`` on the call's value list, the runs in ``chains`` (built on this thread
+        for these very ``steps``) replayed where they hold; returns the chains for the next
+        call: these while every run replayed, None after one did not, new ones where there
+        were none and bound steps replayed."""
         if chains is None:
             if self._run_steps(steps, values, spares) >= MIN_STEPS and spares.arena_in_use() is not None:
-                spares.chains = build_chains(steps, spares.bound, spares.arena_in_use())
-            return
+                return build_chains(steps, spares.bound, spares.arena_in_use())
+            return None
+        kept: tuple | None = chains
         at = 0
         for chain in chains:
             if chain.start > at:
@@ -612,10 +622,11 @@ class Plan:
                 chain.finish(values, spares)
             else:
                 self._run_steps(steps[chain.start:chain.stop], values, spares)
-                spares.chains = None
+                kept = None
             at = chain.stop
         if at < len(steps):
             self._run_steps(steps[at:], values, spares)
+        return kept
 
     def _outputs_of(self, values: list) -> list[np.ndarray]:
         """The call's outputs from its value list (a constant output copied)."""
@@ -672,12 +683,16 @@ class Plan:
         where :meth:`_run_part` gave one (``Spares.destinations``), each image's written there
         by its step."""
         spares = self._spares()
-        head, first_runtime = self.steps[:self.head], self._first_runtime
+        head, first_runtime = self._head, self._first_runtime
         n = len(inputs[0])
-        # Each image's head steps bind their own arrays (``spares.bound``, keyed by step).
-        images_bound = getattr(self._local, "head_bound", None)
-        if images_bound is None or len(images_bound) < n:
-            images_bound = self._local.head_bound = [{} for _ in range(n)]
+        # Each image's head steps bind their own arrays (``spares.bound``, keyed by step), and
+        # replay in chains of their own, as the steps after the head do (:meth:`_run_in_chains`).
+        local = self._local
+        images_bound = getattr(local, "head_bound", None)
+        if images_bound is None or len(images_bound) < n or local.head_spares is not spares:
+            images_bound = local.head_bound = [{} for _ in range(n)]
+            local.head_chains, local.rest_chains, local.head_spares = [None] * n, None, spares
+        images_chains = local.head_chains
         slice_bound, places = spares.bound, spares.destinations
         joined: dict[int, np.ndarray] = {}
         try:
@@ -690,7 +705,7 @@ class Plan:
                 values = self._template.copy()
                 for slot, x in zip(self._input_slots, inputs):
                     values[slot] = x[i:i + 1]
-                self._run_steps(head, values, spares)
+                images_chains[i] = self._run_in_chains(head, values, spares, images_chains[i])
                 for slot in self._crossing:
                     one = values[slot]
                     if i == 0:
@@ -714,7 +729,7 @@ class Plan:
             values[slot] = x
         for slot, array in joined.items():
             values[slot] = array
-        self._run_steps(self.steps[self.head:], values, spares)
+        local.rest_chains = self._run_in_chains(self._rest, values, spares, local.rest_chains)
         return self._outputs_of(values)
 
 

@@ -38,6 +38,10 @@ from .bound import Call, with_residual
 
 ALGORITHMS = ("implicit_gemm", "direct", "wt6x6")  # the convolutions with a team form
 _FLOAT32 = np.dtype(np.float32)
+# A gated 1x1 layer off the team whose map dies at it scales the map in place, one panel GEMM
+# over its images then, unless its maps have this many pixels per output channel or more:
+# then each image's gate scales a copy of the packed weight instead (see _serial_gated).
+WEIGHT_GATE_PIXELS_PER_ROW = 8
 
 
 class TeamConv:
@@ -51,8 +55,7 @@ class TeamConv:
         self.winograd = conv.algorithm == "wt6x6"
         self.pointwise = False
         # Set by the plan for a gated 1x1 layer whose map dies at it (plan._scales_in_place):
-        # off the team, the gate then scales the map in place and the layer runs its serial
-        # form (see _scaled_serial).
+        # off the team, the gate may then scale the map in place (see _serial_gated).
         self.gate_in_place = False
         if self.winograd:
             self._init_winograd(conv, team)
@@ -159,38 +162,69 @@ class TeamConv:
     def run_gated_into(self, x: np.ndarray, gate: np.ndarray, out: np.ndarray,
                        residual: np.ndarray | None = None) -> np.ndarray:
         """A plan's call of a 1x1 layer fed by a folded gate multiply (``x * gate``, ``gate``
-        [N, C, 1, 1]), as :meth:`run_into`: the gate scales the weight — off the team, the map
-        where it dies here (:attr:`gate_in_place`)."""
+        [N, C, 1, 1]), as :meth:`run_into`: the gate scales the weight — off the team, the
+        form :meth:`_serial_gated` chooses."""
         if x.dtype is _FLOAT32 and x.flags.c_contiguous and gate.dtype is _FLOAT32 and self.pointwise:
             if self.team.usable():
                 return self._regions(x, out, residual, gate)
-            if self.gate_in_place:
-                return self._scaled_serial(x, gate, out, residual)
-            return self._gated_serial(x, gate, residual, out)
+            self._serial_gated(x, gate, out, residual)()
+            return out
         return self(x, residual=residual, out=out, gate=gate)
 
     def bind_gated(self, x: np.ndarray, gate: np.ndarray, out: np.ndarray,
                    residual: np.ndarray | None = None) -> Call | None:
         """:meth:`run_gated_into` on these very arrays as a zero-argument call (as :meth:`bind`):
-        per image the gated panel GEMM's kernel with its arguments gathered, or the serial
-        form while the team is off; None where :meth:`run_gated_into` would not take the
-        gated panel GEMM straight."""
+        on the team, per image the gated panel GEMM's kernel with its arguments gathered
+        (else the team regions' call); while the team is off, the serial form bound
+        (:meth:`_serial_gated`). None where :meth:`run_gated_into` would not take the layer
+        straight."""
         if not (x.dtype is _FLOAT32 and x.flags.c_contiguous and gate.dtype is _FLOAT32 and gate.flags.c_contiguous
-                and self.pointwise and self.packed is not None):
+                and self.pointwise):
             return None
-        fused = self._fuses(residual, gate)
-        act = NONE if residual is not None and not fused else self.activation
-        packed, ways, n, oc = self.packed, self.team.ways, x.shape[0], self.w2.shape[0]
-        copies = self.ws.get("team_gated_copies", (ways, packed.panels.size))
-        regions = packed.bind_team_gated(gate.reshape(n, -1), copies, x.reshape(n, x.shape[1], -1),
-                                         out.reshape(n, oc, -1), act, ways,
-                                         residual.reshape(n, oc, -1) if fused else None)
-        if self.gate_in_place:
-            serial = sequence(scale_planes(x, gate),
-                              self.conv.bind(x, out, residual) or partial(self.conv.run_into, x, out, residual))
+        packed = self.packed
+        if packed is not None:
+            fused = self._fuses(residual, gate)
+            act = NONE if residual is not None and not fused else self.activation
+            n, oc = x.shape[0], self.w2.shape[0]
+            copies = self.ws.get("team_gated_copies", (self.team.ways, packed.panels.size))
+            regions = with_residual(
+                packed.bind_team_gated(gate.reshape(n, -1), copies, x.reshape(n, x.shape[1], -1),
+                                       out.reshape(n, oc, -1), act, self.team.ways,
+                                       residual.reshape(n, oc, -1) if fused else None),
+                out, None if fused else residual, self.activation)
         else:
-            serial = partial(self._gated_serial, x, gate, residual, out)
-        return on_team(self.team, with_residual(regions, out, None if fused else residual, self.activation), serial)
+            regions = partial(self._regions, x, out, residual, gate)
+        return on_team(self.team, regions, self._serial_gated(x, gate, out, residual))
+
+    def _serial_gated(self, x: np.ndarray, gate: np.ndarray, out: np.ndarray,
+                      residual: np.ndarray | None) -> Call:
+        """The layer off the team (batch slices, or while the stall guard holds the team off)
+        as a zero-argument call on these arrays, where the panel GEMM takes it on one thread:
+
+        - where the map dies here (:attr:`gate_in_place`) and has fewer than
+          :data:`WEIGHT_GATE_PIXELS_PER_ROW` pixels per output channel, the map scaled in
+          place while its lines are in cache, then the layer's serial form — every image in
+          one compiled GEMM call;
+        - else per image the gate scaling a copy of the packed weight, whose tiles add the
+          bias and apply the activation (``PackedWeight.bind_gated_images``, glow_like's
+          serial form): a copy of ``C x OC`` floats instead of a pass over ``C x H x W``.
+
+        One thread, 4 images, best of 200 (my script), weight / map: 16 -> 16 at 56x56 0.64,
+        96 -> 24 at 56x56 0.69, 96 -> 40 at 14x14 0.96, 480 -> 80 at 14x14 1.10, 576 -> 96 at
+        7x7 1.76. Inside MobileNetV3-Small's batch-8 slices the 14x14 layers (4-5 pixels per
+        output channel) ran 1.15-1.5x slower by the weight; hence the bound of 8. Where the
+        panel GEMM does not take the layer: the map scaled in place where it dies here, else
+        per image a scaled weight and sgemm (:meth:`_gated_serial`)."""
+        packed = self.conv.impl.panel_weight(self.conv.bias) if hasattr(self.conv.impl, "panel_weight") else None
+        if packed is not None and (not self.gate_in_place or x[0, 0].size >= WEIGHT_GATE_PIXELS_PER_ROW * out.shape[1]):
+            n, c, oc = x.shape[0], x.shape[1], self.w2.shape[0]
+            gemm = packed.bind_gated_images(gate.reshape(n, c), x.reshape(n, c, -1), out.reshape(n, oc, -1),
+                                            self.activation if residual is None else NONE)
+            return with_residual(gemm, out, residual, self.activation)
+        if self.gate_in_place:
+            return sequence(scale_planes(x, gate),
+                            self.conv.bind(x, out, residual) or partial(self.conv.run_into, x, out, residual))
+        return partial(self._gated_serial, x, gate, residual, out)
 
     def _regions(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None,
                  gate: np.ndarray | None = None) -> np.ndarray:
@@ -227,17 +261,6 @@ class TeamConv:
             form.run(self.team, x[i], w, self.bias, out[i], act, cols, packed=packed,
                      residual=None if residual is None else residual[i])
 
-    def _scaled_serial(self, x: np.ndarray, gate: np.ndarray, out: np.ndarray,
-                       residual: np.ndarray | None) -> np.ndarray:
-        """A gated 1x1 layer off the team whose map dies here (:attr:`gate_in_place`): the map
-        scaled in place while its lines are in cache, then the layer's serial form, every
-        image of a batch slice in one compiled GEMM call — as a slices plan runs the multiply
-        and the layer. With :meth:`_gated_serial` instead (per image a scaled weight, an
-        sgemm and the epilogue's passes), MobileNetV3-Small at batch 8 ran 8% slower as
-        slices of a team plan than as a slices plan, and as fast with the gates unfolded."""
-        scale_planes(x, gate)()
-        return self.conv.run_into(x, out, residual)
-
     def _gated_serial(self, x: np.ndarray, gate: np.ndarray, residual: np.ndarray | None,
                       out: np.ndarray | None) -> np.ndarray:
         """A gated 1x1 layer off the team (batch slices, or while the stall guard holds the
@@ -245,7 +268,7 @@ class TeamConv:
         do, not the map (a pass over it into a new array of its size: EfficientNet-B0 at
         batch 8, slices of 4 images, its 56x56 projection took 3.3 ms a slice against
         glow_like's 1.8): one sgemm on the calling thread, then bias, residual and
-        activation. (Where the map dies here, :meth:`_scaled_serial` instead.)"""
+        activation. (Where the map dies here, the map scaled in place instead: :meth:`_serial_gated`.)"""
         impl = self.conv.impl
         oc, c = self.w2.shape
         x = np.ascontiguousarray(x)

@@ -262,6 +262,11 @@ columns multiplied while in cache.
             return None
         return self._cached("_panel", bias, lambda: panels.PackedWeight.of(kernel, bias))
 
+    def panel_weight(self, bias: np.ndarray | None) -> panels.PackedWeight | None:
+        """The compiled weight packed for the panel GEMM with ``bias`` where the layer runs
+        there on one thread (as :meth:`run_chunk` does), else None."""
+        return self._packed(self._kernel, bias) if self._kernel is not None else None
+
     def _image_columns(self, image: np.ndarray) -> np.ndarray:
         """The column matrix ``[C*KH*KW, OH*OW]`` of one image (in this thread's workspace)."""
         if self._reads_in_place():
