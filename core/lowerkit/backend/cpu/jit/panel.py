@@ -410,6 +410,19 @@ _tile17 = _tile_kernel(16 // LANES, edge=False, plus_one=True, lanes=LANES)
 # 1280x320 0.86, 320x960 0.84, 960x160 0.87, 576x96 0.84 of the time.
 SEVEN_BY_SEVEN = LANES == 16
 _tile49 = _tile_kernel(3, edge=False, plus_one=True, lanes=16) if SEVEN_BY_SEVEN else _tile17
+# With 16-float vectors a block's image slice under the 6 x 64 tile, K_BLOCK rows of 64 columns, is
+# 64 KB: more than the AVX-512 Xeon's 48 KB L1, so every panel after the first read it from L2.
+# There the inner dimension goes in blocks of at most WIDE_K_BLOCK rows (32 KB), of equal lengths.
+WIDE_K_BLOCK = 128
+_K_STEP = WIDE_K_BLOCK if LANES == 16 else K_BLOCK
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _k_block(k):
+    """Rows of the image per inner-dimension block for ``k`` rows: ``k`` in the fewest blocks of
+    at most ``_K_STEP`` rows, of equal lengths (the last may be shorter by a few)."""
+    blocks = -(-k // _K_STEP)
+    return -(-k // blocks)
 # fc_rows' tile: the weight is its image, one contiguous stream read once, prefetched this many
 # 16-float rows (4 KB) ahead. One thread, 1280x1000 weights cycled from memory, 2-6 rows:
 # 0.35-0.37 ms with none, 0.33-0.34 at 16 rows ahead, 0.24-0.26 at 64 (numpy's matmul 0.56-0.70).
@@ -560,6 +573,7 @@ def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n
     xa = strips.ctypes.data if pack else x.ctypes.data
     of = out.reshape(-1)  # flat: no row view (two atomic reference counts) per activated row
     f = np.uint64(4)
+    kb = _k_block(k)
     b0 = n0
     while b0 < n1:
         b1 = min(n1, b0 + nc)
@@ -570,8 +584,8 @@ def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n
         plus_one = rest == 1 and full > b0  # the last column rides on the last tile
         stop = full - 16 if plus_one else full  # the plain tiles' columns: [b0, stop)
         one_tile = SEVEN_BY_SEVEN and plus_one and full - b0 == 48  # _tile49 takes the whole block
-        for k0 in range(0, k, K_BLOCK):
-            kc = min(K_BLOCK, k - k0)
+        for k0 in range(0, k, kb):
+            kc = min(kb, k - k0)
             first = k0 == 0
             last = k0 + kc == k
             if pack:
