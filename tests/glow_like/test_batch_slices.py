@@ -161,7 +161,7 @@ def test_the_head_ends_after_the_last_instruction_on_a_large_map():
     assert [ins.op for ins in program.instructions] == ["glow.conv2d", "conv2d", "conv2d"]  # relu fused
     assert head_length(program) == 2  # the stride-2 conv reads the 32x32 map
     assert head_length(program, min_pixels=256) == 3  # every map counts as large
-    assert head_length(program, min_pixels=2048) == 0  # none does
+    assert head_length(program, min_pixels=2048, mid_pixels=2048) == 0  # none does
     assert head_length(_program(*_conv_relu(3))) == 0  # 8x8 maps only
 
 

@@ -290,19 +290,27 @@ class Plan:
     def _slice_head(self) -> tuple[int, tuple[int, ...]]:
         """How many leading steps a slice runs image by image (``lowerkit.backend.cpu.
         head_length``: through the last convolution or pooling on a map of at least 1024
-        pixels), and the slots of
+        pixels, or of 784 where its maps hold many more values than its weights), and the slots of
         the values the head hands to the rest (its or the call's runtime values that a later
         step or the outputs read; not the call's inputs, which the rest reads whole).
         ``LOWERKIT_NNPACK_SLICE_HEAD=0`` (read at compile) runs slices layer by layer throughout."""
         if os.environ.get("LOWERKIT_NNPACK_SLICE_HEAD") == "0":
             return 0, ()
-        head = head_length([v.type.shape for v in (*step.inputs, *step.outputs)] if step.node.op in _SPATIAL_OPS
-                           else () for step in self.steps)
+        head = head_length(self._head_step(step) for step in self.steps)
         if not head:
             return 0, ()
         defined = {i for step in self.steps[:head] for i in step.writes}
         read = {*self._output_slots, *(i for step in self.steps[head:] for i in step.reads)}
         return head, tuple(sorted(i for i in defined & read if i >= self._first_runtime))
+
+    def _head_step(self, step: Step) -> tuple[list, int]:
+        """``step`` as ``head_length`` reads it: a convolution's or pooling's maps (the
+        values it reads at run time and writes) and weights (its node's constants), nothing
+        for the others."""
+        if step.node.op not in _SPATIAL_OPS:
+            return [], 0
+        maps = [v.type.shape for v in (*step.inputs, *step.outputs) if v not in self.constants]
+        return maps, sum(self.constants[v].size for v in step.node.inputs if v in self.constants)
 
     def _const(self, node: Node, index: int) -> np.ndarray | None:
         if index >= len(node.inputs):

@@ -17,7 +17,7 @@
 - :class:`FormTrial` — two forms of the same work, timed alternately on the first calls;
   the faster one runs from then on.
 - :func:`head_length` — how many leading steps a batch slice runs image by image (those on
-  large maps).
+  large maps, or on middling maps with small weights).
 - :func:`blas_limit`, :func:`blas_threads_beside` — one process-wide, reference-counted
   BLAS thread limit (threadpoolctl, imported on first use).
 - :func:`winograd_matrices`, :func:`interpolation_points` — Winograd/Toom-Cook F(m, r)
@@ -39,7 +39,7 @@ from .cores import PINNING_ENV, cpu_count
 from .im2col import im2col_view, merge_last, pad_into, tile_view
 from .pool import Parallel, pool, run_parallel
 from .recycle import recycled_buffer, recycled_copy, recycled_empty
-from .slice_head import HEAD_MIN_PIXELS, head_length
+from .slice_head import HEAD_MID_PIXELS, HEAD_MIN_PIXELS, head_length
 from .split import split
 from .team import StallGuard, Team, make_team, pin_team_workers, team_off
 from .trial import FormTrial
@@ -49,6 +49,7 @@ __all__ = [
     "ALIGNMENT",
     "BlasLimiter",
     "FormTrial",
+    "HEAD_MID_PIXELS",
     "HEAD_MIN_PIXELS",
     "PINNING_ENV",
     "Parallel",

@@ -15,7 +15,9 @@ program whole: the test is a whitelist.
 
 from __future__ import annotations
 
-from lowerkit.backend.cpu import HEAD_MIN_PIXELS
+from math import prod
+
+from lowerkit.backend.cpu import HEAD_MID_PIXELS, HEAD_MIN_PIXELS
 from lowerkit.backend.cpu import head_length as cpu_head_length
 
 from .program import Program
@@ -94,10 +96,18 @@ _SPATIAL_OPS = frozenset({"conv2d", "glow.conv2d", "glow.gated_conv2d", "glow.de
                           "max_pool2d", "avg_pool2d", "global_avg_pool2d", "interpolate"})
 
 
-def head_length(program: Program, min_pixels: int = HEAD_MIN_PIXELS) -> int:
+def head_length(program: Program, min_pixels: int = HEAD_MIN_PIXELS, mid_pixels: int = HEAD_MID_PIXELS) -> int:
     """How many leading instructions a batch slice runs image by image: through the last
-    convolution, pooling or resize that reads or writes an arena map [N, C, H, W] of at least
-    ``min_pixels`` pixels (``lowerkit.backend.cpu.head_length``, which says why)."""
+    convolution, pooling or resize whose arena maps [N, C, H, W] are large
+    (``lowerkit.backend.cpu.head_length``, which says when and why: at least ``min_pixels``
+    pixels, or ``mid_pixels`` over maps of many more values than its constant weights)."""
     buffers = program.buffers
-    return cpu_head_length(([buffers[b].shape for b in (*ins.inputs, *ins.outputs) if buffers[b].in_arena]
-                            if ins.op in _SPATIAL_OPS else () for ins in program.instructions), min_pixels)
+
+    def step(ins) -> tuple[list, int]:
+        if ins.op not in _SPATIAL_OPS:
+            return [], 0
+        maps = [buffers[b].shape for b in (*ins.inputs, *ins.outputs) if buffers[b].in_arena]
+        weights = sum(prod(buffers[b].shape) for b in ins.inputs[1:] if not buffers[b].in_arena)
+        return maps, weights
+
+    return cpu_head_length((step(ins) for ins in program.instructions), min_pixels, mid_pixels)
