@@ -145,13 +145,15 @@ def _masked(builder, name, ret, args, lanes: int):
     return builder.call(fn, args)
 
 
-def _prefetch(builder, ptr):
-    """``llvm.prefetch`` of the line at ``ptr`` for reading, into every cache level (on x86
-    ``prefetcht0``; never faults, so it may run past the end of an array)."""
+def _prefetch(builder, ptr, write: bool = False):
+    """``llvm.prefetch`` of the line at ``ptr`` for reading (or ``write``: in a state to be
+    written), into every cache level (on x86 ``prefetcht0`` / ``prefetchw``; never faults, so
+    it may run past the end of an array)."""
     i8p = ir.IntType(8).as_pointer()
     fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, _I32, _I32, _I32]),
                                         "llvm.prefetch.p0")
-    builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+    builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(_I32, int(write)), ir.Constant(_I32, 3),
+                      ir.Constant(_I32, 1)])
 
 
 def _plus_residual(builder, res_a, final, load_vector, load_extra, vectors: int):
@@ -272,14 +274,22 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
         else:
             from_bias = [broadcast(builder, builder.load(builder.gep(b_p, [_const(r)])), lanes)
                          for r in range(ROWS) for _ in range(vectors)]
-        from_c = [load(vec_ptr(row_ptr(r), v), v) for r in range(ROWS) for v in range(vectors)]
-        start = [builder.select(first_, a, b) for a, b in zip(from_bias, from_c)]
         if plus_one:  # lane r: row r of the extra column (lanes 6 and 7 unused, never stored)
-            column_c = ir.Constant(_V8, ir.Undefined)
-            for r in range(ROWS):
-                value = builder.load(builder.gep(row_ptr(r), [_const(lanes * vectors)]))
-                column_c = builder.insert_element(column_c, value, ir.Constant(_I32, r))
-            start.append(builder.select(first_, builder.load(builder.bitcast(b_p, v8ptr), align=4), column_c))
+            from_bias.append(builder.load(builder.bitcast(b_p, v8ptr), align=4))
+        # The tile starts from the bias on the first block of k, else from the output so far: read
+        # only then (a load under a select would read a tile that is then overwritten — from
+        # memory, on a large map's first visit: a stall at every tile's start).
+        entry = builder.block
+        with builder.if_then(builder.not_(first_), likely=False):
+            from_c = [load(vec_ptr(row_ptr(r), v), v) for r in range(ROWS) for v in range(vectors)]
+            if plus_one:
+                column_c = ir.Constant(_V8, ir.Undefined)
+                for r in range(ROWS):
+                    value = builder.load(builder.gep(row_ptr(r), [_const(lanes * vectors)]))
+                    column_c = builder.insert_element(column_c, value, ir.Constant(_I32, r))
+                from_c.append(column_c)
+            loaded = builder.block
+        start = _merged(builder, (from_bias, entry), (from_c, loaded))
         # The residual tile is added after the loop: its rows (6 streams, often from L3 or
         # memory) are fetched now, while the loop runs (without, a 1x1 layer's fused add lost
         # to the separate pass on 56x56 maps: ResNet-50's conv3, 6.9 against 4.3 + 0.6 ms).
