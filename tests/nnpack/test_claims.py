@@ -180,15 +180,17 @@ def _plan(lowered):
 @pytest.mark.parametrize("batch", [1, 3])
 def test_pooled_vector_convolutions_run_as_matrix_products(monkeypatch, batch):
     """The two 1x1 convolutions of a squeeze-excitation gate read [N, C, 1, 1]: they run as
-    one matrix product each — for one image on the compiled panel GEMM with bias and
-    activation in the same pass, for more as numpy's product, then bias and activation in
-    place — and match the reference."""
+    one matrix product each on the compiled panel GEMM with bias and activation in the same
+    pass — every image in one call where there are several — and match the reference, bound
+    (from the third call) or not."""
     from lowerkit.backend.cpu import panels
 
-    on_panels = []  # (rows, columns) of each panel GEMM (the 3x3 layer's may take it too)
-    real = panels.PackedWeight.run
+    on_panels = []  # (rows, images, columns) of each panel GEMM (the 3x3 layer's may take it too)
+    real, real_images = panels.PackedWeight.run, panels.PackedWeight.run_images
     monkeypatch.setattr(panels.PackedWeight, "run",
-                        lambda self, x, *a: on_panels.append((self.m, x.shape[1])) or real(self, x, *a))
+                        lambda self, x, *a: on_panels.append((self.m, 1, x.shape[1])) or real(self, x, *a))
+    monkeypatch.setattr(panels.PackedWeight, "run_images",
+                        lambda self, x, *a: on_panels.append((self.m, *x.shape[::2])) or real_images(self, x, *a))
     b = Builder((batch, 8, 6, 6), seed=4)
     y = b.op("relu", [b.conv(b.x, 12, k=3)])
     s = b.op("global_avg_pool2d", [y])
@@ -198,8 +200,11 @@ def test_pooled_vector_convolutions_run_as_matrix_products(monkeypatch, batch):
     lowered = lk.to_backend(module, "nnpack", {"forward": {"threads": 1}})
     assert sorted(_plan(lowered).algorithms.values()).count("pooled_pointwise") == 2
     x = np.random.default_rng(5).standard_normal((batch, 8, 6, 6)).astype(np.float32)
-    np.testing.assert_allclose(lowered(x), module(x), rtol=1e-4, atol=1e-5)
-    assert [call for call in on_panels if call[1] == 1] == ([(5, 1), (12, 1)] if batch == 1 else [])
+    first = np.asarray(lowered(x))
+    np.testing.assert_allclose(first, module(x), rtol=1e-4, atol=1e-5)
+    assert [call for call in on_panels if call[2] == 1] == [(5, batch, 1), (12, batch, 1)]
+    for _ in range(3):  # recorded, bound, then replayed: the same bits
+        np.testing.assert_array_equal(np.asarray(lowered(x)), first)
 
 
 def test_flatten_is_claimed_and_stays_in_the_region():
