@@ -225,6 +225,37 @@ def test_many_rows_on_a_team_equal_one_thread_bit_for_bit(monkeypatch, rows, k, 
     assert np.all(buffer[rows * n:] == -7.0)
 
 
+@pytest.mark.parametrize("rows", [7, 13, 197])
+@pytest.mark.parametrize("k,n", [(96, 128), (70, 150), (200, 64 + 57), (33, 24)])
+@pytest.mark.parametrize("act", ["none", "relu", "gelu"])
+def test_many_rows_add_a_residual_before_the_activation(rows, k, n, act):
+    """A fused residual add (glow_like's ``glow.fc(x, w, bias, residual)``): each tile adds its
+    part of the residual, then the activation — the bits of the product, then the sum, then
+    the activation, on one thread and on a team."""
+    from lowerkit.backend.cpu.jit import activation_code, load
+
+    x, w, b = _case(rows, k, n)
+    residual = np.random.default_rng(rows + n).standard_normal((rows, n)).astype(np.float32)
+    packed = panels.PackedBands.of(w, b, many_rows=True)
+    expected = np.empty((rows, n), np.float32)
+    packed.run_rows(x, expected, _code("none"))
+    np.add(expected, residual, out=expected)
+    if act != "none":
+        load("conv").activate(expected.reshape(-1), *activation_code({"act": act}))
+    buffer = np.full(rows * n + 64, -7.0, np.float32)
+    out = buffer[: rows * n].reshape(rows, n)
+    packed.run_rows(x, out, _code(act), residual)
+    np.testing.assert_array_equal(out, expected)
+    assert np.all(buffer[rows * n:] == -7.0)
+    from lowerkit.backend.cpu.jit.layer import team_ready
+
+    if team_ready():
+        for by_columns in (False, True):
+            teamed = np.empty((rows, n), np.float32)
+            packed.kernels.team_fc(x, packed.bands, packed.bias, teamed, *_code(act), 2, by_columns, residual)
+            np.testing.assert_array_equal(teamed, expected)
+
+
 def test_each_kernel_family_takes_only_its_own_packing():
     from lowerkit.backend.cpu import jit
 

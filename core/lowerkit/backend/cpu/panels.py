@@ -544,12 +544,13 @@ class PackedBands:
         scratch = _row_panel(ways * floats)[: ways * floats].reshape(ways, floats)
         self.kernels.team_fc_rows(x, self.bands, self.bias, out, scratch, *act, ways)
 
-    def run_rows(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float]) -> None:
-        """``out`` [R, N] = act(``x`` [R, K] @ w + bias) for any R on the calling thread
-        (``jit.panel.fc``: six rows at a time, read in place, against the bands; C-contiguous
-        float32)."""
+    def run_rows(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
+                 residual: np.ndarray | None = None) -> None:
+        """``out`` [R, N] = act(``x`` [R, K] @ w + bias + ``residual``) for any R on the calling
+        thread (``jit.panel.fc``: six rows at a time, read in place, against the bands;
+        C-contiguous float32; ``residual`` [R, N] or None: a fused residual add)."""
         self._require_width(self.kernels.FC_WIDTH, "the many-row kernels")
-        self.kernels.fc(x, self.bands, self.bias, out, *act)
+        self.kernels.fc(x, self.bands, self.bias, out, *act, _added(residual, 2))
 
     def by_columns(self, rows: int) -> bool:
         """Whether :meth:`run_rows_team` over ``rows`` rows splits the bands between the
@@ -557,11 +558,13 @@ class PackedBands:
         times the rows' size (each thread then reads only its part of it)."""
         return self.n > FC_COLUMNS_WEIGHT_PER_INPUT * rows  # K x N against R x K
 
-    def run_rows_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], ways: int) -> None:
+    def run_rows_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], ways: int,
+                      residual: np.ndarray | None = None) -> None:
         """:meth:`run_rows` as one team region (``jit.panel.team_fc``): shares of the rows, or
         of the bands (:meth:`by_columns`)."""
         self._require_width(self.kernels.FC_WIDTH, "the many-row kernels")
-        self.kernels.team_fc(x, self.bands, self.bias, out, *act, ways, self.by_columns(x.shape[0]))
+        self.kernels.team_fc(x, self.bands, self.bias, out, *act, ways, self.by_columns(x.shape[0]),
+                             _added(residual, 2))
 
     def _require_width(self, width: int, kernels: str) -> None:
         """Raise unless these bands are ``width`` columns wide, as ``kernels`` read them (where

@@ -29,6 +29,8 @@ def _matmul(inputs, outputs, attrs, scratch):
 
 @kernel("glow.fc", team=True)
 def _fc(inputs, outputs, attrs, scratch, team=None):
+    if attrs.get("residual"):
+        return _fc_residual(inputs, outputs, attrs, scratch, team)
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     (out,) = outputs
@@ -55,6 +57,41 @@ def _fc(inputs, outputs, attrs, scratch, team=None):
 
             return partial(packed.run, x2, out2, jit.activation_code(attrs))
     return partial(_fc_numpy, x2, w, bias, out2, attrs)
+
+
+def _fc_residual(inputs, outputs, attrs, scratch, team):
+    """``glow.fc(x, w, bias, residual)`` with ``residual=True`` (``passes/residual.py``): the
+    product plus ``residual`` (shaped like the output), then the activation. On a team, where
+    the rows run on the bands (``PackedBands.run_rows_team``), each tile adds its part of the
+    residual while in registers; elsewhere — and while the team is off — the product as
+    ``glow.fc`` runs it without the activation, then ``glow.add``'s kernel (the sum and the
+    activation in one pass), as the two instructions ran before the fusion."""
+    from .conv import _then_residual, _without_activation
+
+    *operands, residual = inputs
+    (out,) = outputs
+    x, w = operands[0], operands[1]
+    bias = operands[2] if len(operands) > 2 else None
+    plain = _then_residual(_fc(operands, outputs, _without_activation(attrs), scratch, team), outputs, residual,
+                           attrs, scratch)
+    x2 = x.reshape(-1, w.shape[0])
+    if not (team is not None and team_layers.linear_on_team(x2.shape[0], w.size) and panels.rows_fit(x2.shape[0])
+            and all(a.flags.c_contiguous and a.dtype == np.float32 for a in (*inputs, out))):
+        return plain
+    packed = panels.PackedBands.shared(w, bias, many_rows=True)
+    if packed is None:
+        return plain
+    from lowerkit.backend.cpu import jit
+
+    out2, added, act = out.reshape(-1, w.shape[1]), residual.reshape(-1, w.shape[1]), jit.activation_code(attrs)
+
+    def run():
+        if team.usable():
+            packed.run_rows_team(x2, out2, act, team.ways, added)
+        else:
+            plain()
+
+    return run
 
 
 def _fc_numpy(x2, w, bias, out2, attrs) -> None:

@@ -8,6 +8,11 @@ Fused, the convolution adds the other operand to each output tile while it is in
 (``lowerkit.backend.cpu.jit.panel``), then the activation; kernels without that epilogue run
 the convolution and then the sum with its activation in one compiled pass, as the add did.
 
+A fully-connected ``glow.fc`` read only by a residual add fuses the same way (a
+transformer's attention projection and second MLP layer, ``x + fc(...)``):
+``glow.fc(x, w, bias, other)`` with ``residual=True``; on a team, the many-row kernel's tiles
+add it (``PackedBands.run_rows_team``), elsewhere ``glow.add``'s kernel runs after the product.
+
 The convolution fused is the add's operand computed last (ResNet's downsampling blocks: the
 shortcut convolution after ``conv3``), so the other operand exists when it runs. Float
 programs only: it runs after the optimizer (``_compiler.compile_method``), where an int8
@@ -25,10 +30,11 @@ from ._util import single_user
 
 _ADDS = ("add", "glow.add")
 _CONVOLUTIONS = ("conv2d", "glow.conv2d", "glow.gated_conv2d")
+_FUSING = (*_CONVOLUTIONS, "glow.fc")
 
 
 def _fusable(conv: Node | None, value: Value, add: Node, graph: Graph, users: dict) -> bool:
-    return (conv is not None and conv.op in _CONVOLUTIONS and len(conv.outputs) == 1
+    return (conv is not None and conv.op in _FUSING and len(conv.outputs) == 1
             and conv.attrs.get("act", "none") == "none" and not conv.attrs.get("residual")
             and int(conv.attrs.get("groups", 1)) == 1 and single_user(graph, value, users) is add)
 
@@ -60,11 +66,12 @@ def fuse_residual_adds(graph: Graph) -> bool:
         # glow.gated_conv2d's fifth (after its bias and gate).
         if conv.op != "glow.gated_conv2d":
             if len(conv.inputs) < 3:
-                channels = conv.output.type.shape[1]
+                channels = conv.output.type.shape[-1 if conv.op == "glow.fc" else 1]
                 zeros = make_constant(graph, np.zeros(channels, np.float32), f"{conv.output.name}_bias",
                                       graph.nodes.index(conv), conv)
                 conv.inputs = conv.inputs + [zeros]
-            conv.op = "glow.conv2d"
+            if conv.op != "glow.fc":
+                conv.op = "glow.conv2d"
         act = {k: v for k, v in add.attrs.items() if k.startswith("act")}
         conv.inputs = conv.inputs + [other]
         conv.attrs = {**conv.attrs, **act, "residual": True}

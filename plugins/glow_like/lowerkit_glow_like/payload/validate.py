@@ -40,7 +40,7 @@ _EXTRAS: dict[str, tuple[str, ...]] = {
     "glow.conv2d": _ACT + ("algo", "residual"),
     "glow.gated_conv2d": _ACT + ("residual",),
     "glow.depthwise_mean": _ACT,
-    "glow.fc": _ACT,
+    "glow.fc": _ACT + ("residual",),
     "glow.add": _ACT,
     "glow.qconv2d": ("x_zp", "out_zp", "qmin", "qmax", "x_scale", "out_scale"),
     "glow.qfc": ("x_zp", "out_zp", "qmin", "qmax", "x_scale", "out_scale"),
@@ -79,9 +79,12 @@ def check_instruction(
     if expected is not None and len(inputs) != expected:
         raise ShapeError(f"{op}: takes {expected} inputs, got {len(inputs)}")
     checked = check_op_types(core, inputs[:leading], attrs, outputs, shapes_only=shapes_only)
+    fc_residual = op == "glow.fc" and (extras.get("residual") or len(inputs) > 3)
     if op in ("glow.fc", "glow.qfc", "glow.qconv2d"):
-        _check_channel_vectors(op, inputs, outputs)
-    if op == "glow.fc" and len(inputs) not in (2, 3):
+        _check_channel_vectors(op, inputs[:3] if fc_residual else inputs, outputs)
+    if fc_residual:
+        _check_residual(op, ("x", "w", "bias"), inputs, extras, outputs)
+    elif op == "glow.fc" and len(inputs) not in (2, 3):
         raise ShapeError(f"{op}: takes 2 or 3 inputs, got {len(inputs)}")
     if op == "glow.gated_conv2d":
         if extras.get("residual") or len(inputs) > 4:

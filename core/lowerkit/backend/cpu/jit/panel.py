@@ -838,14 +838,16 @@ def _fc_stream(x, bands, bias, out, xpanel, code, p0, p1, c0, c1):
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _fc_block(x, bands, bias, out, code, p0, p1, r0, r1, c0, c1):
+def _fc_block(x, bands, bias, out, code, p0, p1, r0, r1, c0, c1, residual):
     """Rows [r0, r1) and columns [c0, c1) of :func:`fc` (``c0`` a multiple of 16; ``c1`` too,
     or N) on bands of ``FC_WIDTH`` columns: a chunk of the bands at a time, every group of six
     rows' tiles over the chunk (the chunk stays in L2, the six rows — read where they lie — in
-    L1), each tile starting from its columns' bias; a whole band is one wide tile, the columns
-    of a band the range covers only in part go 16 at a time."""
+    L1), each tile starting from its columns' bias and adding its part of ``residual`` (shaped
+    like ``out``; empty for none) before the activation; a whole band is one wide tile, the
+    columns of a band the range covers only in part go 16 at a time."""
     k = x.shape[1]
     n = out.shape[1]
+    ra = residual.ctypes.data if residual.size > 0 else np.uint64(0)
     in_tile = code in IR_CODES
     tile_code = code if in_tile else 0
     zeros = np.zeros(0 if bias.size > 0 else n + 16, np.float32)  # the bias where there is none
@@ -862,25 +864,26 @@ def _fc_block(x, bands, bias, out, code, p0, p1, r0, r1, c0, c1):
             rows = min(ROWS, r1 - row)
             ap = xa + f * np.uint64(row * k)
             cp = oa + f * np.uint64(row * n)
+            rp = _at(ra, row * n)
             for b in range(j0 // width, -(-j1 // width)):
                 c = b * width
                 band = ba + f * np.uint64(c * k)
                 lo, hi = max(c, j0), min(c + width, j1)
                 if hi - lo == width:
                     _fc_wide(k, ap, band, width, cp + f * np.uint64(c), n, bb + f * np.uint64(c), True, rows,
-                             tile_code, p0, p1, _NONE, k)
+                             tile_code, p0, p1, _at(rp, c), k)
                     continue
                 s = lo
                 while s + 16 <= hi:
                     _fc16(k, ap, band + f * np.uint64(s - c), width, cp + f * np.uint64(s), n, bb + f * np.uint64(s),
-                          True, rows, tile_code, p0, p1, _NONE, k)
+                          True, rows, tile_code, p0, p1, _at(rp, s), k)
                     s += 16
                 rest = hi - s
                 xe, ce, be = band + f * np.uint64(s - c), cp + f * np.uint64(s), bb + f * np.uint64(s)
                 if rest > 8:
-                    _fc_edge16(k, ap, xe, width, ce, n, be, True, rows, tile_code, p0, p1, _NONE, rest, k)
+                    _fc_edge16(k, ap, xe, width, ce, n, be, True, rows, tile_code, p0, p1, _at(rp, s), rest, k)
                 elif rest > 0:
-                    _fc_edge8(k, ap, xe, width, ce, n, be, True, rows, tile_code, p0, p1, _NONE, rest, k)
+                    _fc_edge8(k, ap, xe, width, ce, n, be, True, rows, tile_code, p0, p1, _at(rp, s), rest, k)
             if code != 0 and not in_tile:  # the GELUs, on the rows while they are in L1
                 for r in range(row, row + rows):
                     act_span(of, r * n + j0, r * n + j1, code, p0, p1)
@@ -912,18 +915,19 @@ def team_fc_rows(x, bands, bias, out, xpanels, code, p0, p1, ways):
             _fc_stream(x, bands, bias, out, xpanels[j], code, p0, p1, c0, c1)
 
 
-@njit(types.void(ro(2), ro(1), ro(1), rw(2), i8, f8, f8), nogil=True, cache=True, error_model="numpy")
-def fc(x, bands, bias, out, code, p0, p1):
-    """``out = act(x @ w + bias)`` for any number of rows of ``x`` [R, K] (a transformer's
-    tokens, a channels-last map's pixels), ``w`` packed by :func:`pack_bands` in bands of
-    ``FC_WIDTH``, on the calling thread: a 6 x ``FC_WIDTH`` tile over each six rows of ``x``,
-    read in place (BLAS's ``sgemm`` packs the weight again every call)."""
-    _fc_block(x, bands, bias, out, code, p0, p1, 0, x.shape[0], 0, out.shape[1])
+@njit(types.void(ro(2), ro(1), ro(1), rw(2), i8, f8, f8, ro(2)), nogil=True, cache=True, error_model="numpy")
+def fc(x, bands, bias, out, code, p0, p1, residual):
+    """``out = act(x @ w + bias + residual)`` for any number of rows of ``x`` [R, K] (a
+    transformer's tokens, a channels-last map's pixels), ``w`` packed by :func:`pack_bands` in
+    bands of ``FC_WIDTH``, ``residual`` [R, N] or empty for none (a fused residual add), on the
+    calling thread: a 6 x ``FC_WIDTH`` tile over each six rows of ``x``, read in place (BLAS's
+    ``sgemm`` packs the weight again every call)."""
+    _fc_block(x, bands, bias, out, code, p0, p1, 0, x.shape[0], 0, out.shape[1], residual)
 
 
-@njit(types.void(ro(2), ro(1), ro(1), rw(2), i8, f8, f8, i8, types.boolean), nogil=True, cache=True,
+@njit(types.void(ro(2), ro(1), ro(1), rw(2), i8, f8, f8, i8, types.boolean, ro(2)), nogil=True, cache=True,
       parallel=True, error_model="numpy")
-def team_fc(x, bands, bias, out, code, p0, p1, ways, by_columns):
+def team_fc(x, bands, bias, out, code, p0, p1, ways, by_columns, residual):
     """:func:`fc` as one team region: thread j takes the j-th share of the groups of six rows
     (each thread reads all the weight) or, ``by_columns``, of the bands (each reads all the
     rows and its part of the weight: a large weight, few rows)."""
@@ -934,11 +938,11 @@ def team_fc(x, bands, bias, out, code, p0, p1, ways, by_columns):
         if by_columns:
             c0, c1 = _band_share(n, j, ways)
             if c1 > c0:
-                _fc_block(x, bands, bias, out, code, p0, p1, 0, r_n, c0, c1)
+                _fc_block(x, bands, bias, out, code, p0, p1, 0, r_n, c0, c1, residual)
         else:
             r0, r1 = ROWS * (panels_n * j // ways), min(r_n, ROWS * (panels_n * (j + 1) // ways))
             if r1 > r0:
-                _fc_block(x, bands, bias, out, code, p0, p1, r0, r1, 0, n)
+                _fc_block(x, bands, bias, out, code, p0, p1, r0, r1, 0, n, residual)
 
 
 def pack_bands(w: np.ndarray, width: int = 16) -> np.ndarray:
