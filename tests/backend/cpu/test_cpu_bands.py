@@ -19,6 +19,12 @@ from tests.backend.cpu import test_cpu_panels as gemm  # noqa: E402
 _code = gemm._code
 
 
+def _fenced(rows, n):
+    """An output [rows, n] followed by a fence of -7s: (out, whether the fence is intact)."""
+    buffer = np.full(rows * n + 64, -7.0, np.float32)
+    return buffer[: rows * n].reshape(rows, n), lambda: bool(np.all(buffer[rows * n:] == -7.0))
+
+
 def _case(rows, k, n, seed=0, bias=True):
     """``x`` [rows, K], ``w`` [K, N], ``bias`` [N]: the panel GEMM's case ``W^T`` [N, K],
     ``X^T`` [K, rows] turned around."""
@@ -144,11 +150,10 @@ def test_a_team_region_equals_the_one_thread_kernel_bit_for_bit(rows, k, n, ways
     packed = panels.PackedBands.of(w, b)
     expected = np.empty((rows, n), np.float32)
     packed.run(x, expected, _code(act))
-    buffer = np.full(rows * n + 64, -7.0, np.float32)
-    out = buffer[: rows * n].reshape(rows, n)
+    out, fence_intact = _fenced(rows, n)
     packed.run_team(x, out, _code(act), ways)
     np.testing.assert_array_equal(out, expected)
-    assert np.all(buffer[rows * n:] == -7.0)
+    assert fence_intact()
 
 
 def test_the_team_rule_takes_one_row_of_a_large_weight():
@@ -195,11 +200,10 @@ WIDE_SHAPES = [(96, 128), (70, 150), (200, 64 + 57)]
 @pytest.mark.parametrize("act", ["none", "relu", "gelu"])
 def test_many_rows_match_numpy(rows, k, n, act):
     x, w, b = _case(rows, k, n, bias=act != "relu")
-    buffer = np.full(rows * n + 64, -7.0, np.float32)
-    out = buffer[: rows * n].reshape(rows, n)
+    out, fence_intact = _fenced(rows, n)
     panels.PackedBands.of(w, b, many_rows=True).run_rows(x, out, _code(act))
     np.testing.assert_allclose(out, _expected(x, w, b, act), rtol=1e-4, atol=1e-4 * max(1.0, k ** 0.5))
-    assert np.all(buffer[rows * n:] == -7.0)
+    assert fence_intact()
 
 
 @pytest.mark.parametrize("rows", ROW_COUNTS)
@@ -218,11 +222,10 @@ def test_many_rows_on_a_team_equal_one_thread_bit_for_bit(monkeypatch, rows, k, 
     monkeypatch.setattr(panels.PackedBands, "by_columns", lambda self, r: by_columns)
     expected = np.empty((rows, n), np.float32)
     packed.run_rows(x, expected, _code("gelu"))
-    buffer = np.full(rows * n + 64, -7.0, np.float32)
-    out = buffer[: rows * n].reshape(rows, n)
+    out, fence_intact = _fenced(rows, n)
     packed.run_rows_team(x, out, _code("gelu"), ways)
     np.testing.assert_array_equal(out, expected)
-    assert np.all(buffer[rows * n:] == -7.0)
+    assert fence_intact()
 
 
 @pytest.mark.parametrize("rows", [7, 13, 197])
@@ -242,11 +245,10 @@ def test_many_rows_add_a_residual_before_the_activation(rows, k, n, act):
     np.add(expected, residual, out=expected)
     if act != "none":
         load("conv").activate(expected.reshape(-1), *activation_code({"act": act}))
-    buffer = np.full(rows * n + 64, -7.0, np.float32)
-    out = buffer[: rows * n].reshape(rows, n)
+    out, fence_intact = _fenced(rows, n)
     packed.run_rows(x, out, _code(act), residual)
     np.testing.assert_array_equal(out, expected)
-    assert np.all(buffer[rows * n:] == -7.0)
+    assert fence_intact()
     from lowerkit.backend.cpu.jit.layer import team_ready
 
     if team_ready():

@@ -145,15 +145,13 @@ def _masked(builder, name, ret, args, lanes: int):
     return builder.call(fn, args)
 
 
-def _prefetch(builder, ptr, write: bool = False):
-    """``llvm.prefetch`` of the line at ``ptr`` for reading (or ``write``: in a state to be
-    written), into every cache level (on x86 ``prefetcht0`` / ``prefetchw``; never faults, so
-    it may run past the end of an array)."""
+def _prefetch(builder, ptr):
+    """``llvm.prefetch`` of the line at ``ptr`` for reading, into every cache level (on x86
+    ``prefetcht0``; never faults, so it may run past the end of an array)."""
     i8p = ir.IntType(8).as_pointer()
     fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, _I32, _I32, _I32]),
                                         "llvm.prefetch.p0")
-    builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(_I32, int(write)), ir.Constant(_I32, 3),
-                      ir.Constant(_I32, 1)])
+    builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
 
 
 def _plus_residual(builder, res_a, final, load_vector, load_extra, vectors: int):
@@ -433,6 +431,8 @@ def _k_block(k):
     at most ``_K_STEP`` rows, of equal lengths (the last may be shorter by a few)."""
     blocks = -(-k // _K_STEP)
     return -(-k // blocks)
+
+
 # fc_rows' tile: the weight is its image, one contiguous stream read once, prefetched this many
 # 16-float rows (4 KB) ahead. One thread, 1280x1000 weights cycled from memory, 2-6 rows:
 # 0.35-0.37 ms with none, 0.33-0.34 at 16 rows ahead, 0.24-0.26 at 64 (numpy's matmul 0.56-0.70).
