@@ -31,6 +31,7 @@ def fresh_pools(monkeypatch):
     monkeypatch.setattr(pool_module, "_pools", pools)
     monkeypatch.setattr(pool_module, "_placements", {})
     monkeypatch.setattr(pool_module, "_ended", {})
+    monkeypatch.setattr(pool_module, "_warm_left", {})
     monkeypatch.delenv(PINNING_ENV, raising=False)
     yield pools
     for executor in pools.values():
@@ -105,14 +106,16 @@ def test_errors_still_come_back_and_the_mask_too(fresh_pools):
     assert os.sched_getaffinity(0) == before
 
 
-def test_a_call_right_after_another_leaves_the_caller_where_it_is(fresh_pools, monkeypatch):
-    """Back to back the threads are still where the last call put them: only a call after
-    the pool sat idle for IDLE_S pins the caller."""
+def test_calls_back_to_back_leave_the_caller_where_it_is_once_warm(fresh_pools, monkeypatch):
+    """A call after the pool sat idle for IDLE_S pins the caller, and so do the WARM_CALLS - 1
+    calls after it; then, back to back, the threads are still where the last calls put them."""
     cpus = sorted(os.sched_getaffinity(0))
     everywhere = os.sched_getaffinity(0)
     me = threading.get_native_id()
+    monkeypatch.setattr(pool_module, "WARM_CALLS", 3)
     assert _masks_seen(2)[me] == {cpus[0]}  # a new pool: idle
     monkeypatch.setattr(pool_module, "IDLE_S", 60.0)
-    assert _masks_seen(2)[me] == everywhere
+    assert [_masks_seen(2)[me] for _ in range(3)] == [{cpus[0]}, {cpus[0]}, everywhere]
     monkeypatch.setattr(pool_module, "IDLE_S", 0.0)
     assert _masks_seen(2)[me] == {cpus[0]}
+    assert os.sched_getaffinity(0) == everywhere  # given back after each call

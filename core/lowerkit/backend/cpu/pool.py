@@ -3,8 +3,9 @@
 Where pinning is on (:func:`.cores.pinning_on`) and the process may run on at least as many
 CPUs as the pool has threads, each worker is pinned to a CPU of its own (worker ``j`` to the
 ``j``-th CPU of the affinity mask at the pool's creation), and the calling thread — on a call
-that comes :data:`IDLE_S` or more after the pool's last call ended — to the first of them
-while it runs its share; its own mask comes back when the call ends.
+that comes :data:`IDLE_S` or more after the pool's last call ended, and on the
+:data:`WARM_CALLS` - 1 calls after it — to the first of them while it runs its share; its own
+mask comes back when the call ends.
 
 Why: the caller and the workers hand the GIL to each other between kernels, and on the 2-vCPU
 VM, after an idle pause, the scheduler put the woken thread on the CPU of the one that woke
@@ -15,7 +16,11 @@ worker pinned alone: 19.9 ms (the caller was the one moved); worker and caller: 
 at every call, back-to-back calls of MobileNetV3-Small and MobileNetV2 took 3-5% longer in
 some runs; pinned after a pause only, as long as unpinned (best of 12: 6.4-6.9 ms against
 6.1-6.9, 22.7-24.3 against 23.3-24.2), while calls 0.05 s apart took a median 8.8 ms against
-15.6 unpinned (my scripts, Intel Xeon VM, session 35). The team's threads are pinned for the
+15.6 unpinned (my scripts, Intel Xeon VM, session 35). But the calls right after such a call, unpinned,
+found the caller beside the worker again: MobileNetV3-Small at batch 8, calls 2-4 after a 0.3
+s pause took a median 14.3 ms against 7.5 from the 6th on; pinned for the WARM_CALLS calls
+after a pause, 8.5, 8.0 and 7.8 (my script, session 36; pinned on every call, back to back,
+paired: 0.999-1.005 of the time on four mobile models). The team's threads are pinned for the
 same reason (``team.pin_team_workers``). ``LOWERKIT_TEAM_PINNING=0`` turns it off: read when a
 pool starts for its workers, at every call for the calling thread.
 """
@@ -40,9 +45,12 @@ _pools_lock = threading.Lock()
 # the pool's threads are pinned (see the module docstring)
 _placements: dict[int, tuple[int, ...]] = {}
 # A call coming sooner than this after the previous one ended leaves the caller where it is:
-# the threads are still where the last call put them (see run_parallel).
+# the threads are still where the last call put them (see run_parallel) — except for the
+# WARM_CALLS calls after one that came after such a pause, which pin the caller too.
 IDLE_S = 0.002
+WARM_CALLS = 8
 _ended: dict[int, float] = {}  # threads -> when the last call on that pool ended
+_warm_left: dict[int, int] = {}  # threads -> calls left that pin the caller after a pause
 
 
 def pool(threads: int) -> ThreadPoolExecutor:
@@ -89,8 +97,12 @@ def run_parallel(threads: int, fn: Callable[[Any], None], items: Sequence[Any]) 
     # fewer per call, and the caller's core is not idle.
     executor = pool(threads)
     placement = _placements.get(threads)
-    idle = time.perf_counter() - _ended.get(threads, 0.0) > IDLE_S
-    mask = _pin_caller(placement[0]) if placement is not None and idle and pinning_on() else None
+    if time.perf_counter() - _ended.get(threads, 0.0) > IDLE_S:
+        _warm_left[threads] = WARM_CALLS
+    pin = _warm_left.get(threads, 0) > 0
+    if pin:
+        _warm_left[threads] -= 1
+    mask = _pin_caller(placement[0]) if placement is not None and pin and pinning_on() else None
     try:
         futures = [executor.submit(fn, item) for item in items[:-1]]
         try:
