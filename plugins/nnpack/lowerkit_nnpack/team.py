@@ -215,7 +215,7 @@ class TeamConv:
         output channel) ran 1.15-1.5x slower by the weight; hence the bound of 8. Where the
         panel GEMM does not take the layer: the map scaled in place where it dies here, else
         per image a scaled weight and sgemm (:meth:`_gated_serial`)."""
-        packed = self.conv.impl.panel_weight(self.conv.bias) if hasattr(self.conv.impl, "panel_weight") else None
+        packed = self.conv.impl.panel_weight(self.conv.bias)  # a 1x1 layer: implicit GEMM or direct
         if packed is not None and (not self.gate_in_place or x[0, 0].size >= WEIGHT_GATE_PIXELS_PER_ROW * out.shape[1]):
             n, c, oc = x.shape[0], x.shape[1], self.w2.shape[0]
             gemm = packed.bind_gated_images(gate.reshape(n, c), x.reshape(n, c, -1), out.reshape(n, oc, -1),

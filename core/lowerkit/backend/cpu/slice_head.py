@@ -45,11 +45,12 @@ def head_length(steps: Iterable[HeadStep], min_pixels: int = HEAD_MIN_PIXELS,
     (0 if none is) — one that reads or writes a map ``[N, C, H, W]`` of at least ``min_pixels``
     pixels, or whose maps all have at least ``mid_pixels`` and hold :data:`MAP_WEIGHT_RATIO`
     times its weights' values (not a strided layer into a smaller map: ResNet-18's 1x1
-    downsample from 28x28 to 14x14 would take the next stage's first layers into the head). ``steps`` gives, per step in run order, ``(maps, weights)``: the
-    shapes of the maps it reads and writes and its weights' values — a backend passes those
-    of its convolutions and poolings, and no maps for other steps, whose 4-d values may be
-    laid out otherwise (ConvNeXt's channels-last [N, H, W, C] blocks). A dimension that is not
-    an int (a symbolic size) counts as small."""
+    downsample from 28x28 to 14x14 would take the next stage's first layers into the head).
+    ``steps`` gives, per step in run order, ``(maps, weights)``: the shapes of the maps it
+    reads and writes and its weights' values — a backend passes those of its convolutions and
+    poolings, and no maps for other steps, whose 4-d values may be laid out otherwise
+    (ConvNeXt's channels-last [N, H, W, C] blocks). A dimension that is not an int (a
+    symbolic size) counts as small."""
     last = 0
     for i, (maps, weights) in enumerate(steps):
         if _large(maps, weights, min_pixels, mid_pixels):
