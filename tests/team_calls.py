@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 TEAM_KERNELS = ("gemm_bias_activation", "fc_bias_activation", "conv_tiles", "im2col", "depthwise3x3_same",
-                "depthwise3x3_s2", "depthwise_blocked", "depthwise_channels_last", "conv2d_grouped",
+                "depthwise3x3_s2", "depthwise_blocked", "depthwise_rows", "depthwise_channels_last", "conv2d_grouped",
                 "winograd_input", "winograd_products_output", "winograd_panels_output", "max_pool3x3", "attention",
                 "packed_attention",
                 "layer_norm")
@@ -32,6 +32,16 @@ def team_on_small_layers(monkeypatch, tiled_pixels: int | None = None) -> None:
         monkeypatch.setattr(team_layers, name, 0)
     if tiled_pixels is not None:
         monkeypatch.setattr(team_layers, "TILED_PIXELS", tiled_pixels)
+
+
+def rows_kernel(monkeypatch, on: bool) -> set[str]:
+    """Whether stride-1 depthwise layers take ``depthwise_rows`` (``jit.select.rows_wanted``, the
+    CPU's choice, set either way: a test then covers both kernels on every machine); returns the
+    team kernels such layers run: ``{"depthwise_rows"}``, or the flat and the blocked ones."""
+    from lowerkit.backend.cpu.jit import select
+
+    monkeypatch.setattr(select, "rows_wanted", lambda: on)
+    return {"depthwise_rows"} if on else {"depthwise3x3_same", "depthwise_blocked"}
 
 
 def record_team_calls(monkeypatch) -> list[str]:

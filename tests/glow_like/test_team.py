@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 from tests.glow_like.helpers import assert_close, f32, module_of, peak_call_bytes
-from tests.team_calls import from_threads, record_team_calls, team_on_small_layers
+from tests.team_calls import from_threads, record_team_calls, rows_kernel, team_on_small_layers
 
 from lowerkit.ir import Graph, TensorType
 from lowerkit.opset import get_schema
@@ -177,7 +177,9 @@ def test_a_forked_child_runs_the_serial_forms():
     assert status == b"\x00" and os.waitstatus_to_exitcode(exit_status) == 0
 
 
-def test_every_team_kernel_family_runs_in_the_mobile_block(monkeypatch):
+@pytest.mark.parametrize("rows", [False, True], ids=["flat-blocked", "rows"])
+def test_every_team_kernel_family_runs_in_the_mobile_block(monkeypatch, rows):
+    stride_one = rows_kernel(monkeypatch, rows)
     ran = record_team_calls(monkeypatch)
     module = mobile_block(hw=32)  # 32x32 planes: the 3x3 depthwise layers run flat and on phases
     x = _input(hw=32)
@@ -185,8 +187,7 @@ def test_every_team_kernel_family_runs_in_the_mobile_block(monkeypatch):
     (got,) = handle.run([x])
     assert_close([got], [module.run("forward", x)], rtol=1e-4)
     # team_gated_gemm: the squeeze-excitation gate folded into the projection (glow.gated_conv2d)
-    assert {"team_gated_gemm", "im2col", "depthwise3x3_same", "depthwise3x3_s2",
-            "depthwise_blocked"} <= set(ran), ran
+    assert {"team_gated_gemm", "im2col", "depthwise3x3_s2"} | stride_one <= set(ran), ran
     assert "fc_bias_activation" not in ran  # the head has one row: a matrix-vector product, on numpy
 
 

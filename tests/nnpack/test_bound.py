@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.nnpack.test_team import _add, _param_maker, _plan, gated_projection, mobile_net, numbered_module
-from tests.team_calls import record_team_calls, team_on_small_layers
+from tests.team_calls import record_team_calls, rows_kernel, team_on_small_layers
 
 import lowerkit as lk
 from lowerkit.ir import Graph, Module, TensorType
@@ -44,15 +44,16 @@ def _bound_entries(plan) -> list[tuple]:
     return list(plan._local.spares.bound.values())
 
 
-def test_a_serial_plan_binds_its_steps_and_computes_the_same_bits(rng):
+@pytest.mark.parametrize("rows", [False, True], ids=["flat-blocked", "rows"])
+def test_a_serial_plan_binds_its_steps_and_computes_the_same_bits(rng, monkeypatch, rows):
+    stride_one = {f"depthwise ({name})" for name in rows_kernel(monkeypatch, rows)}
     module = _serial_net()
     x = rng.standard_normal((1, 8, 32, 32)).astype(np.float32)
     lowered = lk.to_backend(module, ["nnpack"], {"forward": {"nnpack": {"threads": 1}}})
     plan = _plan(lowered.regions["forward_region0"])
     assert plan.team is None
     algorithms = set(plan.algorithms.values())
-    assert {"depthwise (depthwise3x3_same)", "depthwise (depthwise3x3_s2)", "depthwise (depthwise_blocked)",
-            "pooled_pointwise"} <= algorithms, algorithms
+    assert {"depthwise (depthwise3x3_s2)", "pooled_pointwise"} | stride_one <= algorithms, algorithms
     first = np.asarray(lowered(x))  # recorded: every step through run_into
     np.testing.assert_allclose(first, module(x), rtol=1e-4, atol=1e-5)
     for _ in range(4):
@@ -188,8 +189,10 @@ def test_steps_never_hold_the_callers_arrays(rng):
         np.testing.assert_allclose(got, module(x), rtol=1e-4, atol=1e-5)
 
 
-def test_a_team_plan_binds_its_steps_and_follows_the_guard(monkeypatch):
+@pytest.mark.parametrize("rows", [False, True], ids=["flat-blocked", "rows"])
+def test_a_team_plan_binds_its_steps_and_follows_the_guard(monkeypatch, rows):
     team_on_small_layers(monkeypatch, tiled_pixels=256)
+    stride_one = rows_kernel(monkeypatch, rows)
     from lowerkit.backend.cpu import panels
     from lowerkit_nnpack import selection
 
@@ -210,8 +213,7 @@ def test_a_team_plan_binds_its_steps_and_follows_the_guard(monkeypatch):
     assert len(entries) == 7 and all(entry.call is not None for entry in entries), [e.call for e in entries]
     ran.clear()
     np.testing.assert_array_equal(np.asarray(lowered(x)), first)
-    assert {"team_gemm", "depthwise3x3_same", "depthwise_blocked", "winograd_input",
-            "winograd_products_output", "im2col"} <= set(ran), ran
+    assert {"team_gemm", "winograd_input", "winograd_products_output", "im2col"} | stride_one <= set(ran), ran
     ran.clear()
     guard = plan.team.guard
     guard.on, guard._serial_left = False, 5

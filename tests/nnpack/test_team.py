@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.team_calls import record_team_calls, team_on_small_layers
+from tests.team_calls import record_team_calls, rows_kernel, team_on_small_layers
 
 import lowerkit as lk
 from lowerkit.ir import Graph, GraphMethod, Module, TensorType
@@ -90,9 +90,11 @@ def _plan(lowered):
     return plan
 
 
-def test_a_one_image_plan_runs_team_regions_and_matches_the_reference(monkeypatch):
+@pytest.mark.parametrize("rows", [False, True], ids=["flat-blocked", "rows"])
+def test_a_one_image_plan_runs_team_regions_and_matches_the_reference(monkeypatch, rows):
     from lowerkit_nnpack import selection
 
+    stride_one = rows_kernel(monkeypatch, rows)
     monkeypatch.setattr(selection, "TEAM_WINOGRAD_MIN_TILES", 16)  # the 20x20 layer's 25 tiles take wt6x6
     monkeypatch.setattr(selection, "WINOGRAD_MIN_INPUTS", 1)  # and its few channels
     module = mobile_net()
@@ -104,8 +106,8 @@ def test_a_one_image_plan_runs_team_regions_and_matches_the_reference(monkeypatc
     expected = module(x)
     got = lowered(x)
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
-    assert {"team_gemm", "conv_tiles", "im2col", "team_fc", "depthwise3x3_same",
-            "depthwise_blocked", "winograd_input", "winograd_products_output"} <= set(ran), ran
+    assert {"team_gemm", "conv_tiles", "im2col", "team_fc", "winograd_input",
+            "winograd_products_output"} | stride_one <= set(ran), ran
     assert "wt6x6" in plan.algorithms.values()
     serial = lk.to_backend(module, "nnpack", {"forward": {"threads": 1}})
     assert _plan(serial).team is None

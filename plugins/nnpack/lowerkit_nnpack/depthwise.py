@@ -85,13 +85,14 @@ class DepthwiseConv2d:
         self.weight_t = None if self.weight is None else self._channels_last(self.weight)
         self.bias = np.empty(0, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
         self.ws = workspace if workspace is not None else Workspace()
-        self.table, self.scratch_floats = None, 0  # depthwise_blocked's pixel table, its floats per worker
+        # depthwise_blocked's pixel table, its (or depthwise_rows's) scratch floats per worker
+        self.table, self.scratch_floats = None, 0
         self.blocks = None  # depthwise_blocked's weights and bias in its blocks' layout (the layer's own)
-        if self.algorithm == "depthwise_blocked":
+        if self.algorithm in ("depthwise_blocked", "depthwise_rows"):
             self.table, (_, self.scratch_floats) = team_layers.depthwise_scratch(
                 self.algorithm, geom.in_hw, geom.out_hw, geom.kernel[0], geom.stride[0], geom.padding, 1)
-            if self.weight is not None:
-                self.blocks = blocked_weights(self.weight, self.bias)
+        if self.algorithm == "depthwise_blocked" and self.weight is not None:
+            self.blocks = blocked_weights(self.weight, self.bias)
         # With several workers, a call of at least team_layers.MIN_DEPTHWISE_MACS runs as one
         # team region (bands of planes; lowerkit.backend.cpu.make_team) where team kernels run
         # here: a pool hand-off costs ~0.1 ms on a 2-core VM, a region ~3.5 us, so small layers
@@ -172,6 +173,9 @@ class DepthwiseConv2d:
             blocks = NO_BLOCKS if self.blocks is None else self.blocks
             call = partial(k.depthwise_blocked, x, w, b, blocks, self.table, buffers[0], out, means, sh, pt, pl,
                            code, p0, p1, 0, n * c)
+        elif self.algorithm == "depthwise_rows":
+            buffers = self.ws.get("dw_rows", (1, self.scratch_floats))
+            call = partial(k.depthwise_rows, x, w, b, buffers[0], out, means, pt, pl, code, p0, p1, 0, n * c)
         else:
             return None
         return with_residual(call, out, residual, self.activation)
@@ -253,6 +257,14 @@ class DepthwiseConv2d:
                                         cuts[j], cuts[j + 1])
 
                 run_parallel(workers, blocked_band, range(workers))
+        elif self.algorithm == "depthwise_rows":
+            buffers = self.ws.get("dw_rows", (workers, self.scratch_floats))  # a row per worker
+            cuts = team_layers.plane_cuts(n * c, c, workers)
+
+            def rows_band(j: int) -> None:
+                k.depthwise_rows(x, w, b, buffers[j], out, kernel_means, pt, pl, code, p0, p1, cuts[j], cuts[j + 1])
+
+            run_parallel(workers, rows_band, range(workers))
         else:
             run_parallel(workers, lambda s: k.conv2d_grouped(x, w, b, out, sh, sw, pt, pl, dh, dw, c, code, p0, p1,
                                                              s.start, s.stop), split(n * c, workers))

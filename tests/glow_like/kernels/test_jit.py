@@ -129,8 +129,11 @@ def test_grouped_conv_matches_reference(case, threads, monkeypatch):
         assert_close(got, expected)
 
 
-def test_grouped_algorithm_by_shape():
+def test_grouped_algorithm_by_shape(monkeypatch):
+    from lowerkit.backend.cpu.jit import select
     from lowerkit_glow_like.kernels.grouped import grouped_algorithm
+
+    monkeypatch.setattr(select, "rows_wanted", lambda: False)  # the CPUs without 16-float vectors
 
     dw = {"padding": (1, 1, 1, 1), "groups": 32}
     assert grouped_algorithm((1, 32, 112, 112), (32, 1, 3, 3), (1, 32, 112, 112), dw) == "depthwise3x3_same"
@@ -154,6 +157,16 @@ def test_grouped_algorithm_by_shape():
     assert grouped_algorithm((1, 32, 96, 96), (32, 1, 3, 3), (1, 32, 96, 96), {**dw, "dilation": (2, 2)}) == "grouped"
     assert grouped_algorithm((1, 512, 8, 8), (512, 128, 3, 3), (1, 512, 8, 8), {"groups": 4}) is None
     assert grouped_algorithm((1, 8, 8, 8), (8, 8, 3, 3), (1, 8, 8, 8), {}) is None
+    # where vectors hold 16 floats: stride 1, 3x3 to 7x7, outputs at least 12 wide, any padding
+    monkeypatch.setattr(select, "rows_wanted", lambda: True)
+    assert grouped_algorithm((1, 32, 112, 112), (32, 1, 3, 3), (1, 32, 112, 112), dw) == "depthwise_rows"
+    assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 14, 14), dw) == "depthwise_rows"
+    assert grouped_algorithm((1, 32, 12, 12), (32, 1, 3, 3), (1, 32, 10, 10), {"groups": 32}) == "depthwise_blocked"
+    assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 12, 12), {"groups": 32}) == "depthwise_rows"
+    assert grouped_algorithm((1, 32, 56, 56), (32, 1, 7, 7), (1, 32, 56, 56), seven) == "depthwise_rows"
+    assert grouped_algorithm((1, 32, 7, 7), (32, 1, 5, 5), (1, 32, 7, 7), five) == "depthwise_blocked"
+    assert grouped_algorithm((1, 32, 112, 112), (32, 1, 3, 3), (1, 32, 56, 56), s2) == "depthwise3x3_s2"
+    assert grouped_algorithm((1, 32, 96, 96), (32, 1, 3, 3), (1, 32, 96, 96), {**dw, "dilation": (2, 2)}) == "grouped"
 
 
 def test_eight_threads_share_one_handle():

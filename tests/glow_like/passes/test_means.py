@@ -46,17 +46,22 @@ def _squeeze_excite(n, c, hw, kernel, stride, *, dilation=1, act="silu", pooled_
     return module_of(g, params)
 
 
-# (channels, input side, kernel, stride) -> the depthwise kernel each one takes
+# (channels, input side, kernel, stride) -> the depthwise kernel each one takes (the rows kernel
+# chosen for the last only: set either way whatever this CPU would choose)
 CASES = {
     "depthwise3x3_same": (16, 20, 3, 1),
     "depthwise3x3_s2": (16, 32, 3, 2),
     "depthwise_blocked": (20, 14, 5, 1),  # 20 channels: a partial last block of 8
+    "depthwise_rows": (20, 14, 5, 1),
 }
 
 
 @pytest.mark.parametrize("algorithm", list(CASES))
 @pytest.mark.parametrize("batch, threads", [(1, 1), (1, 2), (3, 2)])
-def test_fused_means_match_the_reference(algorithm, batch, threads):
+def test_fused_means_match_the_reference(monkeypatch, algorithm, batch, threads):
+    from lowerkit.backend.cpu.jit import select
+
+    monkeypatch.setattr(select, "rows_wanted", lambda: algorithm == "depthwise_rows")
     c, hw, k, s = CASES[algorithm]
     module, x = _squeeze_excite(batch, c, hw, k, s, pooled_out=True), rand(batch, c, hw, hw, seed=6)
     program = compile_method(module, "forward", Options(threads=threads))

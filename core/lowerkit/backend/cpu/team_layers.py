@@ -111,7 +111,7 @@ def winograd_tiles(c: int, oc: int, usual: int) -> int:
     return usual
 
 
-DEPTHWISE_ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_blocked")
+DEPTHWISE_ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_blocked", "depthwise_rows")
 
 
 @dataclass(frozen=True)
@@ -250,7 +250,8 @@ class DenseTeamForm:
 def depthwise_scratch(algorithm: str, in_hw, out_hw, kernel: int, stride: int, padding,
                       ways: int) -> tuple[np.ndarray | None, tuple | None]:
     """What :func:`run_depthwise` needs besides the layer: the blocked kernel's pixel table (or
-    None) and the shape of the per-thread scratch (or None)."""
+    None) and the shape of the per-thread scratch (or None; ``depthwise_rows``: its zero row
+    and masks)."""
     if algorithm == "depthwise3x3_s2":
         return None, (ways, 4 * out_hw[0] * out_hw[1])
     if algorithm == "depthwise_blocked":
@@ -258,6 +259,10 @@ def depthwise_scratch(algorithm: str, in_hw, out_hw, kernel: int, stride: int, p
 
         geometry = (tuple(in_hw), tuple(out_hw), kernel, stride, tuple(padding)[:2])
         return blocked_table(*geometry), (ways, blocked_scratch(*geometry))
+    if algorithm == "depthwise_rows":
+        from .jit.dwrows import rows_scratch
+
+        return None, (ways, rows_scratch(in_hw, out_hw, kernel))
     return None, None
 
 
@@ -296,6 +301,8 @@ def bind_depthwise(team: Team, algorithm: str, x: np.ndarray, w: np.ndarray, bia
     if algorithm == "depthwise_blocked":
         return partial(kernels.depthwise_blocked, x, w, bias, NO_BLOCKS if blocks is None else blocks, table, scratch,
                        out, means, stride, pt, pl, *act, ways)
+    if algorithm == "depthwise_rows":
+        return partial(kernels.depthwise_rows, x, w, bias, scratch, out, means, pt, pl, *act, ways)
     raise ValueError(f"no team form for depthwise algorithm {algorithm!r}; expected one of {DEPTHWISE_ALGORITHMS}")
 
 

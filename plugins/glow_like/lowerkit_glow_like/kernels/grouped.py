@@ -1,9 +1,11 @@
 """Grouped and depthwise convolution on the compiled kernels of ``lowerkit.backend.cpu.jit``.
 
-im2col + GEMM loses on these: a depthwise layer is one tiny GEMM per channel. Five
+im2col + GEMM loses on these: a depthwise layer is one tiny GEMM per channel. Six
 compiled kernels instead, chosen by shape (:func:`grouped_algorithm`,
 ``lowerkit.backend.cpu.jit.select``):
 
+- ``depthwise_rows`` — depthwise 3x3, 5x5 or 7x7, stride 1, outputs at least 12 wide, where
+  vectors hold 16 floats: straight on each plane's rows, masked vectors;
 - ``depthwise3x3_same`` — depthwise 3x3, stride 1, padding 1, on planes above 14x14: flat
   passes over each plane;
 - ``depthwise3x3_s2`` — depthwise 3x3, stride 2, on the four phases of each plane (outputs
@@ -40,7 +42,8 @@ from ._base import kernel, scratch_array
 
 DIRECT_MAX_TAPS = 64
 PARALLEL_MIN_MACS = 1_500_000  # smaller layers run on the calling thread (team mode: team_layers.MIN_DEPTHWISE_MACS)
-ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_blocked", "depthwise_cl", "grouped")
+ALGORITHMS = ("depthwise_rows", "depthwise3x3_same", "depthwise3x3_s2", "depthwise_blocked", "depthwise_cl",
+              "grouped")
 
 
 def _geometry(attrs):
@@ -143,6 +146,12 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
             def band(j: int) -> None:
                 kernels.depthwise_blocked(x, w, bias, blocks, table, buffers[j], out, means, sh, pt, pl, code, p0, p1,
                                           cut[j], cut[j + 1])
+        elif algorithm == "depthwise_rows":
+            _, shape = team_layers.depthwise_scratch(algorithm, x.shape[2:], out.shape[2:], kh, sh, (pt, pl), ways)
+            buffers = np.empty(shape, np.float32)
+
+            def band(j: int) -> None:
+                kernels.depthwise_rows(x, w, bias, buffers[j], out, means, pt, pl, code, p0, p1, cut[j], cut[j + 1])
         else:
             def band(j: int) -> None:
                 kernels.conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1,

@@ -84,7 +84,7 @@ NO_MEANS = np.empty(0, np.float32)
 # The kernels that take ``means`` (each output plane's mean, written while the plane is in
 # cache): a global average pool of their output can be part of the layer (glow_like's
 # ``fuse_plane_means``, nnpack's plans).
-MEAN_ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_blocked")
+MEAN_ALGORITHMS = ("depthwise3x3_same", "depthwise3x3_s2", "depthwise_blocked", "depthwise_rows")
 MEANS_ENV = "LOWERKIT_PLANE_MEANS"  # "0" (read when a program or plan is built): keep the pools apart
 
 

@@ -2,6 +2,24 @@
 
 from __future__ import annotations
 
+from .vectors import host_full_width
+
+# Depthwise 3x3, 5x5 and 7x7 at stride 1, undilated, on outputs at least this wide, where vectors
+# hold 16 floats: straight on the NCHW rows (``depthwise_rows``, ``dwrows``; its docstring has
+# the figures). Narrower, the blocked kernel stays ahead: one thread, four images, µs, blocked vs
+# rows (Intel Xeon VM): 3x3 512x8x8 51 vs 87, 512x10x10 103 vs 97, 384x12x12 101 vs 79; 5x5
+# 512x10x10 194 vs 185, 384x12x12 197 vs 155; 7x7 256x12x12 199 vs 198.
+ROWS_KERNELS = (3, 5, 7)
+ROWS_MIN_WIDTH = 12
+
+
+def rows_wanted() -> bool:
+    """Whether ``depthwise_rows`` takes the layers it fits: where the CPU runs 16-float vectors at
+    full width (elsewhere unmeasured: 8-float masked stores, ``vmaskmovps``, are slow on AMD's
+    cores)."""
+    return host_full_width()
+
+
 # Depthwise 3x3, 5x5 and 7x7, stride 1 or 2, undilated, run on channels-last blocks of 8
 # planes (``depthwise_blocked``, ``dwblock``), except the 3x3 layers on planes of more than
 # this many output pixels (14x14), where the flat NCHW kernels below win. One thread, batch
@@ -34,12 +52,15 @@ S2_MAX_PIXELS = 128 * 128
 
 
 def depthwise_algorithm(out_hw, kernel, stride, dilation, padding=None, in_hw=None) -> str:
-    """``depthwise3x3_same``, ``depthwise3x3_s2``, ``depthwise_blocked``, ``depthwise_cl`` or
-    ``grouped`` (the generic direct kernel) for a depthwise convolution (one input channel per
-    output channel); ``padding`` (top, left, bottom, right) and ``in_hw``, when given, admit the
-    first three."""
+    """``depthwise_rows``, ``depthwise3x3_same``, ``depthwise3x3_s2``, ``depthwise_blocked``,
+    ``depthwise_cl`` or ``grouped`` (the generic direct kernel) for a depthwise convolution (one
+    input channel per output channel); ``padding`` (top, left, bottom, right) and ``in_hw``, when
+    given, admit the first four."""
     pixels = out_hw[0] * out_hw[1]
     square = kernel[0] == kernel[1]
+    if (padding is not None and square and kernel[0] in ROWS_KERNELS and tuple(stride) == (1, 1)
+            and tuple(dilation) == (1, 1) and min(padding) >= 0 and out_hw[1] >= ROWS_MIN_WIDTH and rows_wanted()):
+        return "depthwise_rows"
     blocked = (padding is not None and square and kernel[0] in (3, 5, 7) and tuple(dilation) == (1, 1)
                and stride[0] == stride[1] and stride[0] in (1, 2) and min(padding[:2]) >= 0)
     if blocked and (kernel[0] != 3 or pixels <= BLOCKED_3X3_MAX_PIXELS):

@@ -9,7 +9,7 @@ GEMM bands equal BLAS's result on those rows or columns).
 - :func:`gemm_bias_activation` — ``out = act(w @ x + bias)``: each thread multiplies a band
   of output rows with :func:`.cblas.sgemm` (MKL's or numpy's ``cblas_sgemm``; BLAS must be at one
   thread) and runs the epilogue on its band while it is in that core's cache;
-- :func:`depthwise3x3_same`, :func:`depthwise3x3_s2`, :func:`depthwise_blocked`,
+- :func:`depthwise3x3_same`, :func:`depthwise3x3_s2`, :func:`depthwise_blocked`, :func:`depthwise_rows`,
   :func:`conv2d_grouped`, :func:`depthwise_channels_last` — bands of planes (or channels);
 - :func:`im2col` — one image's columns in bands of channels (of output rows for fewer channels than ways);
 - :func:`conv_tiles` — a convolution as implicit GEMM: bands of output rows, im2col and GEMM
@@ -110,6 +110,16 @@ def depthwise_blocked(x, w, bias, blocks, table, scratch, out, means, stride, pt
             first, last = first * 8, last * 8
         conv.depthwise_blocked(x, w, bias, blocks, table, scratch[j], out, means, stride, pt, pl, code, p0, p1, first,
                                last)
+
+
+@njit(types.void(ro(4), ro(4), ro(1), rw(2), rw(4), rw(1), i8, i8, i8, f8, f8, i8), **_FLAGS)
+def depthwise_rows(x, w, bias, scratch, out, means, pt, pl, code, p0, p1, ways):
+    """:func:`.dwrows.depthwise_rows` on ``ways`` bands of planes; ``scratch`` [ways, floats]
+    holds each thread's zero row and masks."""
+    planes = out.shape[0] * out.shape[1]
+    for j in prange(ways):
+        first, last = _band(planes, j, ways)
+        conv.depthwise_rows(x, w, bias, scratch[j], out, means, pt, pl, code, p0, p1, first, last)
 
 
 @njit(types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8), **_FLAGS)

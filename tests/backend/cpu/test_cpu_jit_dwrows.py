@@ -1,0 +1,134 @@
+"""The rows depthwise kernel (lowerkit.backend.cpu.jit.dwrows) against a float64 direct
+convolution: 3x3, 5x5 and 7x7 kernels at stride 1, symmetric, uneven, zero and wide padding,
+rows narrower than a vector, of exactly one, and across two or three; heights below, at and
+past a group of rows; batches of 2, bands, bias or none, the activations in registers and one
+applied after each plane (GELU); the planes' means; planes outside the band not written; the
+same bits as the blocked kernel; eight threads at once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from tests.backend.cpu.test_cpu_jit_dwblock import _direct  # noqa: E402
+
+from lowerkit.backend.cpu import jit  # noqa: E402
+from lowerkit.backend.cpu.jit.depthwise import NO_MEANS  # noqa: E402
+
+# (batch, channels, height, width, kernel, padding top/left/bottom/right)
+CASES = [
+    (1, 16, 14, 14, 3, (1, 1, 1, 1)),  # one vector a row on 16 lanes, two groups of 7 rows
+    (2, 13, 28, 28, 3, (1, 1, 1, 1)),  # two vectors a row, the second partial
+    (1, 9, 14, 14, 5, (2, 2, 2, 2)),
+    (1, 5, 17, 33, 5, (2, 2, 2, 2)),  # 33 wide: a vector of one column at the end; 17 = 2 x 7 + 3 rows
+    (1, 6, 20, 16, 7, (3, 3, 3, 3)),  # exactly one vector a row; 20 = 2 x 8 + 4 rows
+    (2, 4, 5, 12, 3, (1, 1, 1, 1)),  # fewer rows than a group
+    (1, 3, 9, 40, 7, (3, 2, 1, 4)),  # uneven padding (ONNX models carry it)
+    (1, 7, 12, 14, 3, (0, 0, 0, 0)),  # no padding: 10 x 12 outputs
+    (1, 3, 6, 12, 3, (2, 2, 2, 2)),  # padding wider than the window reaches: output grows
+    (1, 8, 1, 20, 5, (2, 2, 2, 2)),  # a single row, above and below it zero rows
+    (1, 4, 15, 5, 3, (1, 1, 1, 1)),  # rows narrower than 8 lanes
+]
+ACTS = [("none", {}), ("relu", {}), ("silu", {}), ("clip", {"act_min": -0.5, "act_max": 0.5}),
+        ("hardswish", {}), ("gelu", {})]
+_ACT_FN = {"none": lambda v: v, "relu": lambda v: np.maximum(v, 0), "silu": lambda v: v / (1 + np.exp(-v)),
+           "clip": lambda v: np.clip(v, -0.5, 0.5), "hardswish": lambda v: v * np.clip(v + 3, 0, 6) / 6,
+           "gelu": lambda v: 0.5 * v * (1 + _erf(v / np.sqrt(2)))}
+
+
+def _erf(v):
+    from math import erf
+
+    return np.vectorize(erf)(v)
+
+
+def _run(case, first=None, last=None):
+    from lowerkit.backend.cpu.jit.dwrows import rows_scratch
+
+    n, c, h, wd, k, padding = CASES[case]
+    rng = np.random.default_rng(case)
+    x = rng.standard_normal((n, c, h, wd)).astype(np.float32)
+    w = rng.standard_normal((c, 1, k, k)).astype(np.float32)
+    bias = rng.standard_normal(c).astype(np.float32) if case % 2 == 0 else np.empty(0, np.float32)
+    name, extra = ACTS[case % len(ACTS)]
+    code, p0, p1 = jit.activation_code({"act": name, **extra})
+    expected = _ACT_FN[name](_direct(x, w, bias, 1, padding))
+    planes = n * c
+    first, last = (0, planes) if first is None else (first, last)
+    got = np.full(expected.shape, np.nan, np.float32)
+    means = np.full(planes, np.nan, np.float32)
+    scratch = np.full(rows_scratch((h, wd), expected.shape[2:], k), np.nan, np.float32)  # the kernel zeroes its row
+    jit.load("conv").depthwise_rows(x, w, bias, scratch, got, means, padding[0], padding[1], code, p0, p1, first, last)
+    return (x, w, bias, code, p0, p1), got, means, expected
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_rows_depthwise_matches_direct_convolution(case):
+    n, c = CASES[case][:2]
+    planes = n * c
+    for first, last in [(0, planes), (min(3, planes - 1), max(planes - 2, min(3, planes - 1) + 1))]:
+        _, got, means, expected = _run(case, first, last)
+        flat, ref = got.reshape(planes, -1), expected.reshape(planes, -1)
+        np.testing.assert_allclose(flat[first:last], ref[first:last], rtol=0, atol=2e-5 * max(1.0, np.abs(ref).max()))
+        assert np.isnan(flat[:first]).all() and np.isnan(flat[last:]).all()  # nothing outside the band
+        np.testing.assert_allclose(means[first:last], flat[first:last].mean(axis=1), rtol=1e-5, atol=1e-6)
+        assert np.isnan(means[:first]).all() and np.isnan(means[last:]).all()
+
+
+@pytest.mark.parametrize("case", [0, 1, 2, 4, 6])
+def test_rows_depthwise_gives_the_blocked_kernels_bits(case):
+    """Each output adds its taps to the bias in the blocked kernel's order."""
+    from lowerkit.backend.cpu.jit.depthwise import blocked_weights
+    from lowerkit.backend.cpu.jit.dwblock import blocked_scratch, blocked_table
+
+    (x, w, bias, code, p0, p1), got, _, expected = _run(case)
+    n, c, h, wd, k, padding = CASES[case]
+    geometry = ((h, wd), expected.shape[2:], k, 1, padding[:2])
+    blocked = np.empty_like(got)
+    jit.load("conv").depthwise_blocked(x, w, bias, blocked_weights(w, bias), blocked_table(*geometry),
+                                       np.empty(blocked_scratch(*geometry), np.float32), blocked, NO_MEANS, 1,
+                                       padding[0], padding[1], code, p0, p1, 0, n * c)
+    np.testing.assert_array_equal(got, blocked)
+
+
+def test_rows_depthwise_on_a_team_gives_the_serial_bits():
+    from tests.team_calls import skip_without_team
+
+    from lowerkit.backend.cpu import make_team
+    from lowerkit.backend.cpu.jit.dwrows import rows_scratch
+
+    skip_without_team()
+    (x, w, bias, code, p0, p1), serial, means, _ = _run(1)
+    team = make_team(2)
+    got, got_means = np.empty_like(serial), np.empty_like(means)
+    scratch = np.empty((2, rows_scratch(x.shape[2:], serial.shape[2:], w.shape[2])), np.float32)
+    team.kernels().depthwise_rows(x, w, bias, scratch, got, got_means, 1, 1, code, p0, p1, 2)
+    np.testing.assert_array_equal(got, serial)
+    np.testing.assert_array_equal(got_means, means)
+
+
+def test_rows_depthwise_from_eight_threads():
+    """One scratch per thread; shared weights and input: calls on 8 threads at once agree."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lowerkit.backend.cpu.jit.dwrows import rows_scratch
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 40, 28, 28)).astype(np.float32)
+    w = rng.standard_normal((40, 1, 5, 5)).astype(np.float32)
+    bias = np.empty(0, np.float32)
+    conv = jit.load("conv")
+
+    def run(_):
+        out = np.empty((1, 40, 28, 28), np.float32)
+        conv.depthwise_rows(x, w, bias, np.empty(rows_scratch((28, 28), (28, 28), 5), np.float32), out, NO_MEANS,
+                            2, 2, 0, 0.0, 0.0, 0, 40)
+        return out
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(run, range(32)))
+    expected = _direct(x, w, bias, 1, (2, 2, 2, 2))
+    for got in results:
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4)
