@@ -34,14 +34,17 @@ def team_on_small_layers(monkeypatch, tiled_pixels: int | None = None) -> None:
         monkeypatch.setattr(team_layers, "TILED_PIXELS", tiled_pixels)
 
 
-def rows_kernel(monkeypatch, on: bool) -> set[str]:
-    """Whether stride-1 depthwise layers take ``depthwise_rows`` (``jit.select.rows_wanted``, the
-    CPU's choice, set either way: a test then covers both kernels on every machine); returns the
-    team kernels such layers run: ``{"depthwise_rows"}``, or the flat and the blocked ones."""
+def rows_kernel(monkeypatch, on: bool, strided: bool = False) -> set[str]:
+    """Whether depthwise layers at stride 1 (and 3x3 ones at stride 2) take ``depthwise_rows``
+    (``jit.select.rows_wanted``, the CPU's choice, set either way: a test then covers both
+    kernels on every machine); returns the kernels such layers run: ``{"depthwise_rows"}``, or
+    the flat and the blocked ones (and, ``strided``, the polyphase one)."""
     from lowerkit.backend.cpu.jit import select
 
     monkeypatch.setattr(select, "rows_wanted", lambda: on)
-    return {"depthwise_rows"} if on else {"depthwise3x3_same", "depthwise_blocked"}
+    if on:
+        return {"depthwise_rows"}
+    return {"depthwise3x3_same", "depthwise_blocked"} | ({"depthwise3x3_s2"} if strided else set())
 
 
 def record_team_calls(monkeypatch) -> list[str]:

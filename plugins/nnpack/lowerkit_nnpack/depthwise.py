@@ -175,7 +175,7 @@ class DepthwiseConv2d:
                            code, p0, p1, 0, n * c)
         elif self.algorithm == "depthwise_rows":
             buffers = self.ws.get("dw_rows", (1, self.scratch_floats))
-            call = partial(k.depthwise_rows, x, w, b, buffers[0], out, means, pt, pl, code, p0, p1, 0, n * c)
+            call = partial(k.depthwise_rows, x, w, b, buffers[0], out, means, sh, pt, pl, code, p0, p1, 0, n * c)
         else:
             return None
         return with_residual(call, out, residual, self.activation)
@@ -262,7 +262,8 @@ class DepthwiseConv2d:
             cuts = team_layers.plane_cuts(n * c, c, workers)
 
             def rows_band(j: int) -> None:
-                k.depthwise_rows(x, w, b, buffers[j], out, kernel_means, pt, pl, code, p0, p1, cuts[j], cuts[j + 1])
+                k.depthwise_rows(x, w, b, buffers[j], out, kernel_means, sh, pt, pl, code, p0, p1, cuts[j],
+                                 cuts[j + 1])
 
             run_parallel(workers, rows_band, range(workers))
         else:

@@ -1,5 +1,5 @@
 """The rows depthwise kernel (lowerkit.backend.cpu.jit.dwrows) against a float64 direct
-convolution: 3x3, 5x5 and 7x7 kernels at stride 1, symmetric, uneven, zero and wide padding,
+convolution: 3x3, 5x5 and 7x7 kernels at strides 1 and 2, symmetric, uneven, zero and wide padding,
 rows narrower than a vector, of exactly one, and across two or three; heights below, at and
 past a group of rows; batches of 2, bands, bias or none, the activations in registers and one
 applied after each plane (GELU); the planes' means; planes outside the band not written; the
@@ -17,19 +17,24 @@ from tests.backend.cpu.test_cpu_jit_dwblock import _direct  # noqa: E402
 from lowerkit.backend.cpu import jit  # noqa: E402
 from lowerkit.backend.cpu.jit.depthwise import NO_MEANS  # noqa: E402
 
-# (batch, channels, height, width, kernel, padding top/left/bottom/right)
+# (batch, channels, height, width, kernel, stride, padding top/left/bottom/right)
 CASES = [
-    (1, 16, 14, 14, 3, (1, 1, 1, 1)),  # one vector a row on 16 lanes, two groups of 7 rows
-    (2, 13, 28, 28, 3, (1, 1, 1, 1)),  # two vectors a row, the second partial
-    (1, 9, 14, 14, 5, (2, 2, 2, 2)),
-    (1, 5, 17, 33, 5, (2, 2, 2, 2)),  # 33 wide: a vector of one column at the end; 17 = 2 x 7 + 3 rows
-    (1, 6, 20, 16, 7, (3, 3, 3, 3)),  # exactly one vector a row; 20 = 2 x 8 + 4 rows
-    (2, 4, 5, 12, 3, (1, 1, 1, 1)),  # fewer rows than a group
-    (1, 3, 9, 40, 7, (3, 2, 1, 4)),  # uneven padding (ONNX models carry it)
-    (1, 7, 12, 14, 3, (0, 0, 0, 0)),  # no padding: 10 x 12 outputs
-    (1, 3, 6, 12, 3, (2, 2, 2, 2)),  # padding wider than the window reaches: output grows
-    (1, 8, 1, 20, 5, (2, 2, 2, 2)),  # a single row, above and below it zero rows
-    (1, 4, 15, 5, 3, (1, 1, 1, 1)),  # rows narrower than 8 lanes
+    (1, 16, 14, 14, 3, 1, (1, 1, 1, 1)),  # one vector a row on 16 lanes, two groups of 7 rows
+    (2, 13, 28, 28, 3, 1, (1, 1, 1, 1)),  # two vectors a row, the second partial
+    (1, 9, 14, 14, 5, 1, (2, 2, 2, 2)),
+    (1, 5, 17, 33, 5, 1, (2, 2, 2, 2)),  # 33 wide: a vector of one column at the end; 17 = 2 x 7 + 3 rows
+    (1, 6, 20, 16, 7, 1, (3, 3, 3, 3)),  # exactly one vector a row; 20 = 2 x 8 + 4 rows
+    (2, 4, 5, 12, 3, 1, (1, 1, 1, 1)),  # fewer rows than a group
+    (1, 3, 9, 40, 7, 1, (3, 2, 1, 4)),  # uneven padding (ONNX models carry it)
+    (1, 7, 12, 14, 3, 1, (0, 0, 0, 0)),  # no padding: 10 x 12 outputs
+    (1, 3, 6, 12, 3, 1, (2, 2, 2, 2)),  # padding wider than the window reaches: output grows
+    (1, 8, 1, 20, 5, 1, (2, 2, 2, 2)),  # a single row, above and below it zero rows
+    (1, 4, 15, 5, 3, 1, (1, 1, 1, 1)),  # rows narrower than 8 lanes
+    (2, 12, 28, 28, 3, 2, (1, 1, 1, 1)),  # stride 2: 14 x 14 out, one vector a row from two
+    (1, 5, 57, 66, 3, 2, (1, 1, 1, 1)),  # odd height; 33 wide out: three vectors, the last of one column
+    (1, 6, 30, 35, 5, 2, (2, 2, 2, 2)),  # odd width
+    (1, 4, 20, 24, 7, 2, (3, 2, 3, 4)),  # uneven padding at stride 2
+    (2, 3, 16, 16, 3, 2, (0, 0, 1, 1)),  # bottom/right padding only (the TF "same" of an even side)
 ]
 ACTS = [("none", {}), ("relu", {}), ("silu", {}), ("clip", {"act_min": -0.5, "act_max": 0.5}),
         ("hardswish", {}), ("gelu", {})]
@@ -47,20 +52,21 @@ def _erf(v):
 def _run(case, first=None, last=None):
     from lowerkit.backend.cpu.jit.dwrows import rows_scratch
 
-    n, c, h, wd, k, padding = CASES[case]
+    n, c, h, wd, k, stride, padding = CASES[case]
     rng = np.random.default_rng(case)
     x = rng.standard_normal((n, c, h, wd)).astype(np.float32)
     w = rng.standard_normal((c, 1, k, k)).astype(np.float32)
     bias = rng.standard_normal(c).astype(np.float32) if case % 2 == 0 else np.empty(0, np.float32)
     name, extra = ACTS[case % len(ACTS)]
     code, p0, p1 = jit.activation_code({"act": name, **extra})
-    expected = _ACT_FN[name](_direct(x, w, bias, 1, padding))
+    expected = _ACT_FN[name](_direct(x, w, bias, stride, padding))
     planes = n * c
     first, last = (0, planes) if first is None else (first, last)
     got = np.full(expected.shape, np.nan, np.float32)
     means = np.full(planes, np.nan, np.float32)
-    scratch = np.full(rows_scratch((h, wd), expected.shape[2:], k), np.nan, np.float32)  # the kernel zeroes its row
-    jit.load("conv").depthwise_rows(x, w, bias, scratch, got, means, padding[0], padding[1], code, p0, p1, first, last)
+    scratch = np.full(rows_scratch((h, wd), expected.shape[2:], k, stride), np.nan, np.float32)  # zeroed by the kernel
+    jit.load("conv").depthwise_rows(x, w, bias, scratch, got, means, stride, padding[0], padding[1], code, p0, p1,
+                                    first, last)
     return (x, w, bias, code, p0, p1), got, means, expected
 
 
@@ -77,34 +83,36 @@ def test_rows_depthwise_matches_direct_convolution(case):
         assert np.isnan(means[:first]).all() and np.isnan(means[last:]).all()
 
 
-@pytest.mark.parametrize("case", [0, 1, 2, 4, 6])
+@pytest.mark.parametrize("case", [0, 1, 2, 4, 6, 11, 13, 14])
 def test_rows_depthwise_gives_the_blocked_kernels_bits(case):
     """Each output adds its taps to the bias in the blocked kernel's order."""
     from lowerkit.backend.cpu.jit.depthwise import blocked_weights
     from lowerkit.backend.cpu.jit.dwblock import blocked_scratch, blocked_table
 
     (x, w, bias, code, p0, p1), got, _, expected = _run(case)
-    n, c, h, wd, k, padding = CASES[case]
-    geometry = ((h, wd), expected.shape[2:], k, 1, padding[:2])
+    n, c, h, wd, k, stride, padding = CASES[case]
+    geometry = ((h, wd), expected.shape[2:], k, stride, padding[:2])
     blocked = np.empty_like(got)
     jit.load("conv").depthwise_blocked(x, w, bias, blocked_weights(w, bias), blocked_table(*geometry),
-                                       np.empty(blocked_scratch(*geometry), np.float32), blocked, NO_MEANS, 1,
+                                       np.empty(blocked_scratch(*geometry), np.float32), blocked, NO_MEANS, stride,
                                        padding[0], padding[1], code, p0, p1, 0, n * c)
     np.testing.assert_array_equal(got, blocked)
 
 
-def test_rows_depthwise_on_a_team_gives_the_serial_bits():
+@pytest.mark.parametrize("case", [1, 11])
+def test_rows_depthwise_on_a_team_gives_the_serial_bits(case):
     from tests.team_calls import skip_without_team
 
     from lowerkit.backend.cpu import make_team
     from lowerkit.backend.cpu.jit.dwrows import rows_scratch
 
     skip_without_team()
-    (x, w, bias, code, p0, p1), serial, means, _ = _run(1)
+    (x, w, bias, code, p0, p1), serial, means, _ = _run(case)
+    stride, padding = CASES[case][5:]
     team = make_team(2)
     got, got_means = np.empty_like(serial), np.empty_like(means)
-    scratch = np.empty((2, rows_scratch(x.shape[2:], serial.shape[2:], w.shape[2])), np.float32)
-    team.kernels().depthwise_rows(x, w, bias, scratch, got, got_means, 1, 1, code, p0, p1, 2)
+    scratch = np.empty((2, rows_scratch(x.shape[2:], serial.shape[2:], w.shape[2], stride)), np.float32)
+    team.kernels().depthwise_rows(x, w, bias, scratch, got, got_means, stride, padding[0], padding[1], code, p0, p1, 2)
     np.testing.assert_array_equal(got, serial)
     np.testing.assert_array_equal(got_means, means)
 
@@ -124,7 +132,7 @@ def test_rows_depthwise_from_eight_threads():
     def run(_):
         out = np.empty((1, 40, 28, 28), np.float32)
         conv.depthwise_rows(x, w, bias, np.empty(rows_scratch((28, 28), (28, 28), 5), np.float32), out, NO_MEANS,
-                            2, 2, 0, 0.0, 0.0, 0, 40)
+                            1, 2, 2, 0, 0.0, 0.0, 0, 40)
         return out
 
     with ThreadPoolExecutor(8) as pool:

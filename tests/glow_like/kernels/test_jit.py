@@ -157,7 +157,8 @@ def test_grouped_algorithm_by_shape(monkeypatch):
     assert grouped_algorithm((1, 32, 96, 96), (32, 1, 3, 3), (1, 32, 96, 96), {**dw, "dilation": (2, 2)}) == "grouped"
     assert grouped_algorithm((1, 512, 8, 8), (512, 128, 3, 3), (1, 512, 8, 8), {"groups": 4}) is None
     assert grouped_algorithm((1, 8, 8, 8), (8, 8, 3, 3), (1, 8, 8, 8), {}) is None
-    # where vectors hold 16 floats: stride 1, 3x3 to 7x7, outputs at least 12 wide, any padding
+    # where vectors hold 16 floats: stride 1, 3x3 to 7x7, outputs at least 12 wide, any padding; 3x3 at
+    # stride 2 onto 14 columns or more
     monkeypatch.setattr(select, "rows_wanted", lambda: True)
     assert grouped_algorithm((1, 32, 112, 112), (32, 1, 3, 3), (1, 32, 112, 112), dw) == "depthwise_rows"
     assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 14, 14), dw) == "depthwise_rows"
@@ -165,7 +166,10 @@ def test_grouped_algorithm_by_shape(monkeypatch):
     assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 12, 12), {"groups": 32}) == "depthwise_rows"
     assert grouped_algorithm((1, 32, 56, 56), (32, 1, 7, 7), (1, 32, 56, 56), seven) == "depthwise_rows"
     assert grouped_algorithm((1, 32, 7, 7), (32, 1, 5, 5), (1, 32, 7, 7), five) == "depthwise_blocked"
-    assert grouped_algorithm((1, 32, 112, 112), (32, 1, 3, 3), (1, 32, 56, 56), s2) == "depthwise3x3_s2"
+    assert grouped_algorithm((1, 32, 112, 112), (32, 1, 3, 3), (1, 32, 56, 56), s2) == "depthwise_rows"
+    assert grouped_algorithm((1, 32, 28, 28), (32, 1, 3, 3), (1, 32, 14, 14), s2) == "depthwise_rows"
+    assert grouped_algorithm((1, 32, 14, 14), (32, 1, 3, 3), (1, 32, 7, 7), s2) == "depthwise_blocked"
+    assert grouped_algorithm((1, 32, 56, 56), (32, 1, 5, 5), (1, 32, 28, 28), five_s2) == "depthwise_blocked"
     assert grouped_algorithm((1, 32, 96, 96), (32, 1, 3, 3), (1, 32, 96, 96), {**dw, "dilation": (2, 2)}) == "grouped"
 
 

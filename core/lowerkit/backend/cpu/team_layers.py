@@ -262,7 +262,7 @@ def depthwise_scratch(algorithm: str, in_hw, out_hw, kernel: int, stride: int, p
     if algorithm == "depthwise_rows":
         from .jit.dwrows import rows_scratch
 
-        return None, (ways, rows_scratch(in_hw, out_hw, kernel))
+        return None, (ways, rows_scratch(in_hw, out_hw, kernel, stride))
     return None, None
 
 
@@ -302,7 +302,7 @@ def bind_depthwise(team: Team, algorithm: str, x: np.ndarray, w: np.ndarray, bia
         return partial(kernels.depthwise_blocked, x, w, bias, NO_BLOCKS if blocks is None else blocks, table, scratch,
                        out, means, stride, pt, pl, *act, ways)
     if algorithm == "depthwise_rows":
-        return partial(kernels.depthwise_rows, x, w, bias, scratch, out, means, pt, pl, *act, ways)
+        return partial(kernels.depthwise_rows, x, w, bias, scratch, out, means, stride, pt, pl, *act, ways)
     raise ValueError(f"no team form for depthwise algorithm {algorithm!r}; expected one of {DEPTHWISE_ALGORITHMS}")
 
 

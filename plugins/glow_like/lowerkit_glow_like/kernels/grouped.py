@@ -4,8 +4,9 @@ im2col + GEMM loses on these: a depthwise layer is one tiny GEMM per channel. Si
 compiled kernels instead, chosen by shape (:func:`grouped_algorithm`,
 ``lowerkit.backend.cpu.jit.select``):
 
-- ``depthwise_rows`` — depthwise 3x3, 5x5 or 7x7, stride 1, outputs at least 12 wide, where
-  vectors hold 16 floats: straight on each plane's rows, masked vectors;
+- ``depthwise_rows`` — depthwise 3x3, 5x5 or 7x7 at stride 1 (outputs at least 12 wide), 3x3 at
+  stride 2 (at least 14), where vectors hold 16 floats: straight on each plane's rows, masked
+  vectors;
 - ``depthwise3x3_same`` — depthwise 3x3, stride 1, padding 1, on planes above 14x14: flat
   passes over each plane;
 - ``depthwise3x3_s2`` — depthwise 3x3, stride 2, on the four phases of each plane (outputs
@@ -151,7 +152,8 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
             buffers = np.empty(shape, np.float32)
 
             def band(j: int) -> None:
-                kernels.depthwise_rows(x, w, bias, buffers[j], out, means, pt, pl, code, p0, p1, cut[j], cut[j + 1])
+                kernels.depthwise_rows(x, w, bias, buffers[j], out, means, sh, pt, pl, code, p0, p1, cut[j],
+                                       cut[j + 1])
         else:
             def band(j: int) -> None:
                 kernels.conv2d_grouped(x, w, bias, out, sh, sw, pt, pl, dh, dw, groups, code, p0, p1,

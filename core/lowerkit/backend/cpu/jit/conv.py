@@ -6,8 +6,8 @@ fused activation, the GEMM epilogue, and im2col.
   (flat passes over each plane) or 2 (flat passes over the plane's four phases);
 - :func:`depthwise_blocked` — depthwise 3x3, 5x5 or 7x7, stride 1 or 2, on channels-last
   blocks of 8 planes (from :mod:`.dwblock`, re-exported so one kernel module serves a layer);
-- :func:`depthwise_rows` — depthwise 3x3, 5x5 or 7x7, stride 1, straight on the NCHW rows in
-  masked vectors (from :mod:`.dwrows`, re-exported likewise);
+- :func:`depthwise_rows` — depthwise 3x3, 5x5 or 7x7, stride 1 or 2, straight on the NCHW rows
+  in masked vectors (from :mod:`.dwrows`, re-exported likewise);
 - :func:`depthwise_channels_last` — any other depthwise kernel on a channels-last copy;
 - :func:`bias_activation` / :func:`activate` — a GEMM convolution's epilogue, in place;
 - :func:`im2col` — output rows of one image's column matrix, padding written as zeros.

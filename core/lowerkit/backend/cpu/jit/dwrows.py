@@ -1,4 +1,5 @@
-"""Depthwise convolution at stride 1 straight on NCHW rows, in masked vectors.
+"""Depthwise convolution at stride 1 (3x3 also at stride 2) straight on NCHW rows, in masked
+vectors.
 
 Where vectors hold 16 floats (AVX-512) a 14x14 plane's row is one vector, and a 28x28 one's
 two: the row itself is the unit of work, without the blocked kernel's channels-last turns
@@ -15,7 +16,8 @@ k*k dependent FMAs runs beside six others), one vector of columns at a time:
 
 - every input row the group reads is loaded once per tap column as one unaligned vector,
   masked so that the columns outside the row — the padding — read as zeros (a masked-off lane
-  touches no memory, so the loads may start before the row or run past it);
+  touches no memory, so the loads may start before the row or run past it); at stride 2 as
+  two vectors, of which one shuffle keeps the even columns;
 - an input row above or below the plane is read from a row of zeros (``scratch``);
 - the masks depend on the column vector only: :func:`depthwise_rows` makes them once a call;
 - bias and activation (:data:`._act_ir.IR_CODES`; the others after each plane) in registers,
@@ -47,7 +49,13 @@ KERNELS = (3, 5, 7)  # square kernel sizes with a compiled routine
 # weights are read from memory anyway). Four images, µs: 3x3 384x14x14 R=4 105, R=7 90; 5x5
 # 672x14x14 R=4 348, R=7 340; 7x7 384x14x14 R=4 436, R=7 421, R=8 370.
 ROWS = {3: 7, 5: 7, 7: 8}
-_MASKS_PER_VECTOR = {k: k + 1 for k in KERNELS}  # one per tap column, then the store's
+STRIDES = (1, 2)
+
+
+def _masks_per_vector(kernel: int, stride: int) -> int:
+    """Masks a vector of output columns needs: one per tap column (two at stride 2: the two
+    input vectors whose even columns it takes), then the store's."""
+    return kernel * stride + 1
 
 
 def _i(value: int) -> ir.Constant:
@@ -68,23 +76,36 @@ def _lane_mask(builder, masks_address, index):
     return builder.bitcast(bits, ir.VectorType(ir.IntType(1), LANES))
 
 
-def _emit_rows(builder, k: int, rows: int, y0, x0, masks, store_mask, plane) -> None:
+_EVENS = ir.Constant(ir.VectorType(_I32, LANES), list(range(0, 2 * LANES, 2)))
+
+
+def _emit_rows(builder, k: int, stride: int, rows: int, y0, x0, masks, store_mask, plane) -> None:
     """Output rows [y0, y0 + rows), the LANES columns from ``x0``: see the module docstring."""
     src, dst, zeros, h, w, ow, pt, pl, weights, bias, act = plane
     vt = vector(LANES)
     zero = ir.Constant(vt, [0.0] * LANES)
     four = _i(4)
+
+    def load(address, mask):
+        ptr = builder.inttoptr(address, vt.as_pointer())
+        return _masked(builder, "load", vt, [ptr, ir.Constant(_I32, 4), mask, zero], LANES)
+
     accs = [bias] * rows
-    for i in range(rows + k - 1):  # input row y0 + i - pt feeds output rows y0 + i - a for taps a
-        r = builder.sub(builder.add(y0, _i(i)), pt)
+    y_in = builder.mul(y0, _i(stride))
+    x_in = builder.sub(builder.mul(x0, _i(stride)), pl)  # input column of lane 0's first tap (may be < 0)
+    for i in range(stride * (rows - 1) + k):  # input row i feeds output row j with its tap row i - stride * j
+        r = builder.sub(builder.add(y_in, _i(i)), pt)
         inside = builder.and_(builder.icmp_signed(">=", r, _i(0)), builder.icmp_signed("<", r, h))
         row = builder.select(inside, builder.add(src, builder.mul(builder.mul(r, w), four)), zeros)
         for b in range(k):
-            column = builder.sub(builder.add(x0, _i(b)), pl)  # of lane 0 (may lie left of the row)
-            ptr = builder.inttoptr(builder.add(row, builder.mul(column, four)), vt.as_pointer())
-            v = _masked(builder, "load", vt, [ptr, ir.Constant(_I32, 4), masks[b], zero], LANES)
+            start = builder.add(row, builder.mul(builder.add(x_in, _i(b)), four))
+            if stride == 1:
+                v = load(start, masks[b])
+            else:  # the even columns of two vectors: one shuffle
+                lo, hi = load(start, masks[2 * b]), load(builder.add(start, _i(4 * LANES)), masks[2 * b + 1])
+                v = builder.shuffle_vector(lo, hi, _EVENS)
             for j in range(rows):
-                a = i - j
+                a = i - stride * j
                 if 0 <= a < k:
                     accs[j] = fmuladd(builder, v, weights[a * k + b], accs[j])
     accs = activate(builder, *act, accs)
@@ -94,8 +115,9 @@ def _emit_rows(builder, k: int, rows: int, y0, x0, masks, store_mask, plane) -> 
         _masked(builder, "store", ir.VoidType(), [accs[j], ptr, ir.Constant(_I32, 4), store_mask], LANES)
 
 
-def _emit_plane(builder, args, k: int) -> None:
-    """One plane of a ``k`` x ``k`` kernel (the arguments of :func:`_plane` after ``k``)."""
+def _emit_plane(builder, args, k: int, stride: int) -> None:
+    """One plane of a ``k`` x ``k`` kernel at ``stride`` (the arguments of :func:`_plane` after
+    the key)."""
     src, dst, wt, bias, zeros, masks_address, h, w, oh, ow, pt, pl, code, p0, p1 = args
     allow_512_bit(builder)
     fptr = builder.inttoptr(wt, _F32.as_pointer())
@@ -103,20 +125,20 @@ def _emit_plane(builder, args, k: int) -> None:
     plane = (src, dst, zeros, h, w, ow, pt, pl, weights, broadcast(builder, builder.fptrunc(bias, _F32), LANES),
              (code, p0, p1))
     vectors = builder.udiv(builder.add(ow, _i(LANES - 1)), _i(LANES))
-    per_vector = _MASKS_PER_VECTOR[k]
+    per_vector = _masks_per_vector(k, stride)
     rows = ROWS[k]
     groups = builder.udiv(oh, _i(rows))
 
     def vector_masks(c):
         first = builder.mul(c, _i(per_vector))
-        masks = [_lane_mask(builder, masks_address, builder.add(first, _i(b))) for b in range(k)]
-        return masks, _lane_mask(builder, masks_address, builder.add(first, _i(k)))
+        masks = [_lane_mask(builder, masks_address, builder.add(first, _i(b))) for b in range(per_vector - 1)]
+        return masks, _lane_mask(builder, masks_address, builder.add(first, _i(per_vector - 1)))
 
     with cgutils.for_range(builder, groups) as group:
         with cgutils.for_range(builder, vectors) as column:
             masks, store_mask = vector_masks(column.index)
-            _emit_rows(builder, k, rows, builder.mul(group.index, _i(rows)), builder.mul(column.index, _i(LANES)),
-                       masks, store_mask, plane)
+            _emit_rows(builder, k, stride, rows, builder.mul(group.index, _i(rows)),
+                       builder.mul(column.index, _i(LANES)), masks, store_mask, plane)
     y_left = builder.mul(groups, _i(rows))
     left = builder.sub(oh, y_left)
     with cgutils.for_range(builder, vectors) as column:  # the last oh % rows rows
@@ -127,7 +149,8 @@ def _emit_plane(builder, args, k: int) -> None:
             case = builder.append_basic_block(f"rows.{count}")
             switch.add_case(_i(count), case)
             builder.position_at_end(case)
-            _emit_rows(builder, k, count, y_left, builder.mul(column.index, _i(LANES)), masks, store_mask, plane)
+            _emit_rows(builder, k, stride, count, y_left, builder.mul(column.index, _i(LANES)), masks, store_mask,
+                       plane)
             builder.branch(done)
         builder.position_at_end(done)
 
@@ -136,57 +159,64 @@ _U64 = types.uint64
 
 
 @intrinsic
-def _plane(typingctx, k, src, dst, wt, bias, zeros, masks, h, w, oh, ow, pt, pl, code, p0, p1):
-    """One output plane (addresses as integers; ``k`` one of :data:`KERNELS`), chosen by a switch."""
+def _plane(typingctx, key, src, dst, wt, bias, zeros, masks, h, w, oh, ow, pt, pl, code, p0, p1):
+    """One output plane (addresses as integers; ``key`` = kernel size * 4 + stride, the size one
+    of :data:`KERNELS`, the stride one of :data:`STRIDES`), chosen by a switch."""
     sig = types.void(i8, _U64, _U64, _U64, f8, _U64, _U64, i8, i8, i8, i8, i8, i8, i8, f8, f8)
 
     def codegen(context, builder, signature, args):
         done = builder.append_basic_block("kernel.done")
         switch = builder.switch(args[0], done)
         for size in KERNELS:
-            case = builder.append_basic_block(f"kernel.{size}")
-            switch.add_case(_i(size), case)
-            builder.position_at_end(case)
-            _emit_plane(builder, args[1:], size)
-            builder.branch(done)
+            for stride in STRIDES:
+                case = builder.append_basic_block(f"kernel.{size}.{stride}")
+                switch.add_case(_i(size * 4 + stride), case)
+                builder.position_at_end(case)
+                _emit_plane(builder, args[1:], size, stride)
+                builder.branch(done)
         builder.position_at_end(done)
         return context.get_dummy_value()
 
     return sig, codegen
 
 
-def rows_scratch(in_hw, out_hw, kernel: int) -> int:
+def rows_scratch(in_hw, out_hw, kernel: int, stride: int = 1) -> int:
     """Floats of scratch one :func:`depthwise_rows` call needs per thread: a row of zeros as wide
     as the input, and the column vectors' masks."""
     vectors = -(-out_hw[1] // LANES)
-    return in_hw[1] + vectors * (kernel + 1)
+    return in_hw[1] + vectors * _masks_per_vector(kernel, stride)
 
 
-_SIG = types.void(ro(4), ro(4), ro(1), rw(1), rw(4), rw(1), i8, i8, i8, f8, f8, i8, i8)
+_SIG = types.void(ro(4), ro(4), ro(1), rw(1), rw(4), rw(1), i8, i8, i8, i8, f8, f8, i8, i8)
 
 
 @njit(_SIG, nogil=True, cache=True, error_model="numpy")
-def depthwise_rows(x, w, bias, scratch, out, means, pt, pl, code, p0, p1, first, last):
+def depthwise_rows(x, w, bias, scratch, out, means, stride, pt, pl, code, p0, p1, first, last):
     """Depthwise ``k`` x ``k`` convolution (``w`` [C, 1, k, k], k one of :data:`KERNELS`), stride
-    1, undilated, padding (pt, pl) at the top and left (the bottom and right follow from the
-    output's size), with bias (empty: none) and activation ``code``, planes [first, last) of
-    ``out`` (plane p = image p // C, channel p % C). ``scratch``: at least :func:`rows_scratch`
-    floats. ``means`` (one float per plane of ``out``, or empty): each plane's mean as well."""
+    1 or 2, undilated, padding (pt, pl) at the top and left (the bottom and right follow from
+    the output's size), with bias (empty: none) and activation ``code``, planes [first, last)
+    of ``out`` (plane p = image p // C, channel p % C). ``scratch``: at least
+    :func:`rows_scratch` floats. ``means`` (one float per plane of ``out``, or empty): each
+    plane's mean as well."""
     c_n, h, wd = x.shape[1], x.shape[2], x.shape[3]
     oh, ow = out.shape[2], out.shape[3]
     k = w.shape[2]
     n_in, n_out = h * wd, oh * ow
     vectors = (ow + LANES - 1) // LANES
+    per_vector = k * stride + 1  # as _masks_per_vector
     scratch[:wd] = 0
-    masks = scratch[wd:wd + vectors * (k + 1)].view(np.int32)
-    for c in range(vectors):  # lanes whose input column lies inside the row, per tap column; then the output's
-        for b in range(k + 1):
+    masks = scratch[wd:wd + vectors * per_vector].view(np.int32)
+    for c in range(vectors):  # lanes whose input column lies inside the row, per load; then the output's
+        for m in range(per_vector):
             bits = 0
             for lane in range(LANES):
                 col = c * LANES + lane
-                if col < ow and (b == k or 0 <= col + b - pl < wd):
+                # load m reads, in lane ``lane``, input column stride * (vector's first) + b - pl + lane
+                # (+ LANES for the second load of a tap at stride 2)
+                at = stride * c * LANES + m // stride - pl + lane + (m % stride) * LANES
+                if (m == per_vector - 1 and col < ow) or (m < per_vector - 1 and 0 <= at < wd):
                     bits |= 1 << lane
-            masks[c * (k + 1) + b] = bits
+            masks[c * per_vector + m] = bits
     xa, oa, wa = np.uint64(x.ctypes.data), np.uint64(out.ctypes.data), np.uint64(w.ctypes.data)
     za, ma = np.uint64(scratch.ctypes.data), np.uint64(masks.ctypes.data)
     of = out.reshape(-1)
@@ -198,7 +228,7 @@ def depthwise_rows(x, w, bias, scratch, out, means, pt, pl, code, p0, p1, first,
     for p in range(first, last):
         c = p % c_n
         b = np.float64(bias[c]) if has_bias else 0.0
-        _plane(k, xa + u4 * np.uint64(p * n_in), oa + u4 * np.uint64(p * n_out), wa + u4 * np.uint64(c * k * k), b,
+        _plane(k * 4 + stride, xa + u4 * np.uint64(p * n_in), oa + u4 * np.uint64(p * n_out), wa + u4 * np.uint64(c * k * k), b,
                za, ma, h, wd, oh, ow, pt, pl, code if in_ir else -1, p0, p1)
         if not in_ir:
             act_span(of, p * n_out, (p + 1) * n_out, code, p0, p1)

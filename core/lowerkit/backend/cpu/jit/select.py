@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from .vectors import host_full_width
 
-# Depthwise 3x3, 5x5 and 7x7 at stride 1, undilated, on outputs at least this wide, where vectors
-# hold 16 floats: straight on the NCHW rows (``depthwise_rows``, ``dwrows``; its docstring has
-# the figures). Narrower, the blocked kernel stays ahead: one thread, four images, µs, blocked vs
-# rows (Intel Xeon VM): 3x3 512x8x8 51 vs 87, 512x10x10 103 vs 97, 384x12x12 101 vs 79; 5x5
-# 512x10x10 194 vs 185, 384x12x12 197 vs 155; 7x7 256x12x12 199 vs 198.
+# Depthwise 3x3, 5x5 and 7x7 at stride 1 (3x3 at stride 2), undilated, on outputs at least this
+# wide, where vectors hold 16 floats: straight on the NCHW rows (``depthwise_rows``, ``dwrows``;
+# its docstring has the figures). Narrower, the blocked kernel stays ahead: one thread, four
+# images, µs, blocked vs rows (Intel Xeon VM): 3x3 512x8x8 51 vs 87, 512x10x10 103 vs 97,
+# 384x12x12 101 vs 79; 5x5 512x10x10 194 vs 185, 384x12x12 197 vs 155; 7x7 256x12x12 199 vs 198.
+# At stride 2 (3x3 only: two loads and a shuffle per tap column, which 5x5 layers pay more for
+# than the blocked kernel does), µs, the kernel it replaced vs rows: 96x112x112 (polyphase) 1165
+# vs 995, 144x56x56 466 vs 437, 64x112x112 884 vs 657, 192x28x28 (blocked) 185 vs 100, 240x28x28
+# 214 vs 130; onto 7x7 576x14x14 92 vs 149, 5x5 240x28x28 286 vs 289, 672x14x14 156 vs 403.
 ROWS_KERNELS = (3, 5, 7)
 ROWS_MIN_WIDTH = 12
+ROWS_S2_MIN_WIDTH = 14
 
 
 def rows_wanted() -> bool:
@@ -58,9 +63,11 @@ def depthwise_algorithm(out_hw, kernel, stride, dilation, padding=None, in_hw=No
     given, admit the first four."""
     pixels = out_hw[0] * out_hw[1]
     square = kernel[0] == kernel[1]
-    if (padding is not None and square and kernel[0] in ROWS_KERNELS and tuple(stride) == (1, 1)
-            and tuple(dilation) == (1, 1) and min(padding) >= 0 and out_hw[1] >= ROWS_MIN_WIDTH and rows_wanted()):
-        return "depthwise_rows"
+    if padding is not None and square and tuple(dilation) == (1, 1) and min(padding) >= 0 and rows_wanted():
+        if tuple(stride) == (1, 1) and kernel[0] in ROWS_KERNELS and out_hw[1] >= ROWS_MIN_WIDTH:
+            return "depthwise_rows"
+        if tuple(stride) == (2, 2) and kernel[0] == 3 and out_hw[1] >= ROWS_S2_MIN_WIDTH:
+            return "depthwise_rows"
     blocked = (padding is not None and square and kernel[0] in (3, 5, 7) and tuple(dilation) == (1, 1)
                and stride[0] == stride[1] and stride[0] in (1, 2) and min(padding[:2]) >= 0)
     if blocked and (kernel[0] != 3 or pixels <= BLOCKED_3X3_MAX_PIXELS):

@@ -112,14 +112,14 @@ def depthwise_blocked(x, w, bias, blocks, table, scratch, out, means, stride, pt
                                last)
 
 
-@njit(types.void(ro(4), ro(4), ro(1), rw(2), rw(4), rw(1), i8, i8, i8, f8, f8, i8), **_FLAGS)
-def depthwise_rows(x, w, bias, scratch, out, means, pt, pl, code, p0, p1, ways):
+@njit(types.void(ro(4), ro(4), ro(1), rw(2), rw(4), rw(1), i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
+def depthwise_rows(x, w, bias, scratch, out, means, stride, pt, pl, code, p0, p1, ways):
     """:func:`.dwrows.depthwise_rows` on ``ways`` bands of planes; ``scratch`` [ways, floats]
     holds each thread's zero row and masks."""
     planes = out.shape[0] * out.shape[1]
     for j in prange(ways):
         first, last = _band(planes, j, ways)
-        conv.depthwise_rows(x, w, bias, scratch[j], out, means, pt, pl, code, p0, p1, first, last)
+        conv.depthwise_rows(x, w, bias, scratch[j], out, means, stride, pt, pl, code, p0, p1, first, last)
 
 
 @njit(types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
