@@ -15,6 +15,7 @@ Kernels release the GIL; backends run them on the shared worker pool of
 - :mod:`.winograd` — Winograd F(4x4, 3x3) input and output transforms, fused per tile;
 - :mod:`.pool` — max, average and global average pooling;
 - :mod:`.resize` — bilinear and nearest resizing of NCHW planes;
+- :mod:`.layout` — the transpose of a stack of matrices' last two axes, in 8 x 8 blocks;
 - :mod:`.norm` — softmax and layer norm over the last axis, one pass per row;
 - :mod:`.panel` — a 1x1 convolution's GEMM on a weight packed once, bias and activation
   fused (LLVM IR micro-kernels; ``lowerkit.backend.cpu.panels`` packs and chooses);
@@ -40,7 +41,7 @@ __all__ = ["ACTIVATIONS", "CACHE_ENV", "COMPILED_RELU_MIN", "KERNEL_MODULES", "a
            "flat_float32", "load", "load_seconds", "relu_inplace"]
 
 CACHE_ENV = "LOWERKIT_JIT_CACHE_DIR"
-KERNEL_MODULES = ("conv", "winograd", "pool", "norm", "team", "panel", "resize")
+KERNEL_MODULES = ("conv", "winograd", "pool", "norm", "team", "panel", "resize", "layout")
 # Environment variables that change what the kernels compile to (``panel.LANES_ENV``): the
 # cache's name covers their values, so each setting keeps machine code of its own.
 COMPILE_SWITCHES = ("LOWERKIT_PANEL_LANES",)
