@@ -55,6 +55,20 @@ _ACT_FN = {"none": lambda v: v, "relu": lambda v: np.maximum(v, 0), "silu": lamb
            "clip": lambda v: np.clip(v, -0.5, 0.5)}
 
 
+def depthwise_case(case: int, spec, acts=ACTS, act_fns=_ACT_FN):
+    """Case ``case`` of a sweep, ``spec`` (batch, channels, height, width, kernel, stride, padding):
+    its input, weight, bias (every other case none), activation (code, p0, p1; the cases take
+    ``acts`` in turn) and the float64 direct convolution activated by ``act_fns``."""
+    n, c, h, wd, k, stride, padding = spec
+    rng = np.random.default_rng(case)
+    x = rng.standard_normal((n, c, h, wd)).astype(np.float32)
+    w = rng.standard_normal((c, 1, k, k)).astype(np.float32)
+    bias = rng.standard_normal(c).astype(np.float32) if case % 2 == 0 else np.empty(0, np.float32)
+    name, extra = acts[case % len(acts)]
+    act = jit.activation_code({"act": name, **extra})
+    return x, w, bias, act, act_fns[name](_direct(x, w, bias, stride, padding))
+
+
 @pytest.mark.parametrize("made", [False, True], ids=["gathered-weights", "blocked-weights"])
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_blocked_depthwise_matches_direct_convolution(case, made):
@@ -64,13 +78,7 @@ def test_blocked_depthwise_matches_direct_convolution(case, made):
     from lowerkit.backend.cpu.jit.dwblock import blocked_scratch, blocked_table
 
     n, c, h, wd, k, stride, padding = CASES[case]
-    rng = np.random.default_rng(case)
-    x = rng.standard_normal((n, c, h, wd)).astype(np.float32)
-    w = rng.standard_normal((c, 1, k, k)).astype(np.float32)
-    bias = rng.standard_normal(c).astype(np.float32) if case % 2 == 0 else np.empty(0, np.float32)
-    name, extra = ACTS[case % len(ACTS)]
-    code, p0, p1 = jit.activation_code({"act": name, **extra})
-    expected = _ACT_FN[name](_direct(x, w, bias, stride, padding))
+    x, w, bias, (code, p0, p1), expected = depthwise_case(case, CASES[case])
     out_hw = expected.shape[2:]
     geometry = ((h, wd), out_hw, k, stride, padding[:2])
     table, floats = blocked_table(*geometry), blocked_scratch(*geometry)

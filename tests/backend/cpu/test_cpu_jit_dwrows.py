@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("numba")
 
-from tests.backend.cpu.test_cpu_jit_dwblock import _direct  # noqa: E402
+from tests.backend.cpu.test_cpu_jit_dwblock import depthwise_case  # noqa: E402
 
 from lowerkit.backend.cpu import jit  # noqa: E402
 from lowerkit.backend.cpu.jit.depthwise import NO_MEANS  # noqa: E402
@@ -53,13 +53,7 @@ def _run(case, first=None, last=None):
     from lowerkit.backend.cpu.jit.dwrows import rows_scratch
 
     n, c, h, wd, k, stride, padding = CASES[case]
-    rng = np.random.default_rng(case)
-    x = rng.standard_normal((n, c, h, wd)).astype(np.float32)
-    w = rng.standard_normal((c, 1, k, k)).astype(np.float32)
-    bias = rng.standard_normal(c).astype(np.float32) if case % 2 == 0 else np.empty(0, np.float32)
-    name, extra = ACTS[case % len(ACTS)]
-    code, p0, p1 = jit.activation_code({"act": name, **extra})
-    expected = _ACT_FN[name](_direct(x, w, bias, stride, padding))
+    x, w, bias, (code, p0, p1), expected = depthwise_case(case, CASES[case], ACTS, _ACT_FN)
     planes = n * c
     first, last = (0, planes) if first is None else (first, last)
     got = np.full(expected.shape, np.nan, np.float32)
@@ -119,24 +113,19 @@ def test_rows_depthwise_on_a_team_gives_the_serial_bits(case):
 
 def test_rows_depthwise_from_eight_threads():
     """One scratch per thread; shared weights and input: calls on 8 threads at once agree."""
-    from concurrent.futures import ThreadPoolExecutor
+    from tests.team_calls import from_threads
 
     from lowerkit.backend.cpu.jit.dwrows import rows_scratch
 
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((1, 40, 28, 28)).astype(np.float32)
-    w = rng.standard_normal((40, 1, 5, 5)).astype(np.float32)
-    bias = np.empty(0, np.float32)
-    conv = jit.load("conv")
+    x, w, bias, _, expected = depthwise_case(2, (1, 40, 28, 28, 5, 1, (2, 2, 2, 2)), [("none", {})])
+    conv, floats = jit.load("conv"), rows_scratch((28, 28), (28, 28), 5)
 
-    def run(_):
-        out = np.empty((1, 40, 28, 28), np.float32)
-        conv.depthwise_rows(x, w, bias, np.empty(rows_scratch((28, 28), (28, 28), 5), np.float32), out, NO_MEANS,
-                            1, 2, 2, 0, 0.0, 0.0, 0, 40)
-        return out
+    def calls(_):
+        outs = [np.empty((1, 40, 28, 28), np.float32) for _ in range(4)]
+        for out in outs:
+            conv.depthwise_rows(x, w, bias, np.empty(floats, np.float32), out, NO_MEANS, 1, 2, 2, 0, 0.0, 0.0, 0, 40)
+        return outs
 
-    with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(run, range(32)))
-    expected = _direct(x, w, bias, 1, (2, 2, 2, 2))
-    for got in results:
-        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4)
+    for outs in from_threads(calls).values():
+        for got in outs:
+            np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4)
