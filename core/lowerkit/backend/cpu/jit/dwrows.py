@@ -119,7 +119,8 @@ def _emit_plane(builder, args, k: int, stride: int) -> None:
     """One plane of a ``k`` x ``k`` kernel at ``stride`` (the arguments of :func:`_plane` after
     the key)."""
     src, dst, wt, bias, zeros, masks_address, h, w, oh, ow, pt, pl, code, p0, p1 = args
-    allow_512_bit(builder)
+    if LANES > 8:
+        allow_512_bit(builder)
     fptr = builder.inttoptr(wt, _F32.as_pointer())
     weights = [broadcast(builder, builder.load(builder.gep(fptr, [_i(t)])), LANES) for t in range(k * k)]
     plane = (src, dst, zeros, h, w, ow, pt, pl, weights, broadcast(builder, builder.fptrunc(bias, _F32), LANES),
