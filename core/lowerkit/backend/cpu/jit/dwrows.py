@@ -43,13 +43,14 @@ from .pool import plane_mean
 from .vectors import host_full_width
 
 LANES = 16 if host_full_width() else 8  # columns of a vector (8 on AVX2: vmaskmovps)
-KERNELS = (3, 5, 7)  # square kernel sizes with a compiled routine
+KERNELS = (3, 5, 7)  # square kernel sizes with a compiled routine at stride 1 ...
+STRIDE2_KERNELS = (3,)  # ... and at stride 2 (``jit.select`` takes no other: fewer routines to compile)
 # Output rows computed together, by kernel size: 7 (every map side of 14 or more in the zoo is a
 # multiple of 7: no rows left over) beside 9 or 25 weights in registers; 8 for 7x7 (its 49
 # weights are read from memory anyway). Four images, µs: 3x3 384x14x14 R=4 105, R=7 90; 5x5
 # 672x14x14 R=4 348, R=7 340; 7x7 384x14x14 R=4 436, R=7 421, R=8 370.
 ROWS = {3: 7, 5: 7, 7: 8}
-STRIDES = (1, 2)
+VARIANTS = tuple((k, 1) for k in KERNELS) + tuple((k, 2) for k in STRIDE2_KERNELS)
 
 
 def _masks_per_vector(kernel: int, stride: int) -> int:
@@ -161,20 +162,19 @@ _U64 = types.uint64
 
 @intrinsic
 def _plane(typingctx, key, src, dst, wt, bias, zeros, masks, h, w, oh, ow, pt, pl, code, p0, p1):
-    """One output plane (addresses as integers; ``key`` = kernel size * 4 + stride, the size one
-    of :data:`KERNELS`, the stride one of :data:`STRIDES`), chosen by a switch."""
+    """One output plane (addresses as integers; ``key`` = kernel size * 4 + stride, one of
+    :data:`VARIANTS`), chosen by a switch."""
     sig = types.void(i8, _U64, _U64, _U64, f8, _U64, _U64, i8, i8, i8, i8, i8, i8, i8, f8, f8)
 
     def codegen(context, builder, signature, args):
         done = builder.append_basic_block("kernel.done")
         switch = builder.switch(args[0], done)
-        for size in KERNELS:
-            for stride in STRIDES:
-                case = builder.append_basic_block(f"kernel.{size}.{stride}")
-                switch.add_case(_i(size * 4 + stride), case)
-                builder.position_at_end(case)
-                _emit_plane(builder, args[1:], size, stride)
-                builder.branch(done)
+        for size, stride in VARIANTS:
+            case = builder.append_basic_block(f"kernel.{size}.{stride}")
+            switch.add_case(_i(size * 4 + stride), case)
+            builder.position_at_end(case)
+            _emit_plane(builder, args[1:], size, stride)
+            builder.branch(done)
         builder.position_at_end(done)
         return context.get_dummy_value()
 
@@ -193,8 +193,8 @@ _SIG = types.void(ro(4), ro(4), ro(1), rw(1), rw(4), rw(1), i8, i8, i8, i8, f8, 
 
 @njit(_SIG, nogil=True, cache=True, error_model="numpy")
 def depthwise_rows(x, w, bias, scratch, out, means, stride, pt, pl, code, p0, p1, first, last):
-    """Depthwise ``k`` x ``k`` convolution (``w`` [C, 1, k, k], k one of :data:`KERNELS`), stride
-    1 or 2, undilated, padding (pt, pl) at the top and left (the bottom and right follow from
+    """Depthwise ``k`` x ``k`` convolution (``w`` [C, 1, k, k]) at ``stride``, (k, stride) one of
+    :data:`VARIANTS` (else ``ValueError``), undilated, padding (pt, pl) at the top and left (the bottom and right follow from
     the output's size), with bias (empty: none) and activation ``code``, planes [first, last)
     of ``out`` (plane p = image p // C, channel p % C). ``scratch``: at least
     :func:`rows_scratch` floats. ``means`` (one float per plane of ``out``, or empty): each
@@ -202,6 +202,11 @@ def depthwise_rows(x, w, bias, scratch, out, means, stride, pt, pl, code, p0, p1
     c_n, h, wd = x.shape[1], x.shape[2], x.shape[3]
     oh, ow = out.shape[2], out.shape[3]
     k = w.shape[2]
+    known = False
+    for size, step in VARIANTS:
+        known = known or (k == size and stride == step)
+    if not known:
+        raise ValueError("depthwise_rows: no routine for this kernel size and stride")
     n_in, n_out = h * wd, oh * ow
     vectors = (ow + LANES - 1) // LANES
     per_vector = k * stride + 1  # as _masks_per_vector
