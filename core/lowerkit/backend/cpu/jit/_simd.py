@@ -1,6 +1,7 @@
 """Vector helpers LLVM's loop vectoriser does not emit from plain loops (numba intrinsics),
 and the LLVM IR builders the vector kernels share (:func:`fmuladd`, :func:`broadcast`,
-:func:`allow_512_bit`; used by :mod:`.panel`, :mod:`.dwblock`, :mod:`._act_ir`).
+:func:`masked`, :func:`transpose8`, :func:`allow_512_bit`; used by :mod:`.panel`,
+:mod:`.dwblock`, :mod:`.dwrows`, :mod:`.layout`, :mod:`._act_ir`).
 
 :func:`split_pairs` deinterleaves a run of float pairs into its even and odd elements — the
 column phases of a stride-2 convolution. Written as a loop (``even[j] = x[2j]; odd[j] =
@@ -42,6 +43,46 @@ def fmuladd(builder, a, b, c):
     fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(a.type, [a.type] * 3),
                                         f"llvm.fmuladd.v{lanes}f32")
     return builder.call(fn, [a, b, c])
+
+
+def const(value: int) -> ir.Constant:
+    """An i64 constant."""
+    return ir.Constant(_I64, value)
+
+
+def masked(builder, name: str, ret, args, lanes: int):
+    """Call ``llvm.masked.<name>.v<lanes>f32.p0`` — ``load`` or ``store`` (AVX: ``vmaskmovps``;
+    AVX-512: a move under a mask register; elsewhere lane by lane)."""
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, [a.type for a in args]),
+                                        f"llvm.masked.{name}.v{lanes}f32.p0")
+    return builder.call(fn, args)
+
+
+_UNPACK_LO = [0, 8, 1, 9, 4, 12, 5, 13]
+_UNPACK_HI = [2, 10, 3, 11, 6, 14, 7, 15]
+_PAIR_LO = [0, 1, 8, 9, 4, 5, 12, 13]
+_PAIR_HI = [2, 3, 10, 11, 6, 7, 14, 15]
+_HALF_LO = [0, 1, 2, 3, 8, 9, 10, 11]
+_HALF_HI = [4, 5, 6, 7, 12, 13, 14, 15]
+
+
+def _lanes(indices):
+    return ir.Constant(ir.VectorType(_I32, 8), indices)
+
+
+def transpose8(builder, rows):
+    """8 vectors of 8 floats (rows) -> their 8 columns: unpack pairs, pair quads, swap 128-bit
+    halves (``vunpck*ps``, ``vshufps``, ``vperm2f128`` on AVX)."""
+    sh = builder.shuffle_vector
+    t = []
+    for i in range(0, 8, 2):
+        t += [sh(rows[i], rows[i + 1], _lanes(_UNPACK_LO)), sh(rows[i], rows[i + 1], _lanes(_UNPACK_HI))]
+    q = []
+    for i in (0, 4):  # t0..t3 hold rows 0-3, t4..t7 rows 4-7
+        q += [sh(t[i], t[i + 2], _lanes(_PAIR_LO)), sh(t[i], t[i + 2], _lanes(_PAIR_HI)),
+              sh(t[i + 1], t[i + 3], _lanes(_PAIR_LO)), sh(t[i + 1], t[i + 3], _lanes(_PAIR_HI))]
+    return ([sh(q[i], q[i + 4], _lanes(_HALF_LO)) for i in range(4)]
+            + [sh(q[i], q[i + 4], _lanes(_HALF_HI)) for i in range(4)])
 
 
 def broadcast(builder, scalar, lanes: int = 8):

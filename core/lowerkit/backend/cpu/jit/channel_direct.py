@@ -47,10 +47,10 @@ from numba.core.extending import intrinsic
 
 from ._act import act_span
 from ._act_ir import IR_CODES, activate
-from ._simd import _F32, _I32, _I64, _V8, broadcast, fmuladd, vector
+from ._simd import _F32, _I32, _I64, _V8, broadcast, const as _const, fmuladd, vector
 from ._types import f8, i8, ro, rw
 from .layer import team_ready
-from .panel import TILE, _close_loop, _const, _merged, _prefetch
+from .panel import TILE, _close_loop, _merged, _prefetch
 
 team_ready()  # team_pad and team_conv are parallel regions: choose the threading layer first
 

@@ -36,39 +36,12 @@ from numba.core.extending import intrinsic
 
 from ._act import act_span
 from .pool import plane_mean
-from ._simd import _I32, _I64, _V8, fmuladd
+from ._simd import _I64, _V8, fmuladd, transpose8
 from ._types import f8, i8, ro, rw
 
 LANES = 8  # planes per block: one AVX vector of floats
 WIDTHS = (8, 7, 4, 1)  # output pixels of a row computed together (accumulators in registers)
 KERNELS = ((3, 3), (5, 5), (7, 7))  # (kh, kw) with a compiled taps routine, strides 1 and 2 each
-
-_UNPACK_LO = [0, 8, 1, 9, 4, 12, 5, 13]
-_UNPACK_HI = [2, 10, 3, 11, 6, 14, 7, 15]
-_PAIR_LO = [0, 1, 8, 9, 4, 5, 12, 13]
-_PAIR_HI = [2, 3, 10, 11, 6, 7, 14, 15]
-_HALF_LO = [0, 1, 2, 3, 8, 9, 10, 11]
-_HALF_HI = [4, 5, 6, 7, 12, 13, 14, 15]
-
-
-def _mask(lanes):
-    return ir.Constant(ir.VectorType(_I32, 8), lanes)
-
-
-def _transpose8(builder, rows):
-    """8 vectors (rows) -> their 8 columns: unpack pairs, pair quads, swap 128-bit halves
-    (``vunpck*ps``, ``vshufps``, ``vperm2f128`` on AVX)."""
-    sh = builder.shuffle_vector
-    t = []
-    for i in range(0, 8, 2):
-        t += [sh(rows[i], rows[i + 1], _mask(_UNPACK_LO)), sh(rows[i], rows[i + 1], _mask(_UNPACK_HI))]
-    q = []
-    for i in (0, 4):  # t0..t3 hold rows 0-3, t4..t7 rows 4-7
-        q += [sh(t[i], t[i + 2], _mask(_PAIR_LO)), sh(t[i], t[i + 2], _mask(_PAIR_HI)),
-              sh(t[i + 1], t[i + 3], _mask(_PAIR_LO)), sh(t[i + 1], t[i + 3], _mask(_PAIR_HI))]
-    return [sh(q[i], q[i + 4], _mask(_HALF_LO)) for i in range(4)] + [sh(q[i], q[i + 4], _mask(_HALF_HI))
-                                                                      for i in range(4)]
-
 
 def _lane_index(builder, i, count):
     """``min(i, count - 1)``: lanes past a partial block's planes repeat its last plane."""
@@ -94,7 +67,7 @@ def _planes_to_pixels(typingctx, src, plane_bytes, planes, buf, offsets):
             address = builder.add(src_, builder.mul(_lane_index(builder, i, count), stride))
             rows.append(builder.load(builder.inttoptr(address, vptr), align=4))
         offsets = builder.inttoptr(table, _I64.as_pointer())
-        for j, column in enumerate(_transpose8(builder, rows)):
+        for j, column in enumerate(transpose8(builder, rows)):
             offset = builder.load(builder.gep(offsets, [ir.Constant(_I64, j)]))
             address = builder.add(buf_, builder.mul(offset, ir.Constant(_I64, 4)))
             builder.store(column, builder.inttoptr(address, vptr), align=4)
@@ -115,7 +88,7 @@ def _pixels_to_planes(typingctx, src, dst, plane_bytes, planes, spill):
         vptr = _V8.as_pointer()
         base = builder.inttoptr(src_, vptr)
         pixels = [builder.load(builder.gep(base, [ir.Constant(_I64, j)]), align=4) for j in range(8)]
-        for i, plane in enumerate(_transpose8(builder, pixels)):
+        for i, plane in enumerate(transpose8(builder, pixels)):
             address = builder.add(dst_, builder.mul(ir.Constant(_I64, i), stride))
             inside = builder.icmp_signed("<", ir.Constant(_I64, i), count)
             builder.store(plane, builder.inttoptr(builder.select(inside, address, spill_), vptr), align=4)

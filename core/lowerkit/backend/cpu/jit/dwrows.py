@@ -37,7 +37,7 @@ from numba.core.extending import intrinsic
 
 from ._act import act_span
 from ._act_ir import IR_CODES, activate
-from ._simd import _F32, _I32, _I64, allow_512_bit, broadcast, fmuladd, vector
+from ._simd import _F32, _I32, allow_512_bit, broadcast, const, fmuladd, masked, vector
 from ._types import f8, i8, ro, rw
 from .pool import plane_mean
 from .vectors import host_full_width
@@ -59,20 +59,9 @@ def _masks_per_vector(kernel: int, stride: int) -> int:
     return kernel * stride + 1
 
 
-def _i(value: int) -> ir.Constant:
-    return ir.Constant(_I64, value)
-
-
-def _masked(builder, name: str, ret, args, lanes: int):
-    """``llvm.masked.load``/``store`` of ``lanes`` floats (AVX-512: a move under a mask register)."""
-    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, [a.type for a in args]),
-                                        f"llvm.masked.{name}.v{lanes}f32.p0")
-    return builder.call(fn, args)
-
-
 def _lane_mask(builder, masks_address, index):
     """The mask at ``index`` of the int32 table at ``masks_address``, as LANES booleans."""
-    p = builder.inttoptr(builder.add(masks_address, builder.mul(index, _i(4))), _I32.as_pointer())
+    p = builder.inttoptr(builder.add(masks_address, builder.mul(index, const(4))), _I32.as_pointer())
     bits = builder.trunc(builder.load(p, align=4), ir.IntType(LANES))
     return builder.bitcast(bits, ir.VectorType(ir.IntType(1), LANES))
 
@@ -85,25 +74,25 @@ def _emit_rows(builder, k: int, stride: int, rows: int, y0, x0, masks, store_mas
     src, dst, zeros, h, w, ow, pt, pl, weights, bias, act = plane
     vt = vector(LANES)
     zero = ir.Constant(vt, [0.0] * LANES)
-    four = _i(4)
+    four = const(4)
 
     def load(address, mask):
         ptr = builder.inttoptr(address, vt.as_pointer())
-        return _masked(builder, "load", vt, [ptr, ir.Constant(_I32, 4), mask, zero], LANES)
+        return masked(builder, "load", vt, [ptr, ir.Constant(_I32, 4), mask, zero], LANES)
 
     accs = [bias] * rows
-    y_in = builder.mul(y0, _i(stride))
-    x_in = builder.sub(builder.mul(x0, _i(stride)), pl)  # input column of lane 0's first tap (may be < 0)
+    y_in = builder.mul(y0, const(stride))
+    x_in = builder.sub(builder.mul(x0, const(stride)), pl)  # input column of lane 0's first tap (may be < 0)
     for i in range(stride * (rows - 1) + k):  # input row i feeds output row j with its tap row i - stride * j
-        r = builder.sub(builder.add(y_in, _i(i)), pt)
-        inside = builder.and_(builder.icmp_signed(">=", r, _i(0)), builder.icmp_signed("<", r, h))
+        r = builder.sub(builder.add(y_in, const(i)), pt)
+        inside = builder.and_(builder.icmp_signed(">=", r, const(0)), builder.icmp_signed("<", r, h))
         row = builder.select(inside, builder.add(src, builder.mul(builder.mul(r, w), four)), zeros)
         for b in range(k):
-            start = builder.add(row, builder.mul(builder.add(x_in, _i(b)), four))
+            start = builder.add(row, builder.mul(builder.add(x_in, const(b)), four))
             if stride == 1:
                 v = load(start, masks[b])
             else:  # the even columns of two vectors: one shuffle
-                lo, hi = load(start, masks[2 * b]), load(builder.add(start, _i(4 * LANES)), masks[2 * b + 1])
+                lo, hi = load(start, masks[2 * b]), load(builder.add(start, const(4 * LANES)), masks[2 * b + 1])
                 v = builder.shuffle_vector(lo, hi, _EVENS)
             for j in range(rows):
                 a = i - stride * j
@@ -111,9 +100,9 @@ def _emit_rows(builder, k: int, stride: int, rows: int, y0, x0, masks, store_mas
                     accs[j] = fmuladd(builder, v, weights[a * k + b], accs[j])
     accs = activate(builder, *act, accs)
     for j in range(rows):
-        o = builder.add(builder.mul(builder.add(y0, _i(j)), ow), x0)
+        o = builder.add(builder.mul(builder.add(y0, const(j)), ow), x0)
         ptr = builder.inttoptr(builder.add(dst, builder.mul(o, four)), vt.as_pointer())
-        _masked(builder, "store", ir.VoidType(), [accs[j], ptr, ir.Constant(_I32, 4), store_mask], LANES)
+        masked(builder, "store", ir.VoidType(), [accs[j], ptr, ir.Constant(_I32, 4), store_mask], LANES)
 
 
 def _emit_plane(builder, args, k: int, stride: int) -> None:
@@ -123,25 +112,25 @@ def _emit_plane(builder, args, k: int, stride: int) -> None:
     if LANES > 8:
         allow_512_bit(builder)
     fptr = builder.inttoptr(wt, _F32.as_pointer())
-    weights = [broadcast(builder, builder.load(builder.gep(fptr, [_i(t)])), LANES) for t in range(k * k)]
+    weights = [broadcast(builder, builder.load(builder.gep(fptr, [const(t)])), LANES) for t in range(k * k)]
     plane = (src, dst, zeros, h, w, ow, pt, pl, weights, broadcast(builder, builder.fptrunc(bias, _F32), LANES),
              (code, p0, p1))
-    vectors = builder.udiv(builder.add(ow, _i(LANES - 1)), _i(LANES))
+    vectors = builder.udiv(builder.add(ow, const(LANES - 1)), const(LANES))
     per_vector = _masks_per_vector(k, stride)
     rows = ROWS[k]
-    groups = builder.udiv(oh, _i(rows))
+    groups = builder.udiv(oh, const(rows))
 
     def vector_masks(c):
-        first = builder.mul(c, _i(per_vector))
-        masks = [_lane_mask(builder, masks_address, builder.add(first, _i(b))) for b in range(per_vector - 1)]
-        return masks, _lane_mask(builder, masks_address, builder.add(first, _i(per_vector - 1)))
+        first = builder.mul(c, const(per_vector))
+        masks = [_lane_mask(builder, masks_address, builder.add(first, const(b))) for b in range(per_vector - 1)]
+        return masks, _lane_mask(builder, masks_address, builder.add(first, const(per_vector - 1)))
 
     with cgutils.for_range(builder, groups) as group:
         with cgutils.for_range(builder, vectors) as column:
             masks, store_mask = vector_masks(column.index)
-            _emit_rows(builder, k, stride, rows, builder.mul(group.index, _i(rows)),
-                       builder.mul(column.index, _i(LANES)), masks, store_mask, plane)
-    y_left = builder.mul(groups, _i(rows))
+            _emit_rows(builder, k, stride, rows, builder.mul(group.index, const(rows)),
+                       builder.mul(column.index, const(LANES)), masks, store_mask, plane)
+    y_left = builder.mul(groups, const(rows))
     left = builder.sub(oh, y_left)
     with cgutils.for_range(builder, vectors) as column:  # the last oh % rows rows
         masks, store_mask = vector_masks(column.index)
@@ -149,9 +138,9 @@ def _emit_plane(builder, args, k: int, stride: int) -> None:
         switch = builder.switch(left, done)
         for count in range(1, rows):
             case = builder.append_basic_block(f"rows.{count}")
-            switch.add_case(_i(count), case)
+            switch.add_case(const(count), case)
             builder.position_at_end(case)
-            _emit_rows(builder, k, stride, count, y_left, builder.mul(column.index, _i(LANES)), masks, store_mask,
+            _emit_rows(builder, k, stride, count, y_left, builder.mul(column.index, const(LANES)), masks, store_mask,
                        plane)
             builder.branch(done)
         builder.position_at_end(done)
@@ -171,7 +160,7 @@ def _plane(typingctx, key, src, dst, wt, bias, zeros, masks, h, w, oh, ow, pt, p
         switch = builder.switch(args[0], done)
         for size, stride in VARIANTS:
             case = builder.append_basic_block(f"kernel.{size}.{stride}")
-            switch.add_case(_i(size * 4 + stride), case)
+            switch.add_case(const(size * 4 + stride), case)
             builder.position_at_end(case)
             _emit_plane(builder, args[1:], size, stride)
             builder.branch(done)

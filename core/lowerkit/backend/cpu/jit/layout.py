@@ -4,7 +4,7 @@ A ConvNeXt block turns its map channels-last and back around the layer norm and 
 (``permute(0, 2, 3, 1)``, ``permute(0, 3, 1, 2)``): as numpy's copy of a transposed view
 the channels-last copy reads its source a float at a time, one plane apart, and those two
 moves took 6% of ConvNeXt-T's time at batch 8 (glow_like, 36 of 571 thread-ms). Here 8 rows
-of 8 floats are loaded as 8 vectors, turned in registers (``dwblock._transpose8``: 24
+of 8 floats are loaded as 8 vectors, turned in registers (``_simd.transpose8``: 24
 shuffles) and stored as 8 vectors: every load and store a whole 32-byte run.
 
 - :func:`transpose_last` — ``out[n] = x[n].T`` for matrices [first, last) of a stack.
@@ -17,9 +17,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core.extending import intrinsic
 
-from ._simd import _I64, _V8
+from ._simd import _I64, _V8, transpose8
 from ._types import i8, ro, rw
-from .dwblock import _transpose8
 
 _U64 = types.uint64
 
@@ -37,7 +36,7 @@ def _block8(typingctx, src, src_row_bytes, dst, dst_row_bytes):
         for i in range(8):
             address = builder.add(src_, builder.mul(ir.Constant(_I64, i), src_stride))
             rows.append(builder.load(builder.inttoptr(address, vptr), align=4))
-        for j, column in enumerate(_transpose8(builder, rows)):
+        for j, column in enumerate(transpose8(builder, rows)):
             address = builder.add(dst_, builder.mul(ir.Constant(_I64, j), dst_stride))
             builder.store(column, builder.inttoptr(address, vptr), align=4)
         return context.get_dummy_value()

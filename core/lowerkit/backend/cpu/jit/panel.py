@@ -58,6 +58,7 @@ from ._act import act_span
 from ._act_ir import IR_CODES, activate
 from .conv import im2col
 from ._simd import _F32, _I32, _I64, _V8, allow_512_bit, broadcast, fmuladd, vector  # LLVM types and builders
+from ._simd import const as _const, masked as _masked
 from ._types import f8, i8, ro, rw
 from .layer import team_ready
 from .vectors import host_full_width
@@ -117,10 +118,6 @@ PREFETCH = 768
 _NONE = np.uint64(0)  # a tile's residual address: none
 
 
-def _const(v):
-    return ir.Constant(_I64, v)
-
-
 _U64 = types.uint64
 # k, panel, x, ldx, c, ldc, bias, first, rows, activation code, p0, p1, residual (the address of
 # the tile's first element in an array shaped like ``c``, added before the activation; 0: none)
@@ -134,15 +131,6 @@ _FC_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, 
 _FC_EDGE_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64, i8, i8)
 # k, panel, x, ldx, c, ldc, bias, first, rows, residual
 _COLUMN_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, _U64)
-
-
-def _masked(builder, name, ret, args, lanes: int):
-    """Call ``llvm.masked.<name>.v<lanes>f32.p0`` (AVX: ``vmaskmovps``; AVX-512: a move under a
-    mask register; elsewhere lane by lane)."""
-    types_ = [a.type for a in args]
-    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, types_),
-                                        f"llvm.masked.{name}.v{lanes}f32.p0")
-    return builder.call(fn, args)
 
 
 def _prefetch(builder, ptr):
