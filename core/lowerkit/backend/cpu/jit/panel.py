@@ -189,7 +189,7 @@ def _close_loop(builder, idx, acc, new, end, before, loop, done):
 
 
 def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool = False, stream: int = 0,
-                 lanes: int = 8, rows_in_place: bool = False):
+                 lanes: int = 8, rows_in_place: bool = False, next_columns: int = 0):
     """The 6 x (``lanes`` * ``vectors``) micro-kernel, in vectors of ``lanes`` floats (8, or 16 in
     zmm registers): ``c[r, :] = (first ? bias[r] : c[r, :]) +
     sum over k of panel[k, r] * x[k, :]`` for rows r < ``rows``. Addresses as integers,
@@ -198,6 +198,8 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
     The ``gather`` variant takes, in place of ``ldx``, the address of an int64 table: row k
     of the image starts ``table[k]`` floats after ``x`` (:mod:`.direct`'s taps).
     The ``stream`` variant (``stream`` > 0) also prefetches the image that many rows ahead.
+    The ``next_columns`` variant (> 0) also prefetches, each step, the image row's tile as many
+    columns on: the next block's, while this one is computed.
     The ``plus_one`` variant also computes the column right after the tile (output column
     ``lanes * vectors``), whose image column it takes last (its address and row stride): the
     panel's six weights of a step as one vector times that column's value, a 13th
@@ -310,6 +312,8 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
             weights = [builder.gep(w_row, [_const(r)]) for r in range(ROWS)]
         if stream:
             _prefetch(builder, builder.gep(x_row, [builder.mul(_const(stream), ldx_)]))
+        for offset in range(0, lanes * vectors if next_columns else 0, 16):
+            _prefetch(builder, builder.gep(x_row, [_const(next_columns + offset)]))
         new = []
         for r in range(ROWS):
             wv = broadcast(builder, builder.load(weights[r]), lanes)
@@ -397,6 +401,14 @@ _tile32 = _tile_kernel(32 // LANES, edge=False, lanes=LANES)
 # With 16-float vectors a block's whole 64 columns can be one tile: 24 accumulators, four image
 # vectors and six broadcast weights per step for 24 FMAs (the 6 x 32 tile: two and six for 12).
 _tile64 = _tile_kernel(4, edge=False, lanes=16) if LANES == 16 else _tile32
+# The first panel's tiles of a block (read in place) also prefetch the next block's image: a
+# block's 64 columns of each image row are 4 lines, each row in another page, too few and too
+# many streams for the hardware prefetchers, so the first panel met every line in L3 or memory.
+# The others find the block in L1. One thread, one image, this tree / without
+# (``benchmarks/kernel_pair.py --rev``, median of 60 pairs, Intel Xeon VM): 128x512x784 0.81,
+# 64x256x3136 0.83, 24x144x3136 0.87, 32x192x784 0.90, 1024x256x196 0.97; every tile
+# prefetching instead lost up to 20% where the blocks were hot (576x96x196 1.20).
+_tile64n = _tile_kernel(4, edge=False, lanes=16, next_columns=64) if LANES == 16 else _tile32
 _tile16 = _tile_kernel(16 // LANES, edge=False, lanes=LANES)
 _tile17 = _tile_kernel(16 // LANES, edge=False, plus_one=True, lanes=LANES)
 # With 16-float vectors a 7x7 map's block of 49 columns is one tile: 48 columns in 18
@@ -608,8 +620,12 @@ def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n
                     j = stop  # the other tiles have nothing left, the plus-one column is done
                 if LANES == 16:
                     while j + 64 <= stop:
-                        _tile64(kc, wp, _column_at(xp, j - b0, kc, pack), ld, cp + f * np.uint64(j), ldc, bp, first,
-                                rows, tile_code, p0, p1, _at(rp, j))
+                        if p == pa and not pack:
+                            _tile64n(kc, wp, _column_at(xp, j - b0, kc, pack), ld, cp + f * np.uint64(j), ldc, bp,
+                                     first, rows, tile_code, p0, p1, _at(rp, j))
+                        else:
+                            _tile64(kc, wp, _column_at(xp, j - b0, kc, pack), ld, cp + f * np.uint64(j), ldc, bp,
+                                    first, rows, tile_code, p0, p1, _at(rp, j))
                         j += 64
                 if TILE == 32:
                     while j + 32 <= stop:
