@@ -101,35 +101,68 @@ def _input_reference(x, pt, pl, th, tw):
     return v.reshape(36, c, n * th * tw)
 
 
-@pytest.mark.parametrize("n, c, h, w, pad", [(1, 3, 9, 10, 1), (2, 5, 7, 7, 1), (1, 4, 56, 56, 1), (3, 2, 13, 35, 1),
-                                             (1, 2, 6, 6, 0), (1, 3, 9, 10, 2), (2, 4, 33, 66, 1)])
-def test_input_transform_matches_numpy(n, c, h, w, pad):
+# The input transform's entry point, which picks, and both its forms, on every machine.
+INPUT_FORMS = ["winograd_input", "winograd_input_planes", "winograd_input_gathered"]
+INPUT_SHAPES = [(1, 3, 9, 10, 1), (2, 5, 7, 7, 1), (1, 4, 56, 56, 1), (3, 2, 13, 35, 1), (1, 2, 6, 6, 0),
+                (1, 3, 9, 10, 2), (2, 4, 33, 66, 1), (3, 3, 14, 14, 1), (5, 2, 5, 3, 1)]
+
+
+@pytest.mark.parametrize("form", INPUT_FORMS)
+@pytest.mark.parametrize("n, c, h, w, pad", INPUT_SHAPES)
+def test_input_transform_matches_numpy(form, n, c, h, w, pad):
     """Maps whose tile rows hold fewer than 8 tiles (one by one), 8 or more (split 8 at a
-    time) and both; padding 0-2; images after the first."""
+    time) and both; padding 0-2; images after the first; for the gathered form, tiles that
+    fill 16 lanes, leave some empty, and run from one image into the next."""
     oh, ow = h + 2 * pad - 2, w + 2 * pad - 2
     th, tw = _tiles(oh, ow)
     x = _rand(n, c, h, w, seed=7)
     v = np.full((36, c, n * th * tw), np.nan, np.float32)
-    jit.load("winograd").winograd_input(x, v, pad, pad, th, tw, 0, n, 0, c,
+    getattr(jit.load("winograd"), form)(x, v, pad, pad, th, tw, 0, n, 0, c,
                                         np.full(input_scratch_floats(th, tw), np.nan, np.float32))
     np.testing.assert_allclose(v, _input_reference(x, pad, pad, th, tw), rtol=1e-5, atol=1e-4)
 
 
-def test_input_transform_writes_only_its_channels_and_images():
-    n, c, h, w = 3, 6, 11, 17
+@pytest.mark.parametrize("n, c, h, w, pad", INPUT_SHAPES + [(2, 3, 9, 13, 0), (1, 2, 5, 6, 2)])
+def test_input_transform_forms_agree_bit_for_bit(n, c, h, w, pad):
+    """The gathered form computes the same sums in the same order as the planes form: the
+    network's outputs do not depend on which one the machine runs."""
+    oh, ow = h + 2 * pad - 2, w + 2 * pad - 2
+    th, tw = _tiles(oh, ow)
+    x = _rand(n, c, h, w, seed=9)
+    kernels = jit.load("winograd")
+    results = []
+    for form in (kernels.winograd_input_planes, kernels.winograd_input_gathered):
+        v = np.full((36, c, n * th * tw), np.nan, np.float32)
+        form(x, v, pad, pad, th, tw, 0, n, 0, c, np.zeros(input_scratch_floats(th, tw), np.float32))
+        results.append(v)
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+@pytest.mark.parametrize("form", INPUT_FORMS)
+@pytest.mark.parametrize("h, w", [(11, 17), (13, 5)])
+def test_input_transform_writes_only_its_channels_and_images(form, h, w):
+    n, c = 3, 6
     th, tw = _tiles(h, w)
     x = _rand(n, c, h, w, seed=8)
     v = np.full((36, c, 2 * th * tw), np.nan, np.float32)  # images 1 and 2: their tiles from 0
     scratch = np.empty(input_scratch_floats(th, tw), np.float32)
-    jit.load("winograd").winograd_input(x, v, 1, 1, th, tw, 1, 2, 2, 5, scratch)
+    getattr(jit.load("winograd"), form)(x, v, 1, 1, th, tw, 1, 2, 2, 5, scratch)
     want = _input_reference(x[1:], 1, 1, th, tw)
     np.testing.assert_allclose(v[:, 2:5], want[:, 2:5], rtol=1e-5, atol=1e-4)
     assert np.isnan(v[:, :2]).all() and np.isnan(v[:, 5:]).all()
 
 
-def test_input_transform_refuses_a_scratch_too_small():
+@pytest.mark.parametrize("form", ["winograd_input", "winograd_input_planes"])
+def test_input_transform_refuses_a_scratch_too_small(form):
     x = _rand(1, 2, 8, 8)
     v = np.empty((36, 2, 4), np.float32)
     with pytest.raises(ValueError, match="input_scratch_floats"):
-        jit.load("winograd").winograd_input(x, v, 1, 1, 2, 2, 0, 1, 0, 2,
+        getattr(jit.load("winograd"), form)(x, v, 1, 1, 2, 2, 0, 1, 0, 2,
                                             np.empty(input_scratch_floats(2, 2) - 1, np.float32))
+
+
+def test_gathered_input_transform_refuses_a_scratch_under_its_table():
+    x = _rand(1, 2, 8, 8)
+    v = np.empty((36, 2, 4), np.float32)
+    with pytest.raises(ValueError, match="48 floats"):
+        jit.load("winograd").winograd_input_gathered(x, v, 1, 1, 2, 2, 0, 1, 0, 2, np.empty(47, np.float32))

@@ -6,7 +6,9 @@ caller runs the 36 channel GEMMs ``m[k] = u[k] @ v[k]`` on BLAS.
 
 Input pass, per (image, channel): the padded rows split by tile column phase into planes
 of the channel's tiles, then B^T along the tiles' columns and along their rows, each a flat
-loop over the tiles (:func:`winograd_input` says how).
+loop over the tiles (:func:`winograd_input_planes` says how); or, on small maps where vectors
+hold 16 floats, 16 tiles at a time with each of their 36 inputs one masked gather
+(:func:`winograd_input_gathered`); :func:`winograd_input` picks.
 Output pass, per output channel and group of tile rows: A^T over the six rows of ``m`` (a
 contiguous run of tiles), A^T over columns, then bias and activation, written into the
 output with the edge tiles cropped. Matrices: Lavin & Gray's, points 0, +-1, +-2, inf.
@@ -15,12 +17,16 @@ output with the edge tiles cropped. Matrices: Lavin & Gray's, points 0, +-1, +-2
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
+from numba.core.extending import intrinsic
 
 from ..winograd import input_scratch_floats
 from ._act import act
-from ._simd import split_quads
+from ._simd import _F32, _I32, _I64, allow_512_bit, masked, split_quads, vector
 from ._types import f8, i8, ro, rw
+from .vectors import host_full_width
 
 _U = np.uint64
 
@@ -46,8 +52,8 @@ _input_scratch = njit(inline="always")(input_scratch_floats)
 
 
 @njit(_IN, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def winograd_input(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch):
-    """v[:, c, t] = B^T d B for images [i0, i0+k), channels [c0, c1); t counts from image i0.
+def winograd_input_planes(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch):
+    """:func:`winograd_input` a channel plane at a time.
 
     ``scratch``: at least ``lowerkit.backend.cpu.winograd.input_scratch_floats(th, tw)``
     floats (else ValueError). Per channel plane:
@@ -138,6 +144,156 @@ def winograd_input(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch):
                     vf[o + _U(18) * ct + t] = a3
                     vf[o + _U(24) * ct + t] = a4
                     vf[o + _U(30) * ct + t] = a5
+
+
+# Where vectors hold 16 floats, maps of fewer than GATHER_BELOW_TILES tiles a row (outputs under
+# 29 columns) take the input transform 16 tiles at a time, their inputs gathered
+# (winograd_input_gathered). There the planes form splits each row into tile column phases a
+# tile at a time (8 at a time from 8 tiles on), and runs each of its passes over one channel's
+# few tiles. One thread, µs, best of 30, planes vs gathered (Intel Xeon VM, a gather of 16
+# floats ~3 ns): images x channels x side 4x512x7 599 vs 110, 1x512x7 147 vs 62, 4x256x14 744
+# vs 344, 1x256x14 147 vs 49, 4x128x28 778 vs 544, 1x128x28 101 vs 75; but 1x64x56 202 vs 252
+# and 1x64x112 735 vs 1013, where the planes form's rows split 8 tiles at a time. Team form,
+# two threads, one image: 128x28 78 vs 45, 256x14 133 vs 31, 512x7 87 vs 40. Where 16-float
+# vectors run at half width or not at all, gathers were not measured: the planes form stays.
+GATHER = host_full_width()
+GATHER_BELOW_TILES = 8
+
+_LANES = 16
+_V16 = vector(_LANES)
+_I32X16 = ir.VectorType(_I32, _LANES)
+_I64X16 = ir.VectorType(_I64, _LANES)
+_NOWHERE = -(1 << 30)  # a lane's row where it has no tile: every row test fails
+_INDEXABLE = 1 << 31  # the gathers' element indices are int32: inputs of fewer floats
+_CONTRACT = ("contract",)  # as the planes form's fastmath: LLVM may fuse a multiply and an add
+
+
+def _splat(builder, value, vtype):
+    """``value`` (a scalar of ``vtype``'s element type) in every lane."""
+    one = builder.insert_element(ir.Constant(vtype, ir.Undefined), value, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(one, ir.Constant(vtype, ir.Undefined), ir.Constant(_I32X16, [0] * _LANES))
+
+
+def _bt_ir(builder, d):
+    """B^T applied to six vectors (lane by lane), the same sums as :func:`_bt`."""
+    def c(v):
+        return ir.Constant(_V16, [float(v)] * _LANES)
+
+    def add(a, b):
+        return builder.fadd(a, b, flags=_CONTRACT)
+
+    def sub(a, b):
+        return builder.fsub(a, b, flags=_CONTRACT)
+
+    def mul(a, b):
+        return builder.fmul(a, b, flags=_CONTRACT)
+
+    d0, d1, d2, d3, d4, d5 = d
+    return (add(sub(mul(c(4), d0), mul(c(5), d2)), d4),
+            add(add(mul(c(-4), add(d1, d2)), d3), d4),
+            add(sub(mul(c(4), sub(d1, d2)), d3), d4),
+            add(sub(mul(c(2), sub(d3, d1)), d2), d4),
+            add(sub(mul(c(2), sub(d1, d3)), d2), d4),
+            add(sub(mul(c(4), d1), mul(c(5), d3)), d5))
+
+
+@intrinsic
+def _gathered_tiles(typingctx, x, table, h, w, v, plane_stride, count):
+    """B^T d B of 16 tiles of one channel, lane j the tile ``table`` describes in its lanes j:
+    ``table`` (int32, 48: three vectors) holds each tile's first input element (floats from
+    ``x``, the channel's plane of its image; any value where the tile starts in the padding),
+    its first row and its first column (negative in the padding; a row of ``_NOWHERE`` for a
+    lane without a tile). Each of the 36 input elements of the 16 tiles is one masked gather
+    (elements outside the ``h`` x ``w`` image read as zeros); the 36 results go to ``v``,
+    ``v + plane_stride``, ... (floats), lanes j < ``count`` only."""
+    sig = types.void(types.uint64, types.uint64, types.int64, types.int64, types.uint64, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        x_a, table_a, h_, w_, v_a, stride_, count_ = args
+        allow_512_bit(builder)
+        tp = builder.inttoptr(table_a, _I32X16.as_pointer())
+        first, row0, col0 = (builder.load(builder.gep(tp, [ir.Constant(_I64, i)]), align=4) for i in range(3))
+        lanes = builder.icmp_signed("<", ir.Constant(_I64X16, list(range(_LANES))), _splat(builder, count_, _I64X16))
+        h32, w32 = (_splat(builder, builder.trunc(a, _I32), _I32X16) for a in (h_, w_))
+        x_at = _splat(builder, x_a, _I64X16)
+        pointers = ir.VectorType(_F32.as_pointer(), _LANES)
+        gather = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(_V16, [pointers, _I32, lanes.type, _V16]),
+            f"llvm.masked.gather.v{_LANES}f32.v{_LANES}p0")
+        zero = ir.Constant(_V16, [0.0] * _LANES)
+        cols_inside = [builder.icmp_unsigned("<", builder.add(col0, ir.Constant(_I32X16, [p] * _LANES)), w32)
+                       for p in range(6)]
+        rows = []
+        for r in range(6):  # B^T along each tile row's six columns
+            row_inside = builder.icmp_unsigned("<", builder.add(row0, ir.Constant(_I32X16, [r] * _LANES)), h32)
+            start = builder.add(first, builder.mul(ir.Constant(_I32X16, [r] * _LANES), w32))
+            d = []
+            for p in range(6):
+                index = builder.sext(builder.add(start, ir.Constant(_I32X16, [p] * _LANES)), _I64X16)
+                at = builder.add(x_at, builder.mul(index, ir.Constant(_I64X16, [4] * _LANES)))
+                inside = builder.and_(row_inside, cols_inside[p])
+                d.append(builder.call(gather, [builder.inttoptr(at, pointers), ir.Constant(_I32, 4), inside, zero]))
+            rows.append(_bt_ir(builder, d))
+        vp = builder.inttoptr(v_a, _F32.as_pointer())
+        for b in range(6):  # B^T along each tile column's six rows: v[6 a + b]
+            for a, value in enumerate(_bt_ir(builder, [rows[r][b] for r in range(6)])):
+                at = builder.gep(vp, [builder.mul(ir.Constant(_I64, 6 * a + b), stride_)])
+                masked(builder, "store", ir.VoidType(), [value, builder.bitcast(at, _V16.as_pointer()),
+                                                         ir.Constant(_I32, 4), lanes], _LANES)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(_IN, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def winograd_input_gathered(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch):
+    """:func:`winograd_input` 16 tiles at a time (running on from one image into the next, as
+    ``v``'s tiles do), each of a tile's 36 inputs one gather over the 16 — no copy of a row,
+    no pass over one channel's few tiles; the same bits as :func:`winograd_input_planes`.
+    ``scratch``: at least 48 floats (the tiles' table; ``input_scratch_floats`` gives more,
+    else ValueError). Timings beside the module's ``GATHER``."""
+    c_n, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    t_n = v.shape[2]
+    if scratch.shape[0] < 3 * _LANES:
+        raise ValueError("winograd_input_gathered: scratch smaller than 48 floats")
+    table = scratch[:3 * _LANES].view(np.int32)
+    tiles = k * th * tw
+    plane = th * tw
+    ct = c_n * t_n
+    xa, va = x.ctypes.data, v.ctypes.data
+    for g in range(0, tiles, _LANES):
+        count = min(_LANES, tiles - g)
+        for j in range(_LANES):
+            t = g + j
+            if t < tiles:
+                n, rem = t // plane, t % plane
+                row, col = 4 * (rem // tw) - pt, 4 * (rem % tw) - pl
+                table[j] = ((i0 + n) * c_n * h + row) * wd + col
+                table[_LANES + j] = row
+                table[2 * _LANES + j] = col
+            else:
+                table[j] = 0
+                table[_LANES + j] = _NOWHERE
+                table[2 * _LANES + j] = 0
+        for c in range(c0, c1):
+            _gathered_tiles(xa + np.uint64(4 * c * h * wd), table.ctypes.data, h, wd,
+                            va + np.uint64(4 * (c * t_n + g)), ct, count)
+
+
+@njit(_IN, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def winograd_input(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch):
+    """v[:, c, t] = B^T d B for images [i0, i0+k), channels [c0, c1); t counts from image i0:
+    :func:`winograd_input_gathered` where :data:`GATHER` and a tile row has fewer than
+    :data:`GATHER_BELOW_TILES` tiles (and the input fewer than 2**31 floats), else
+    :func:`winograd_input_planes` — the same bits either way. ``scratch``: at least
+    ``lowerkit.backend.cpu.winograd.input_scratch_floats(th, tw)`` floats (else ValueError)."""
+    if scratch.shape[0] < _input_scratch(th, tw):
+        raise ValueError("winograd_input: scratch smaller than input_scratch_floats(th, tw)")
+    if GATHER and tw < GATHER_BELOW_TILES and x.size < _INDEXABLE:
+        winograd_input_gathered(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch)
+    else:
+        winograd_input_planes(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch)
+
 
 
 @njit(inline="always", error_model="numpy")
