@@ -102,7 +102,7 @@ def _input_reference(x, pt, pl, th, tw):
 
 
 # The input transform's entry point, which picks, and both its forms, on every machine.
-INPUT_FORMS = ["winograd_input", "winograd_input_planes", "winograd_input_gathered"]
+INPUT_FORMS = ["winograd_input", "winograd_input_planes", "winograd_input_gathered", "winograd_input_rows"]
 INPUT_SHAPES = [(1, 3, 9, 10, 1), (2, 5, 7, 7, 1), (1, 4, 56, 56, 1), (3, 2, 13, 35, 1), (1, 2, 6, 6, 0),
                 (1, 3, 9, 10, 2), (2, 4, 33, 66, 1), (3, 3, 14, 14, 1), (5, 2, 5, 3, 1)]
 
@@ -112,7 +112,8 @@ INPUT_SHAPES = [(1, 3, 9, 10, 1), (2, 5, 7, 7, 1), (1, 4, 56, 56, 1), (3, 2, 13,
 def test_input_transform_matches_numpy(form, n, c, h, w, pad):
     """Maps whose tile rows hold fewer than 8 tiles (one by one), 8 or more (split 8 at a
     time) and both; padding 0-2; images after the first; for the gathered form, tiles that
-    fill 16 lanes, leave some empty, and run from one image into the next."""
+    fill 16 lanes, leave some empty, and run from one image into the next; for the rows form,
+    tile rows of fewer and of more than 16 tiles."""
     oh, ow = h + 2 * pad - 2, w + 2 * pad - 2
     th, tw = _tiles(oh, ow)
     x = _rand(n, c, h, w, seed=7)
@@ -124,18 +125,19 @@ def test_input_transform_matches_numpy(form, n, c, h, w, pad):
 
 @pytest.mark.parametrize("n, c, h, w, pad", INPUT_SHAPES + [(2, 3, 9, 13, 0), (1, 2, 5, 6, 2)])
 def test_input_transform_forms_agree_bit_for_bit(n, c, h, w, pad):
-    """The gathered form computes the same sums in the same order as the planes form: the
-    network's outputs do not depend on which one the machine runs."""
+    """The gathered and rows forms compute the same sums in the same order as the planes
+    form: the network's outputs do not depend on which one the machine runs."""
     oh, ow = h + 2 * pad - 2, w + 2 * pad - 2
     th, tw = _tiles(oh, ow)
     x = _rand(n, c, h, w, seed=9)
     kernels = jit.load("winograd")
     results = []
-    for form in (kernels.winograd_input_planes, kernels.winograd_input_gathered):
+    for form in (kernels.winograd_input_planes, kernels.winograd_input_gathered, kernels.winograd_input_rows):
         v = np.full((36, c, n * th * tw), np.nan, np.float32)
         form(x, v, pad, pad, th, tw, 0, n, 0, c, np.zeros(input_scratch_floats(th, tw), np.float32))
         results.append(v)
     np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[0], results[2])
 
 
 @pytest.mark.parametrize("form", INPUT_FORMS)

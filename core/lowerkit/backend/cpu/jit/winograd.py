@@ -6,9 +6,10 @@ caller runs the 36 channel GEMMs ``m[k] = u[k] @ v[k]`` on BLAS.
 
 Input pass, per (image, channel): the padded rows split by tile column phase into planes
 of the channel's tiles, then B^T along the tiles' columns and along their rows, each a flat
-loop over the tiles (:func:`winograd_input_planes` says how); or, on small maps where vectors
-hold 16 floats, 16 tiles at a time with each of their 36 inputs one masked gather
-(:func:`winograd_input_gathered`); :func:`winograd_input` picks.
+loop over the tiles (:func:`winograd_input_planes` says how); or, where vectors hold 16
+floats, in registers: a tile row at a time straight from the image rows
+(:func:`winograd_input_rows`), or on small maps any 16 tiles with each of their 36 inputs one
+masked gather (:func:`winograd_input_gathered`); :func:`winograd_input` picks.
 Output pass, per output channel and group of tile rows: A^T over the six rows of ``m`` (a
 contiguous run of tiles), A^T over columns, then bias and activation, written into the
 output with the edge tiles cropped. Matrices: Lavin & Gray's, points 0, +-1, +-2, inf.
@@ -146,18 +147,20 @@ def winograd_input_planes(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch):
                     vf[o + _U(30) * ct + t] = a5
 
 
-# Where vectors hold 16 floats, maps of fewer than GATHER_BELOW_TILES tiles a row (outputs under
-# 29 columns) take the input transform 16 tiles at a time, their inputs gathered
-# (winograd_input_gathered). There the planes form splits each row into tile column phases a
-# tile at a time (8 at a time from 8 tiles on), and runs each of its passes over one channel's
-# few tiles. One thread, µs, best of 30, planes vs gathered (Intel Xeon VM, a gather of 16
-# floats ~3 ns): images x channels x side 4x512x7 599 vs 110, 1x512x7 147 vs 62, 4x256x14 744
-# vs 344, 1x256x14 147 vs 49, 4x128x28 778 vs 544, 1x128x28 101 vs 75; but 1x64x56 202 vs 252
-# and 1x64x112 735 vs 1013, where the planes form's rows split 8 tiles at a time. Team form,
-# two threads, one image: 128x28 78 vs 45, 256x14 133 vs 31, 512x7 87 vs 40. Where 16-float
-# vectors run at half width or not at all, gathers were not measured: the planes form stays.
-GATHER = host_full_width()
-GATHER_BELOW_TILES = 8
+# Where vectors hold 16 floats (VECTOR_FORMS) the input transform runs in registers, 16 tiles at a
+# time: a tile row's, straight from its image rows (winograd_input_rows), or — on small maps,
+# whose tile rows leave most lanes empty — any 16 consecutive tiles, their inputs gathered
+# (winograd_input_gathered). The planes form splits each row into tile column phases through a
+# scratch (a tile at a time below 8 tiles a row) and runs each pass over one channel's tiles.
+# One thread, µs, best of 30, planes / gathered / rows (Intel Xeon VM, a 16-float gather ~3 ns):
+# images x channels x side 1x64x56 204 / 221 / 89, 1x64x112 807 / 948 / 649, 1x128x28 116 / 90
+# / 72, 1x64x32 73 / 36 / 59, 1x256x14 156 / 56 / 121, 4x256x14 699 / 292 / 527, 4x512x7 599 /
+# 110 / -; 1x32x224 1518 / - / 1547 (memory-bound: v is 14 MB). A gathered group of 16 tiles cost
+# about two tile-row calls: winograd_input picks by that count. Team form, two threads, one
+# image, planes / gathered: 128x28 78 / 45, 256x14 133 / 31, 512x7 87 / 40. Where 16-float vectors
+# run at half width or not at all, neither was measured: the planes form stays.
+VECTOR_FORMS = host_full_width()
+GATHER_COST = 2  # a gathered group of 16 tiles against one tile row (16 tiles at most) of the rows form
 
 _LANES = 16
 _V16 = vector(_LANES)
@@ -251,7 +254,7 @@ def winograd_input_gathered(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch):
     ``v``'s tiles do), each of a tile's 36 inputs one gather over the 16 — no copy of a row,
     no pass over one channel's few tiles; the same bits as :func:`winograd_input_planes`.
     ``scratch``: at least 48 floats (the tiles' table; ``input_scratch_floats`` gives more,
-    else ValueError). Timings beside the module's ``GATHER``."""
+    else ValueError). Timings beside the module's ``VECTOR_FORMS``."""
     c_n, h, wd = x.shape[1], x.shape[2], x.shape[3]
     t_n = v.shape[2]
     if scratch.shape[0] < 3 * _LANES:
@@ -280,19 +283,102 @@ def winograd_input_gathered(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch):
                             va + np.uint64(4 * (c * t_n + g)), ct, count)
 
 
+def _shuffle(builder, a, b, indices):
+    return builder.shuffle_vector(a, b, ir.Constant(_I32X16, indices))
+
+
+_EVENS16 = list(range(0, 32, 2))
+_ODDS16 = list(range(1, 32, 2))
+
+
+@intrinsic
+def _row_of_tiles(typingctx, x, h, w, row0, col0, count, v, plane_stride):
+    """B^T d B of up to 16 consecutive tiles of one tile row of one channel, lane j the tile
+    whose input starts at row ``row0`` and column ``col0 + 4 j`` of the ``h`` x ``w`` plane at
+    ``x`` (negative or past the plane in the padding: zeros). Each of the six input rows is
+    four 16-float loads (and one for its last two columns), masked to the plane, split by tile
+    column phase in two rounds of even/odd shuffles; the 36 results go to ``v``, ``v +
+    plane_stride``, ... (floats), lanes j < ``count`` only."""
+    sig = types.void(types.uint64, types.int64, types.int64, types.int64, types.int64, types.int64, types.uint64,
+                     types.int64)
+
+    def codegen(context, builder, signature, args):
+        x_a, h_, w_, row0_, col0_, count_, v_a, stride_ = args
+        allow_512_bit(builder)
+        lanes = builder.icmp_signed("<", ir.Constant(_I64X16, list(range(_LANES))), _splat(builder, count_, _I64X16))
+        zero = ir.Constant(_V16, [0.0] * _LANES)
+        xp = builder.inttoptr(x_a, _F32.as_pointer())
+        w64 = _splat(builder, w_, _I64X16)
+        col0 = _splat(builder, col0_, _I64X16)
+        cols_inside = [builder.icmp_unsigned("<", builder.add(col0, ir.Constant(_I64X16, [16 * q + j for j in range(16)])),
+                                             w64) for q in range(5)]
+        rows = []
+        for r in range(6):  # B^T along each tile's six columns, one input row at a time
+            row = builder.add(row0_, ir.Constant(_I64, r))
+            row_inside = builder.icmp_unsigned("<", row, h_)
+            start = builder.add(builder.mul(row, w_), col0_)
+            loaded = []
+            for q in range(5):
+                inside = builder.and_(cols_inside[q], _splat(builder, row_inside, ir.VectorType(ir.IntType(1), _LANES)))
+                at = builder.gep(xp, [builder.add(start, ir.Constant(_I64, 16 * q))])
+                loaded.append(masked(builder, "load", _V16, [builder.bitcast(at, _V16.as_pointer()), ir.Constant(_I32, 4),
+                                                             inside, zero], _LANES))
+            a0, a1, a2, a3, a4 = loaded
+            e1, o1 = _shuffle(builder, a0, a1, _EVENS16), _shuffle(builder, a0, a1, _ODDS16)
+            e2, o2 = _shuffle(builder, a2, a3, _EVENS16), _shuffle(builder, a2, a3, _ODDS16)
+            p0, p2 = _shuffle(builder, e1, e2, _EVENS16), _shuffle(builder, e1, e2, _ODDS16)
+            p1, p3 = _shuffle(builder, o1, o2, _EVENS16), _shuffle(builder, o1, o2, _ODDS16)
+            p4 = _shuffle(builder, p0, a4, list(range(1, 17)))  # the next tile's first two columns
+            p5 = _shuffle(builder, p1, a4, list(range(1, 16)) + [17])
+            rows.append(_bt_ir(builder, [p0, p1, p2, p3, p4, p5]))
+        vp = builder.inttoptr(v_a, _F32.as_pointer())
+        for b in range(6):  # B^T along each tile column's six rows: v[6 a + b]
+            for a, value in enumerate(_bt_ir(builder, [rows[r][b] for r in range(6)])):
+                at = builder.gep(vp, [builder.mul(ir.Constant(_I64, 6 * a + b), stride_)])
+                masked(builder, "store", ir.VoidType(), [value, builder.bitcast(at, _V16.as_pointer()),
+                                                         ir.Constant(_I32, 4), lanes], _LANES)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(_IN, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def winograd_input_rows(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch):
+    """:func:`winograd_input` a tile row (16 tiles at most) at a time, straight from the
+    image rows: each input row's 66 columns under 16 tiles loaded as vectors (masked to the
+    image: the padding reads as zeros) and split by tile column phase in registers — no copy,
+    no scratch (``scratch`` unused); the same bits as :func:`winograd_input_planes`."""
+    c_n, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    t_n = v.shape[2]
+    ct = c_n * t_n
+    xa, va = x.ctypes.data, v.ctypes.data
+    for img in range(k):
+        n = i0 + img
+        for c in range(c0, c1):
+            plane = xa + np.uint64(4 * (n * c_n + c) * h * wd)
+            for ty in range(th):
+                for tx in range(0, tw, _LANES):
+                    t = (img * th + ty) * tw + tx
+                    _row_of_tiles(plane, h, wd, 4 * ty - pt, 4 * tx - pl, min(_LANES, tw - tx),
+                                  va + np.uint64(4 * (c * t_n + t)), ct)
+
+
 @njit(_IN, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 def winograd_input(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch):
-    """v[:, c, t] = B^T d B for images [i0, i0+k), channels [c0, c1); t counts from image i0:
-    :func:`winograd_input_gathered` where :data:`GATHER` and a tile row has fewer than
-    :data:`GATHER_BELOW_TILES` tiles (and the input fewer than 2**31 floats), else
-    :func:`winograd_input_planes` — the same bits either way. ``scratch``: at least
-    ``lowerkit.backend.cpu.winograd.input_scratch_floats(th, tw)`` floats (else ValueError)."""
+    """v[:, c, t] = B^T d B for images [i0, i0+k), channels [c0, c1); t counts from image i0.
+    Where :data:`VECTOR_FORMS`: :func:`winograd_input_rows`, or :func:`winograd_input_gathered`
+    where its groups of 16 tiles number under half the rows form's tile rows (small maps; and
+    inputs of fewer than 2**31 floats); elsewhere :func:`winograd_input_planes` — the same bits
+    every way. ``scratch``: at least ``lowerkit.backend.cpu.winograd.input_scratch_floats(th,
+    tw)`` floats (else ValueError)."""
     if scratch.shape[0] < _input_scratch(th, tw):
         raise ValueError("winograd_input: scratch smaller than input_scratch_floats(th, tw)")
-    if GATHER and tw < GATHER_BELOW_TILES and x.size < _INDEXABLE:
-        winograd_input_gathered(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch)
-    else:
+    if not VECTOR_FORMS:
         winograd_input_planes(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch)
+    elif k * th * -(-tw // _LANES) < GATHER_COST * -(-(k * th * tw) // _LANES) or x.size >= _INDEXABLE:
+        winograd_input_rows(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch)
+    else:
+        winograd_input_gathered(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch)
 
 
 
