@@ -43,38 +43,74 @@ ACTIVATIONS = {
 }
 
 
-@pytest.mark.parametrize("n, oc, oh, ow", [(1, 3, 9, 10), (3, 5, 7, 7), (2, 4, 13, 6), (1, 2, 56, 56)])
+# The output transform's entry point, which picks, and both its forms, on every machine.
+OUTPUT_FORMS = ["winograd_output", "winograd_output_planes", "winograd_output_rows"]
+
+
+@pytest.mark.parametrize("form", OUTPUT_FORMS)
+@pytest.mark.parametrize("n, oc, oh, ow", [(1, 3, 9, 10), (3, 5, 7, 7), (2, 4, 13, 6), (1, 2, 56, 56), (2, 2, 30, 70)])
 @pytest.mark.parametrize("group", ["row", "odd", "default"])
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
-def test_output_transform_matches_numpy_for_any_group_of_tile_rows(n, oc, oh, ow, group, residual, activation):
+def test_output_transform_matches_numpy_for_any_group_of_tile_rows(form, n, oc, oh, ow, group, residual, activation):
     """Passes over one tile row, over 2 rows and a bit (groups end mid-image and run on into
-    the next image), and over output_group_tiles: the same outputs, the numpy ones."""
+    the next image), and over output_group_tiles: the same outputs, the numpy ones; the rows
+    form over tile rows of fewer and of more than 16 tiles, cropped at the right and bottom."""
     attrs, act = ACTIVATIONS[activation]
     th, tw = _tiles(oh, ow)
     tiles = {"row": tw, "odd": 2 * tw + 1, "default": output_group_tiles(tw)}[group]
     m, bias = _rand(36, oc, n * th * tw, seed=1), _rand(oc, seed=2)
     res = _rand(n, oc, oh, ow, seed=3) if residual else None
     out = np.full((n, oc, oh, ow), np.nan, np.float32)
-    jit.load("winograd").winograd_output(m, bias, out, 0, oc, 0, n, th, tw, *jit.activation_code(attrs),
-                                         np.empty((6, 4, tiles), np.float32), np.empty((4, 4, tiles), np.float32),
-                                         NO_RESIDUAL if res is None else res)
+    getattr(jit.load("winograd"), form)(m, bias, out, 0, oc, 0, n, th, tw, *jit.activation_code(attrs),
+                                        np.empty((6, 4, tiles), np.float32), np.empty((4, 4, tiles), np.float32),
+                                        NO_RESIDUAL if res is None else res)
     want = _output_reference(m, bias, res, n, oh, ow, th, tw, act)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
 
 
-def test_output_transform_writes_only_its_channels_and_images():
+@pytest.mark.parametrize("n, oc, oh, ow", [(1, 3, 9, 10), (3, 5, 7, 7), (2, 2, 30, 70), (1, 2, 56, 56)])
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("code", [0, 2, 5])
+def test_output_transform_forms_agree_bit_for_bit(n, oc, oh, ow, residual, code):
+    """The rows form computes the planes form's sums in the same order (no activation, clip,
+    SiLU): the network's outputs do not depend on which one the machine runs."""
+    th, tw = _tiles(oh, ow)
+    m, bias = _rand(36, oc, n * th * tw, seed=11), _rand(oc, seed=12)
+    res = _rand(n, oc, oh, ow, seed=13) if residual else NO_RESIDUAL
+    kernels, group = jit.load("winograd"), output_group_tiles(tw)
+    results = []
+    for form in (kernels.winograd_output_planes, kernels.winograd_output_rows):
+        out = np.full((n, oc, oh, ow), np.nan, np.float32)
+        form(m, bias, out, 0, oc, 0, n, th, tw, code, -1.0, 1.0, np.empty((6, 4, group), np.float32),
+             np.empty((4, 4, group), np.float32), res)
+        results.append(out)
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_output_transform_rows_form_refuses_the_gelus():
+    m = _rand(36, 1, 4)
+    out = np.empty((1, 1, 8, 8), np.float32)
+    with pytest.raises(ValueError, match="GELU"):
+        jit.load("winograd").winograd_output_rows(m, np.empty(0, np.float32), out, 0, 1, 0, 1, 2, 2,
+                                                  *jit.activation_code({"act": "gelu"}), np.empty((6, 4, 2), np.float32),
+                                                  np.empty((4, 4, 2), np.float32), NO_RESIDUAL)
+
+
+@pytest.mark.parametrize("form", OUTPUT_FORMS)
+@pytest.mark.parametrize("oh, ow", [(11, 9), (9, 30)])
+def test_output_transform_writes_only_its_channels_and_images(form, oh, ow):
     """A band of channels [o0, o1) of images [i0, i0 + k): m holds the band's channels and
     those images' tiles; nothing else of the output is written."""
-    n, oc, oh, ow = 4, 6, 11, 9
+    n, oc = 4, 6
     th, tw = _tiles(oh, ow)
     o0, o1, i0, k = 2, 5, 1, 2
     m, bias = _rand(36, o1 - o0, k * th * tw, seed=4), _rand(oc, seed=5)
     out = np.full((n, oc, oh, ow), np.nan, np.float32)
     group = output_group_tiles(tw)
-    jit.load("winograd").winograd_output(m, bias, out, o0, o1, i0, k, th, tw, 0, 0.0, 0.0,
-                                         np.empty((6, 4, group), np.float32), np.empty((4, 4, group), np.float32),
-                                         NO_RESIDUAL)
+    getattr(jit.load("winograd"), form)(m, bias, out, o0, o1, i0, k, th, tw, 0, 0.0, 0.0,
+                                        np.empty((6, 4, group), np.float32), np.empty((4, 4, group), np.float32),
+                                        NO_RESIDUAL)
     want = _output_reference(m, bias[o0:o1], None, k, oh, ow, th, tw, lambda a: a)
     np.testing.assert_allclose(out[i0:i0 + k, o0:o1], want, rtol=1e-5, atol=1e-4)
     written = np.zeros(out.shape, bool)

@@ -12,7 +12,10 @@ floats, in registers: a tile row at a time straight from the image rows
 masked gather (:func:`winograd_input_gathered`); :func:`winograd_input` picks.
 Output pass, per output channel and group of tile rows: A^T over the six rows of ``m`` (a
 contiguous run of tiles), A^T over columns, then bias and activation, written into the
-output with the edge tiles cropped. Matrices: Lavin & Gray's, points 0, +-1, +-2, inf.
+output with the edge tiles cropped (:func:`winograd_output_planes`); or, where vectors hold 16
+floats and tile rows are long enough, a tile row at a time in registers, each output row
+interleaved by shuffles and stored whole (:func:`winograd_output_rows`). Matrices: Lavin &
+Gray's, points 0, +-1, +-2, inf.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from numba.core.extending import intrinsic
 
 from ..winograd import input_scratch_floats
 from ._act import act
+from ._act_ir import activate
 from ._simd import _F32, _I32, _I64, allow_512_bit, masked, split_quads, vector
+from .activation import GELU, GELU_TANH
 from ._types import f8, i8, ro, rw
 from .vectors import host_full_width
 
@@ -393,9 +398,8 @@ def _at(m0, m1, m2, m3, m4, m5):
 
 
 @njit(_OUT, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def winograd_output(m, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y, residual):
-    """out[i0:i0+k, o0:o1] = act(A^T m A + bias + residual), cropped; m's channel j is output
-    channel o0 + j; ``residual`` is shaped like ``out`` (a fused residual add), or empty.
+def winograd_output_planes(m, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y, residual):
+    """:func:`winograd_output` in passes over groups of tile rows.
 
     ``s`` [6, 4, n] and ``y`` [4, 4, n] are this band's scratch, ``n >= tw`` tiles
     (``lowerkit.backend.cpu.winograd.output_group_tiles``): both A^T passes run over ``n //
@@ -467,3 +471,142 @@ def winograd_output(m, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y, res
                         if has_residual:
                             value += rf[o]
                         of[o] = act(value, code, p0, p1)
+
+
+def _at_ir(builder, m):
+    """A^T applied to six vectors (lane by lane), the same sums as :func:`_at`."""
+    def c(v):
+        return ir.Constant(_V16, [float(v)] * _LANES)
+
+    def add(a, b):
+        return builder.fadd(a, b, flags=_CONTRACT)
+
+    def sub(a, b):
+        return builder.fsub(a, b, flags=_CONTRACT)
+
+    def mul(a, b):
+        return builder.fmul(a, b, flags=_CONTRACT)
+
+    m0, m1, m2, m3, m4, m5 = m
+    return (add(add(add(add(m0, m1), m2), m3), m4),
+            add(sub(m1, m2), mul(c(2), sub(m3, m4))),
+            add(add(m1, m2), mul(c(4), add(m3, m4))),
+            add(add(sub(m1, m2), mul(c(8), sub(m3, m4))), m5))
+
+
+_LOW = [i // 2 + (16 if i % 2 else 0) for i in range(16)]  # lanes 0-7 of a and b, alternating
+_HIGH = [8 + i // 2 + (16 if i % 2 else 0) for i in range(16)]  # lanes 8-15
+
+
+def _row_out_kernel(with_residual: bool):
+    """One output channel's 4 x 4 outputs of up to 16 consecutive tiles of a tile row (see
+    :func:`winograd_output_rows`); the ``with_residual`` variant adds the residual's same
+    elements before the activation."""
+
+    def codegen(context, builder, signature, args):
+        m_a, m_stride, out_a, res_a, ld, rows_, cols_, bias_, code_, p0_, p1_, count_ = args
+        allow_512_bit(builder)
+        lanes = builder.icmp_signed("<", ir.Constant(_I64X16, list(range(_LANES))), _splat(builder, count_, _I64X16))
+        zero = ir.Constant(_V16, [0.0] * _LANES)
+        four = ir.Constant(_I32, 4)
+        mp = builder.inttoptr(m_a, _F32.as_pointer())
+
+        def m_at(i):
+            at = builder.gep(mp, [builder.mul(ir.Constant(_I64, i), m_stride)])
+            return masked(builder, "load", _V16, [builder.bitcast(at, _V16.as_pointer()), four, lanes, zero], _LANES)
+
+        columns = [_at_ir(builder, [m_at(6 * i + col) for i in range(6)]) for col in range(6)]  # [col][r]
+        bias = _splat(builder, bias_, _V16)
+        cols = _splat(builder, cols_, _I64X16)
+        col_inside = [builder.icmp_signed("<", ir.Constant(_I64X16, [16 * q + j for j in range(_LANES)]), cols)
+                      for q in range(4)]
+        values, places, inside = [], [], []
+        op, rp = builder.inttoptr(out_a, _F32.as_pointer()), builder.inttoptr(res_a, _F32.as_pointer())
+        for r in range(4):  # output row r of the tiles: A^T over columns, then the columns interleaved
+            y = [builder.fadd(v, bias, flags=_CONTRACT)
+                 for v in _at_ir(builder, [columns[col][r] for col in range(6)])]  # y[c], lane = tile
+            a_lo, a_hi = builder.shuffle_vector(y[0], y[2], ir.Constant(_I32X16, _LOW)), \
+                builder.shuffle_vector(y[0], y[2], ir.Constant(_I32X16, _HIGH))
+            b_lo, b_hi = builder.shuffle_vector(y[1], y[3], ir.Constant(_I32X16, _LOW)), \
+                builder.shuffle_vector(y[1], y[3], ir.Constant(_I32X16, _HIGH))
+            row_inside = _splat(builder, builder.icmp_signed("<", ir.Constant(_I64, r), rows_),
+                                ir.VectorType(ir.IntType(1), _LANES))
+            for q, (a, b, idx) in enumerate(((a_lo, b_lo, _LOW), (a_lo, b_lo, _HIGH), (a_hi, b_hi, _LOW),
+                                             (a_hi, b_hi, _HIGH))):
+                values.append(builder.shuffle_vector(a, b, ir.Constant(_I32X16, idx)))
+                places.append(builder.add(builder.mul(ir.Constant(_I64, r), ld), ir.Constant(_I64, 16 * q)))
+                inside.append(builder.and_(row_inside, col_inside[q]))
+        if with_residual:
+            values = [builder.fadd(v, masked(builder, "load", _V16, [
+                builder.bitcast(builder.gep(rp, [o]), _V16.as_pointer()), four, ok, zero], _LANES), flags=_CONTRACT)
+                for v, o, ok in zip(values, places, inside)]
+        for v, o, ok in zip(activate(builder, code_, p0_, p1_, values), places, inside):
+            masked(builder, "store", ir.VoidType(), [v, builder.bitcast(builder.gep(op, [o]), _V16.as_pointer()), four,
+                                                     ok], _LANES)
+        return context.get_dummy_value()
+
+    sig = types.void(types.uint64, types.int64, types.uint64, types.uint64, types.int64, types.int64, types.int64,
+                     types.float32, types.int64, types.float64, types.float64, types.int64)
+
+    @intrinsic
+    def row_out(typingctx, m, m_stride, out, residual, ld, rows, cols, bias, code, p0, p1, count):
+        return sig, codegen
+
+    return row_out
+
+
+# The output transform a tile row at a time (winograd_output_rows) on maps of at least this many
+# tiles a row; on fewer, most of its lanes would be empty. One thread, µs, best of 30, planes /
+# rows (Intel Xeon VM), ReLU: 1x64x112 717 / 479, 1x64x56 with a residual 200 / 129, 4x64x56
+# with one 717 / 524, 1x128x28 73 / 48, 4x128x28 384 / 309; but 1x256x14 64 / 71, 4x256x14
+# 274 / 372, 4x512x7 with a residual 195 / 379.
+ROWS_OUTPUT_MIN_TILES = 7
+_row_out = _row_out_kernel(False)
+_row_out_plus = _row_out_kernel(True)
+
+
+@njit(_OUT, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def winograd_output_rows(m, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y, residual):
+    """:func:`winograd_output` a tile row (16 tiles at most) of one output channel at a time:
+    A^T m A of the tiles in registers (lane = tile), each output row's four columns
+    interleaved by shuffles into contiguous vectors, then bias, residual and activation and
+    one masked store per 16 outputs (the cropped ones left out) — no scratch (``s``, ``y``
+    unused); the same bits as :func:`winograd_output_planes` (but ReLU's +0 for -0).
+    Activations with an IR form only (``_act_ir.IR_CODES``: not the GELUs; ValueError)."""
+    if code == GELU or code == GELU_TANH:
+        raise ValueError("winograd_output_rows: the GELUs have no vector form here")
+    oc_n, oh, ow = out.shape[1], out.shape[2], out.shape[3]
+    t_n = m.shape[2]
+    has_bias = bias.shape[0] > 0
+    has_residual = residual.size > 0
+    ma, oa = m.ctypes.data, out.ctypes.data
+    ra = residual.ctypes.data if has_residual else np.uint64(0)
+    stride = m.shape[1] * t_n
+    for oc in range(o0, o1):
+        b = bias[oc] if has_bias else np.float32(0)
+        for img in range(k):
+            plane = np.uint64(4 * ((i0 + img) * oc_n + oc) * oh * ow)
+            for ty in range(th):
+                for tx in range(0, tw, _LANES):
+                    t = (img * th + ty) * tw + tx
+                    at = ma + np.uint64(4 * ((oc - o0) * t_n + t))
+                    shift = plane + np.uint64(4 * (4 * ty * ow + 4 * tx))
+                    rows, cols, count = oh - 4 * ty, ow - 4 * tx, min(_LANES, tw - tx)
+                    if has_residual:
+                        _row_out_plus(at, stride, oa + shift, ra + shift, ow, rows, cols, b, code, p0, p1, count)
+                    else:
+                        _row_out(at, stride, oa + shift, ra, ow, rows, cols, b, code, p0, p1, count)
+
+
+@njit(_OUT, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def winograd_output(m, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y, residual):
+    """out[i0:i0+k, o0:o1] = act(A^T m A + bias + residual), cropped; m's channel j is output
+    channel o0 + j; ``residual`` is shaped like ``out`` (a fused residual add), or empty:
+    :func:`winograd_output_rows` where :data:`VECTOR_FORMS`, a tile row has at least
+    :data:`ROWS_OUTPUT_MIN_TILES` tiles and the activation has a vector form, else
+    :func:`winograd_output_planes`. ``s`` [6, 4, n] and ``y`` [4, 4, n]: the planes form's
+    scratch (``lowerkit.backend.cpu.winograd.output_group_tiles``)."""
+    if VECTOR_FORMS and tw >= ROWS_OUTPUT_MIN_TILES and code != GELU and code != GELU_TANH:
+        winograd_output_rows(m, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y, residual)
+    else:
+        winograd_output_planes(m, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s, y, residual)
