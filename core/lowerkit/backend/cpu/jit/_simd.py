@@ -86,8 +86,8 @@ def transpose8(builder, rows):
 
 
 def broadcast(builder, scalar, lanes: int = 8):
-    """A vector of ``lanes`` floats with ``scalar`` in every lane."""
-    vt = vector(lanes)
+    """A vector of ``lanes`` values with ``scalar`` (a float, or any scalar type) in every lane."""
+    vt = ir.VectorType(scalar.type, lanes)
     v = builder.insert_element(ir.Constant(vt, ir.Undefined), scalar, ir.Constant(_I32, 0))
     zeros = ir.Constant(ir.VectorType(_I32, lanes), [0] * lanes)
     return builder.shuffle_vector(v, ir.Constant(vt, ir.Undefined), zeros)

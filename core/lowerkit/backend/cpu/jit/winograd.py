@@ -29,7 +29,7 @@ from numba.core.extending import intrinsic
 from ..winograd import input_scratch_floats
 from ._act import act
 from ._act_ir import activate
-from ._simd import _F32, _I32, _I64, allow_512_bit, masked, split_quads, vector
+from ._simd import _F32, _I32, _I64, allow_512_bit, broadcast, masked, split_quads, vector
 from .activation import GELU, GELU_TANH
 from ._types import f8, i8, ro, rw
 from .vectors import host_full_width
@@ -176,26 +176,32 @@ _INDEXABLE = 1 << 31  # the gathers' element indices are int32: inputs of fewer 
 _CONTRACT = ("contract",)  # as the planes form's fastmath: LLVM may fuse a multiply and an add
 
 
-def _splat(builder, value, vtype):
-    """``value`` (a scalar of ``vtype``'s element type) in every lane."""
-    one = builder.insert_element(ir.Constant(vtype, ir.Undefined), value, ir.Constant(_I32, 0))
-    return builder.shuffle_vector(one, ir.Constant(vtype, ir.Undefined), ir.Constant(_I32X16, [0] * _LANES))
+class _Lanes:
+    """Lane-wise arithmetic on 16-float vectors, each operation flagged ``contract`` (as the
+    planes forms' fastmath: LLVM may fuse a multiply and an add), for the IR forms of
+    :func:`_bt` and :func:`_at`."""
+
+    def __init__(self, builder):
+        self.builder = builder
+
+    @staticmethod
+    def c(value: float) -> ir.Constant:
+        return ir.Constant(_V16, [float(value)] * _LANES)
+
+    def add(self, a, b):
+        return self.builder.fadd(a, b, flags=_CONTRACT)
+
+    def sub(self, a, b):
+        return self.builder.fsub(a, b, flags=_CONTRACT)
+
+    def mul(self, a, b):
+        return self.builder.fmul(a, b, flags=_CONTRACT)
 
 
 def _bt_ir(builder, d):
     """B^T applied to six vectors (lane by lane), the same sums as :func:`_bt`."""
-    def c(v):
-        return ir.Constant(_V16, [float(v)] * _LANES)
-
-    def add(a, b):
-        return builder.fadd(a, b, flags=_CONTRACT)
-
-    def sub(a, b):
-        return builder.fsub(a, b, flags=_CONTRACT)
-
-    def mul(a, b):
-        return builder.fmul(a, b, flags=_CONTRACT)
-
+    f = _Lanes(builder)
+    c, add, sub, mul = f.c, f.add, f.sub, f.mul
     d0, d1, d2, d3, d4, d5 = d
     return (add(sub(mul(c(4), d0), mul(c(5), d2)), d4),
             add(add(mul(c(-4), add(d1, d2)), d3), d4),
@@ -203,6 +209,18 @@ def _bt_ir(builder, d):
             add(sub(mul(c(2), sub(d3, d1)), d2), d4),
             add(sub(mul(c(2), sub(d1, d3)), d2), d4),
             add(sub(mul(c(4), d1), mul(c(5), d3)), d5))
+
+
+def _store_transformed(builder, rows, v_a, stride, lanes):
+    """The input transform's second half: B^T along each tile column's six values of ``rows``
+    (``rows[r][b]``: B^T along input row r, column b), stored as ``v[6 a + b]`` at ``v_a +
+    (6 a + b) * stride`` floats, lanes ``lanes`` (a mask) only."""
+    vp = builder.inttoptr(v_a, _F32.as_pointer())
+    for b in range(6):
+        for a, value in enumerate(_bt_ir(builder, [rows[r][b] for r in range(6)])):
+            at = builder.gep(vp, [builder.mul(ir.Constant(_I64, 6 * a + b), stride)])
+            masked(builder, "store", ir.VoidType(), [value, builder.bitcast(at, _V16.as_pointer()),
+                                                     ir.Constant(_I32, 4), lanes], _LANES)
 
 
 @intrinsic
@@ -221,9 +239,9 @@ def _gathered_tiles(typingctx, x, table, h, w, v, plane_stride, count):
         allow_512_bit(builder)
         tp = builder.inttoptr(table_a, _I32X16.as_pointer())
         first, row0, col0 = (builder.load(builder.gep(tp, [ir.Constant(_I64, i)]), align=4) for i in range(3))
-        lanes = builder.icmp_signed("<", ir.Constant(_I64X16, list(range(_LANES))), _splat(builder, count_, _I64X16))
-        h32, w32 = (_splat(builder, builder.trunc(a, _I32), _I32X16) for a in (h_, w_))
-        x_at = _splat(builder, x_a, _I64X16)
+        lanes = builder.icmp_signed("<", ir.Constant(_I64X16, list(range(_LANES))), broadcast(builder, count_, _LANES))
+        h32, w32 = (broadcast(builder, builder.trunc(a, _I32), _LANES) for a in (h_, w_))
+        x_at = broadcast(builder, x_a, _LANES)
         pointers = ir.VectorType(_F32.as_pointer(), _LANES)
         gather = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(_V16, [pointers, _I32, lanes.type, _V16]),
@@ -242,12 +260,7 @@ def _gathered_tiles(typingctx, x, table, h, w, v, plane_stride, count):
                 inside = builder.and_(row_inside, cols_inside[p])
                 d.append(builder.call(gather, [builder.inttoptr(at, pointers), ir.Constant(_I32, 4), inside, zero]))
             rows.append(_bt_ir(builder, d))
-        vp = builder.inttoptr(v_a, _F32.as_pointer())
-        for b in range(6):  # B^T along each tile column's six rows: v[6 a + b]
-            for a, value in enumerate(_bt_ir(builder, [rows[r][b] for r in range(6)])):
-                at = builder.gep(vp, [builder.mul(ir.Constant(_I64, 6 * a + b), stride_)])
-                masked(builder, "store", ir.VoidType(), [value, builder.bitcast(at, _V16.as_pointer()),
-                                                         ir.Constant(_I32, 4), lanes], _LANES)
+        _store_transformed(builder, rows, v_a, stride_, lanes)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -310,11 +323,11 @@ def _row_of_tiles(typingctx, x, h, w, row0, col0, count, v, plane_stride):
     def codegen(context, builder, signature, args):
         x_a, h_, w_, row0_, col0_, count_, v_a, stride_ = args
         allow_512_bit(builder)
-        lanes = builder.icmp_signed("<", ir.Constant(_I64X16, list(range(_LANES))), _splat(builder, count_, _I64X16))
+        lanes = builder.icmp_signed("<", ir.Constant(_I64X16, list(range(_LANES))), broadcast(builder, count_, _LANES))
         zero = ir.Constant(_V16, [0.0] * _LANES)
         xp = builder.inttoptr(x_a, _F32.as_pointer())
-        w64 = _splat(builder, w_, _I64X16)
-        col0 = _splat(builder, col0_, _I64X16)
+        w64 = broadcast(builder, w_, _LANES)
+        col0 = broadcast(builder, col0_, _LANES)
         cols_inside = [builder.icmp_unsigned("<", builder.add(col0, ir.Constant(_I64X16, [16 * q + j for j in range(16)])),
                                              w64) for q in range(5)]
         rows = []
@@ -324,7 +337,7 @@ def _row_of_tiles(typingctx, x, h, w, row0, col0, count, v, plane_stride):
             start = builder.add(builder.mul(row, w_), col0_)
             loaded = []
             for q in range(5):
-                inside = builder.and_(cols_inside[q], _splat(builder, row_inside, ir.VectorType(ir.IntType(1), _LANES)))
+                inside = builder.and_(cols_inside[q], broadcast(builder, row_inside, _LANES))
                 at = builder.gep(xp, [builder.add(start, ir.Constant(_I64, 16 * q))])
                 loaded.append(masked(builder, "load", _V16, [builder.bitcast(at, _V16.as_pointer()), ir.Constant(_I32, 4),
                                                              inside, zero], _LANES))
@@ -336,12 +349,7 @@ def _row_of_tiles(typingctx, x, h, w, row0, col0, count, v, plane_stride):
             p4 = _shuffle(builder, p0, a4, list(range(1, 17)))  # the next tile's first two columns
             p5 = _shuffle(builder, p1, a4, list(range(1, 16)) + [17])
             rows.append(_bt_ir(builder, [p0, p1, p2, p3, p4, p5]))
-        vp = builder.inttoptr(v_a, _F32.as_pointer())
-        for b in range(6):  # B^T along each tile column's six rows: v[6 a + b]
-            for a, value in enumerate(_bt_ir(builder, [rows[r][b] for r in range(6)])):
-                at = builder.gep(vp, [builder.mul(ir.Constant(_I64, 6 * a + b), stride_)])
-                masked(builder, "store", ir.VoidType(), [value, builder.bitcast(at, _V16.as_pointer()),
-                                                         ir.Constant(_I32, 4), lanes], _LANES)
+        _store_transformed(builder, rows, v_a, stride_, lanes)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -475,18 +483,8 @@ def winograd_output_planes(m, bias, out, o0, o1, i0, k, th, tw, code, p0, p1, s,
 
 def _at_ir(builder, m):
     """A^T applied to six vectors (lane by lane), the same sums as :func:`_at`."""
-    def c(v):
-        return ir.Constant(_V16, [float(v)] * _LANES)
-
-    def add(a, b):
-        return builder.fadd(a, b, flags=_CONTRACT)
-
-    def sub(a, b):
-        return builder.fsub(a, b, flags=_CONTRACT)
-
-    def mul(a, b):
-        return builder.fmul(a, b, flags=_CONTRACT)
-
+    f = _Lanes(builder)
+    c, add, sub, mul = f.c, f.add, f.sub, f.mul
     m0, m1, m2, m3, m4, m5 = m
     return (add(add(add(add(m0, m1), m2), m3), m4),
             add(sub(m1, m2), mul(c(2), sub(m3, m4))),
@@ -506,7 +504,7 @@ def _row_out_kernel(with_residual: bool):
     def codegen(context, builder, signature, args):
         m_a, m_stride, out_a, res_a, ld, rows_, cols_, bias_, code_, p0_, p1_, count_ = args
         allow_512_bit(builder)
-        lanes = builder.icmp_signed("<", ir.Constant(_I64X16, list(range(_LANES))), _splat(builder, count_, _I64X16))
+        lanes = builder.icmp_signed("<", ir.Constant(_I64X16, list(range(_LANES))), broadcast(builder, count_, _LANES))
         zero = ir.Constant(_V16, [0.0] * _LANES)
         four = ir.Constant(_I32, 4)
         mp = builder.inttoptr(m_a, _F32.as_pointer())
@@ -516,8 +514,8 @@ def _row_out_kernel(with_residual: bool):
             return masked(builder, "load", _V16, [builder.bitcast(at, _V16.as_pointer()), four, lanes, zero], _LANES)
 
         columns = [_at_ir(builder, [m_at(6 * i + col) for i in range(6)]) for col in range(6)]  # [col][r]
-        bias = _splat(builder, bias_, _V16)
-        cols = _splat(builder, cols_, _I64X16)
+        bias = broadcast(builder, bias_, _LANES)
+        cols = broadcast(builder, cols_, _LANES)
         col_inside = [builder.icmp_signed("<", ir.Constant(_I64X16, [16 * q + j for j in range(_LANES)]), cols)
                       for q in range(4)]
         values, places, inside = [], [], []
@@ -529,8 +527,7 @@ def _row_out_kernel(with_residual: bool):
                 builder.shuffle_vector(y[0], y[2], ir.Constant(_I32X16, _HIGH))
             b_lo, b_hi = builder.shuffle_vector(y[1], y[3], ir.Constant(_I32X16, _LOW)), \
                 builder.shuffle_vector(y[1], y[3], ir.Constant(_I32X16, _HIGH))
-            row_inside = _splat(builder, builder.icmp_signed("<", ir.Constant(_I64, r), rows_),
-                                ir.VectorType(ir.IntType(1), _LANES))
+            row_inside = broadcast(builder, builder.icmp_signed("<", ir.Constant(_I64, r), rows_), _LANES)
             for q, (a, b, idx) in enumerate(((a_lo, b_lo, _LOW), (a_lo, b_lo, _HIGH), (a_hi, b_hi, _LOW),
                                              (a_hi, b_hi, _HIGH))):
                 values.append(builder.shuffle_vector(a, b, ir.Constant(_I32X16, idx)))
