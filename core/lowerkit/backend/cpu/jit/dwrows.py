@@ -183,11 +183,11 @@ _SIG = types.void(ro(4), ro(4), ro(1), rw(1), rw(4), rw(1), i8, i8, i8, i8, f8, 
 @njit(_SIG, nogil=True, cache=True, error_model="numpy")
 def depthwise_rows(x, w, bias, scratch, out, means, stride, pt, pl, code, p0, p1, first, last):
     """Depthwise ``k`` x ``k`` convolution (``w`` [C, 1, k, k]) at ``stride``, (k, stride) one of
-    :data:`VARIANTS` (else ``ValueError``), undilated, padding (pt, pl) at the top and left (the bottom and right follow from
-    the output's size), with bias (empty: none) and activation ``code``, planes [first, last)
-    of ``out`` (plane p = image p // C, channel p % C). ``scratch``: at least
-    :func:`rows_scratch` floats. ``means`` (one float per plane of ``out``, or empty): each
-    plane's mean as well."""
+    :data:`VARIANTS` (else ``ValueError``), undilated, padding (pt, pl) at the top and left
+    (the bottom and right follow from the output's size), with bias (empty: none) and
+    activation ``code``, planes [first, last) of ``out`` (plane p = image p // C, channel p %
+    C). ``scratch``: at least :func:`rows_scratch` floats. ``means`` (one float per plane of
+    ``out``, or empty): each plane's mean as well."""
     c_n, h, wd = x.shape[1], x.shape[2], x.shape[3]
     oh, ow = out.shape[2], out.shape[3]
     k = w.shape[2]
@@ -223,8 +223,8 @@ def depthwise_rows(x, w, bias, scratch, out, means, stride, pt, pl, code, p0, p1
     for p in range(first, last):
         c = p % c_n
         b = np.float64(bias[c]) if has_bias else 0.0
-        _plane(k * 4 + stride, xa + u4 * np.uint64(p * n_in), oa + u4 * np.uint64(p * n_out), wa + u4 * np.uint64(c * k * k), b,
-               za, ma, h, wd, oh, ow, pt, pl, code if in_ir else -1, p0, p1)
+        _plane(k * 4 + stride, xa + u4 * np.uint64(p * n_in), oa + u4 * np.uint64(p * n_out),
+               wa + u4 * np.uint64(c * k * k), b, za, ma, h, wd, oh, ow, pt, pl, code if in_ir else -1, p0, p1)
         if not in_ir:
             act_span(of, p * n_out, (p + 1) * n_out, code, p0, p1)
         if means.shape[0] > 0:

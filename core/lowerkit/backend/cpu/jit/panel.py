@@ -620,7 +620,7 @@ def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n
                     j = stop  # the other tiles have nothing left, the plus-one column is done
                 if LANES == 16:
                     while j + 64 <= stop:
-                        if p == pa and not pack:
+                        if p == pa:  # (16-float vectors: the image is read in place, never packed)
                             _tile64n(kc, wp, _column_at(xp, j - b0, kc, pack), ld, cp + f * np.uint64(j), ldc, bp,
                                      first, rows, tile_code, p0, p1, _at(rp, j))
                         else:

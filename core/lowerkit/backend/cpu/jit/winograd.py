@@ -157,7 +157,8 @@ def winograd_input_planes(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch):
 # whose tile rows leave most lanes empty — any 16 consecutive tiles, their inputs gathered
 # (winograd_input_gathered). The planes form splits each row into tile column phases through a
 # scratch (a tile at a time below 8 tiles a row) and runs each pass over one channel's tiles.
-# One thread, µs, best of 30, planes / gathered / rows (Intel Xeon VM, a 16-float gather ~3 ns):
+# ``benchmarks/winograd_transforms.py`` times every form. One thread, µs, best of 30, planes /
+# gathered / rows (Intel Xeon VM, a 16-float gather ~3 ns):
 # images x channels x side 1x64x56 204 / 221 / 89, 1x64x112 807 / 948 / 649, 1x128x28 116 / 90
 # / 72, 1x64x32 73 / 36 / 59, 1x256x14 156 / 56 / 121, 4x256x14 699 / 292 / 527, 4x512x7 599 /
 # 110 / -; 1x32x224 1518 / - / 1547 (memory-bound: v is 14 MB). A gathered group of 16 tiles cost
@@ -174,6 +175,28 @@ _I64X16 = ir.VectorType(_I64, _LANES)
 _NOWHERE = -(1 << 30)  # a lane's row where it has no tile: every row test fails
 _INDEXABLE = 1 << 31  # the gathers' element indices are int32: inputs of fewer floats
 _CONTRACT = ("contract",)  # as the planes form's fastmath: LLVM may fuse a multiply and an add
+
+
+def _first_lanes(builder, count):
+    """The mask of lanes j < ``count`` (an i64)."""
+    return builder.icmp_signed("<", ir.Constant(_I64X16, list(range(_LANES))), broadcast(builder, count, _LANES))
+
+
+def _load(builder, at, mask):
+    """The 16 floats at float pointer ``at``, lanes outside ``mask`` as zeros (and not read)."""
+    return masked(builder, "load", _V16, [builder.bitcast(at, _V16.as_pointer()), ir.Constant(_I32, 4), mask,
+                                          ir.Constant(_V16, [0.0] * _LANES)], _LANES)
+
+
+def _store(builder, value, at, mask):
+    """``value``'s lanes inside ``mask`` to the 16 floats at float pointer ``at``."""
+    masked(builder, "store", ir.VoidType(), [value, builder.bitcast(at, _V16.as_pointer()), ir.Constant(_I32, 4), mask],
+           _LANES)
+
+
+def _shuffle(builder, a, b, indices):
+    """Lanes ``indices`` of ``a`` and ``b`` side by side (0-15 from ``a``, 16-31 from ``b``)."""
+    return builder.shuffle_vector(a, b, ir.Constant(_I32X16, indices))
 
 
 class _Lanes:
@@ -218,9 +241,7 @@ def _store_transformed(builder, rows, v_a, stride, lanes):
     vp = builder.inttoptr(v_a, _F32.as_pointer())
     for b in range(6):
         for a, value in enumerate(_bt_ir(builder, [rows[r][b] for r in range(6)])):
-            at = builder.gep(vp, [builder.mul(ir.Constant(_I64, 6 * a + b), stride)])
-            masked(builder, "store", ir.VoidType(), [value, builder.bitcast(at, _V16.as_pointer()),
-                                                     ir.Constant(_I32, 4), lanes], _LANES)
+            _store(builder, value, builder.gep(vp, [builder.mul(ir.Constant(_I64, 6 * a + b), stride)]), lanes)
 
 
 @intrinsic
@@ -239,7 +260,7 @@ def _gathered_tiles(typingctx, x, table, h, w, v, plane_stride, count):
         allow_512_bit(builder)
         tp = builder.inttoptr(table_a, _I32X16.as_pointer())
         first, row0, col0 = (builder.load(builder.gep(tp, [ir.Constant(_I64, i)]), align=4) for i in range(3))
-        lanes = builder.icmp_signed("<", ir.Constant(_I64X16, list(range(_LANES))), broadcast(builder, count_, _LANES))
+        lanes = _first_lanes(builder, count_)
         h32, w32 = (broadcast(builder, builder.trunc(a, _I32), _LANES) for a in (h_, w_))
         x_at = broadcast(builder, x_a, _LANES)
         pointers = ir.VectorType(_F32.as_pointer(), _LANES)
@@ -301,10 +322,6 @@ def winograd_input_gathered(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch):
                             va + np.uint64(4 * (c * t_n + g)), ct, count)
 
 
-def _shuffle(builder, a, b, indices):
-    return builder.shuffle_vector(a, b, ir.Constant(_I32X16, indices))
-
-
 _EVENS16 = list(range(0, 32, 2))
 _ODDS16 = list(range(1, 32, 2))
 
@@ -323,25 +340,20 @@ def _row_of_tiles(typingctx, x, h, w, row0, col0, count, v, plane_stride):
     def codegen(context, builder, signature, args):
         x_a, h_, w_, row0_, col0_, count_, v_a, stride_ = args
         allow_512_bit(builder)
-        lanes = builder.icmp_signed("<", ir.Constant(_I64X16, list(range(_LANES))), broadcast(builder, count_, _LANES))
-        zero = ir.Constant(_V16, [0.0] * _LANES)
+        lanes = _first_lanes(builder, count_)
         xp = builder.inttoptr(x_a, _F32.as_pointer())
         w64 = broadcast(builder, w_, _LANES)
         col0 = broadcast(builder, col0_, _LANES)
-        cols_inside = [builder.icmp_unsigned("<", builder.add(col0, ir.Constant(_I64X16, [16 * q + j for j in range(16)])),
-                                             w64) for q in range(5)]
+        columns = [ir.Constant(_I64X16, list(range(16 * q, 16 * q + 16))) for q in range(5)]  # of the five loads
+        cols_inside = [builder.icmp_unsigned("<", builder.add(col0, c), w64) for c in columns]
         rows = []
         for r in range(6):  # B^T along each tile's six columns, one input row at a time
             row = builder.add(row0_, ir.Constant(_I64, r))
             row_inside = builder.icmp_unsigned("<", row, h_)
             start = builder.add(builder.mul(row, w_), col0_)
-            loaded = []
-            for q in range(5):
-                inside = builder.and_(cols_inside[q], broadcast(builder, row_inside, _LANES))
-                at = builder.gep(xp, [builder.add(start, ir.Constant(_I64, 16 * q))])
-                loaded.append(masked(builder, "load", _V16, [builder.bitcast(at, _V16.as_pointer()), ir.Constant(_I32, 4),
-                                                             inside, zero], _LANES))
-            a0, a1, a2, a3, a4 = loaded
+            row_lanes = broadcast(builder, row_inside, _LANES)
+            a0, a1, a2, a3, a4 = (_load(builder, builder.gep(xp, [builder.add(start, ir.Constant(_I64, 16 * q))]),
+                                        builder.and_(cols_inside[q], row_lanes)) for q in range(5))
             e1, o1 = _shuffle(builder, a0, a1, _EVENS16), _shuffle(builder, a0, a1, _ODDS16)
             e2, o2 = _shuffle(builder, a2, a3, _EVENS16), _shuffle(builder, a2, a3, _ODDS16)
             p0, p2 = _shuffle(builder, e1, e2, _EVENS16), _shuffle(builder, e1, e2, _ODDS16)
@@ -392,7 +404,6 @@ def winograd_input(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch):
         winograd_input_rows(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch)
     else:
         winograd_input_gathered(x, v, pt, pl, th, tw, i0, k, c0, c1, scratch)
-
 
 
 @njit(inline="always", error_model="numpy")
@@ -504,14 +515,11 @@ def _row_out_kernel(with_residual: bool):
     def codegen(context, builder, signature, args):
         m_a, m_stride, out_a, res_a, ld, rows_, cols_, bias_, code_, p0_, p1_, count_ = args
         allow_512_bit(builder)
-        lanes = builder.icmp_signed("<", ir.Constant(_I64X16, list(range(_LANES))), broadcast(builder, count_, _LANES))
-        zero = ir.Constant(_V16, [0.0] * _LANES)
-        four = ir.Constant(_I32, 4)
+        lanes = _first_lanes(builder, count_)
         mp = builder.inttoptr(m_a, _F32.as_pointer())
 
         def m_at(i):
-            at = builder.gep(mp, [builder.mul(ir.Constant(_I64, i), m_stride)])
-            return masked(builder, "load", _V16, [builder.bitcast(at, _V16.as_pointer()), four, lanes, zero], _LANES)
+            return _load(builder, builder.gep(mp, [builder.mul(ir.Constant(_I64, i), m_stride)]), lanes)
 
         columns = [_at_ir(builder, [m_at(6 * i + col) for i in range(6)]) for col in range(6)]  # [col][r]
         bias = broadcast(builder, bias_, _LANES)
@@ -523,23 +531,19 @@ def _row_out_kernel(with_residual: bool):
         for r in range(4):  # output row r of the tiles: A^T over columns, then the columns interleaved
             y = [builder.fadd(v, bias, flags=_CONTRACT)
                  for v in _at_ir(builder, [columns[col][r] for col in range(6)])]  # y[c], lane = tile
-            a_lo, a_hi = builder.shuffle_vector(y[0], y[2], ir.Constant(_I32X16, _LOW)), \
-                builder.shuffle_vector(y[0], y[2], ir.Constant(_I32X16, _HIGH))
-            b_lo, b_hi = builder.shuffle_vector(y[1], y[3], ir.Constant(_I32X16, _LOW)), \
-                builder.shuffle_vector(y[1], y[3], ir.Constant(_I32X16, _HIGH))
+            a_lo, a_hi = _shuffle(builder, y[0], y[2], _LOW), _shuffle(builder, y[0], y[2], _HIGH)
+            b_lo, b_hi = _shuffle(builder, y[1], y[3], _LOW), _shuffle(builder, y[1], y[3], _HIGH)
             row_inside = broadcast(builder, builder.icmp_signed("<", ir.Constant(_I64, r), rows_), _LANES)
             for q, (a, b, idx) in enumerate(((a_lo, b_lo, _LOW), (a_lo, b_lo, _HIGH), (a_hi, b_hi, _LOW),
                                              (a_hi, b_hi, _HIGH))):
-                values.append(builder.shuffle_vector(a, b, ir.Constant(_I32X16, idx)))
+                values.append(_shuffle(builder, a, b, idx))
                 places.append(builder.add(builder.mul(ir.Constant(_I64, r), ld), ir.Constant(_I64, 16 * q)))
                 inside.append(builder.and_(row_inside, col_inside[q]))
         if with_residual:
-            values = [builder.fadd(v, masked(builder, "load", _V16, [
-                builder.bitcast(builder.gep(rp, [o]), _V16.as_pointer()), four, ok, zero], _LANES), flags=_CONTRACT)
-                for v, o, ok in zip(values, places, inside)]
+            values = [builder.fadd(v, _load(builder, builder.gep(rp, [o]), ok), flags=_CONTRACT)
+                      for v, o, ok in zip(values, places, inside)]
         for v, o, ok in zip(activate(builder, code_, p0_, p1_, values), places, inside):
-            masked(builder, "store", ir.VoidType(), [v, builder.bitcast(builder.gep(op, [o]), _V16.as_pointer()), four,
-                                                     ok], _LANES)
+            _store(builder, v, builder.gep(op, [o]), ok)
         return context.get_dummy_value()
 
     sig = types.void(types.uint64, types.int64, types.uint64, types.uint64, types.int64, types.int64, types.int64,
@@ -553,8 +557,8 @@ def _row_out_kernel(with_residual: bool):
 
 
 # The output transform a tile row at a time (winograd_output_rows) on maps of at least this many
-# tiles a row; on fewer, most of its lanes would be empty. One thread, µs, best of 30, planes /
-# rows (Intel Xeon VM), ReLU: 1x64x112 717 / 479, 1x64x56 with a residual 200 / 129, 4x64x56
+# tiles a row; on fewer, most of its lanes would be empty (``benchmarks/winograd_transforms.py``).
+# One thread, µs, best of 30, planes / rows (Intel Xeon VM), ReLU: 1x64x112 717 / 479, 1x64x56 with a residual 200 / 129, 4x64x56
 # with one 717 / 524, 1x128x28 73 / 48, 4x128x28 384 / 309; but 1x256x14 64 / 71, 4x256x14
 # 274 / 372, 4x512x7 with a residual 195 / 379.
 ROWS_OUTPUT_MIN_TILES = 7
