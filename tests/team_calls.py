@@ -11,7 +11,7 @@ TEAM_KERNELS = ("gemm_bias_activation", "fc_bias_activation", "conv_tiles", "im2
                 "depthwise3x3_s2", "depthwise_blocked", "depthwise_rows", "depthwise_channels_last", "conv2d_grouped",
                 "winograd_input", "winograd_products_output", "winograd_panels_output", "max_pool3x3", "attention",
                 "packed_attention",
-                "layer_norm")
+                "layer_norm", "mbconv_rows")
 
 
 def skip_without_team() -> None:

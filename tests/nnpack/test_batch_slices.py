@@ -300,7 +300,9 @@ def test_a_slices_head_and_rest_replay_as_chains(monkeypatch):
     got = np.asarray(lowered(x))
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
     assert ran and not chained & set(ran), "a chained step ran its kernel"
-    assert len(ran) < len(plan.steps) // 4, f"{len(ran)} of {len(plan.steps)} steps ran their kernels per image"
+    # (the steps that read the call's input or write its output; fewer steps where inverted-residual
+    # blocks are one step each)
+    assert len(ran) <= len(plan.steps) // 4, f"{len(ran)} of {len(plan.steps)} steps ran their kernels per image"
 
 
 def test_a_head_chain_that_no_longer_holds_runs_step_by_step_then_is_rebuilt(monkeypatch):

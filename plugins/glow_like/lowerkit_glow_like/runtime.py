@@ -30,7 +30,7 @@ from lowerkit.errors import InputError
 from lowerkit.ir import DTYPES
 
 from .direct_io import DIRECT_BYTES, DirectIO
-from .kernels import KERNELS
+from .kernels import KERNELS, mbconv
 from .lir import ALIGNMENT, Program
 from .lir.batch import batch_size, batch_sliceable, head_length
 
@@ -90,6 +90,10 @@ class _ThreadState:
     image: _Slice | None = None  # image-by-image mode (or both forms, while they are on trial)
     views: list[np.ndarray] | None = None  # whole-program mode: every buffer's array, and the scratch
     scratch: np.ndarray | None = None  # (to bind again the instructions of direct inputs and outputs)
+
+
+def _nothing() -> None:
+    """An instruction bound into the call of an instruction before it (``kernels.mbconv``)."""
 
 
 def _module(op: str) -> str:
@@ -401,8 +405,33 @@ class Executable:
     def _prepare(self, views: list[np.ndarray], scratch: np.ndarray, parallel: Parallel | None,
                  team: Team | None = None, first: int = 0, last: int | None = None) -> list:
         """The kernels of instructions [first, last) (all by default) bound to ``views`` (one
-        per buffer) and ``scratch``."""
-        return [self._prepare_one(ins, views, scratch, parallel, team) for ins in self.program.instructions[first:last]]
+        per buffer) and ``scratch``: one call per instruction, but an inverted-residual block's
+        three instructions bound as one call (``kernels.mbconv``: the first of the three makes
+        it, the other two do nothing) where there is no pool (``parallel``)."""
+        instructions = self.program.instructions
+        last = len(instructions) if last is None else last
+        calls = []
+        for i in range(first, last):
+            calls.append(self._prepare_one(instructions[i], views, scratch, parallel, team))
+        if parallel is None:
+            for i, call in self._blocks(views, first, last, team):
+                calls[i - first:i - first + 3] = [call, _nothing, _nothing]
+        return calls
+
+    def _blocks(self, views: list[np.ndarray], first: int, last: int, team: Team | None) -> list:
+        """``(i, call)`` for each inverted-residual block among instructions [first, last)
+        (``kernels.mbconv.blocks``) bound to ``views``, with scratch of their own (one buffer
+        for them all, per binding)."""
+        program = self.program
+        found = mbconv.blocks(program, first, last)
+        if not found:
+            return []
+        made = [(i, block) for i in found if (block := mbconv.block_of(program, i, views)) is not None]
+        if not made:
+            return []
+        ways = team.ways if team is not None else 1
+        scratch = np.empty(ways * max(block.scratch_floats() for _, block in made), np.float32)
+        return [(i, mbconv.bind_block(program, i, block, views, scratch, team)) for i, block in made]
 
     def _prepare_one(self, ins, views: list[np.ndarray], scratch: np.ndarray, parallel: Parallel | None,
                      team: Team | None):

@@ -45,6 +45,7 @@ from .depthwise import DepthwiseConv2d
 from .geometry import GeometryError
 from .grad import Conv2dInputGrad, Conv2dWeightGrad
 from .activations import NONE, activation_of, apply
+from .blocks import Block, BlockLayer, find_blocks
 from .layers import GlobalAvgPool, Linear, MaxPool2d, PooledPointwise, softmax
 from .linear_step import LinearStep
 from .selection import select_algorithm
@@ -170,6 +171,13 @@ class Plan:
         squeezes = {node for node in graph.nodes if node.op == "global_avg_pool2d" and users.get(node.output)
                     and node.output not in graph_outputs
                     and all(u.op == "conv2d" or u in flattened.values() for u in users[node.output])}
+        # Inverted-residual blocks (expansion, depthwise, projection) become one step each, made
+        # at the expansion; their other nodes make none (see .blocks).
+        blocks = find_blocks(graph, users, graph_outputs, position,
+                             lambda v: v in producers and producers[v].op in ("param", "constant"),
+                             lambda conv: _epilogue_of(conv, users, graph_outputs, position),
+                             {*gates, *gates.values()})
+        in_blocks = {n for block in blocks.values() for n in block.nodes[1:]}
         folded = {mul: conv for conv, mul in gates.items()}
         folded.update({flatten: linear for linear, flatten in flattened.items()})
         late_dying: dict[Node, list] = {}
@@ -187,7 +195,11 @@ class Plan:
             if node.op == "constant":
                 self.constants[node.output] = np.asarray(node.attrs["value"])
                 continue
-            if node in fused:
+            if node in fused or node in in_blocks:
+                continue
+            if node in blocks:
+                self._block_step(blocks[node], dead, position, call_inputs, graph_outputs, filled,
+                                 partial(_constant_value, producers, parameters))
                 continue
             reason = support_reason(node)
             if reason is not None:
@@ -238,6 +250,23 @@ class Plan:
             self.steps.append(Step(node, kernel, tuple(runtime_inputs), outputs, tuple(dying), fills=fills,
                                    key=bind_key))
         self._number_values()
+
+    def _block_step(self, block: Block, dead: list, position: dict, call_inputs: set, graph_outputs: set,
+                    filled: set, constant: Callable[[Value], np.ndarray]) -> None:
+        """The step of an inverted-residual ``block`` (:mod:`.blocks`): reads its source (and
+        residual), returns its last value; every value its nodes let die dies there."""
+        reads_caller = block.source in call_inputs or block.residual in call_inputs
+        bind_key = None if reads_caller or block.output in graph_outputs else len(self.steps)
+        layer = BlockLayer(block, constant, self.team)
+        for node in block.nodes:
+            if node.op == "conv2d":
+                self.algorithms[node.debug_handle] = "inverted_residual_block"
+        runtime_inputs = (block.source,) if block.residual is None else (block.source, block.residual)
+        dying = [v for node in block.nodes for v in dead[position[node]]
+                 if v not in block.inner and v not in graph_outputs]
+        filled.add(block.output)
+        self.steps.append(Step(block.nodes[0], _bound_step(layer, block.residual is not None, bind_key),
+                               runtime_inputs, (block.output,), tuple(dying), fills=True, key=bind_key))
 
     def _pooled_by(self, conv: Node, last: Node, residual: Value | None, users: dict,
                    graph_outputs: set) -> Node | None:
@@ -785,7 +814,7 @@ BOUND_LAYERS = (TeamConv, TeamDepthwise, PooledPointwise, Conv2d, DepthwiseConv2
 
 
 def _bound_step(layer: TeamConv | TeamDepthwise | PooledPointwise | Conv2d | DepthwiseConv2d | LinearStep
-                | GlobalAvgPool,
+                | GlobalAvgPool | BlockLayer,
                 with_residual: bool, key: int | None, means: bool = False, gated: bool = False) -> StepKernel:
     """The step of a layer of :data:`BOUND_LAYERS` with constant weights: its output buffer
     from the spares, then ``run_into`` — or, from the second call that hands the step the
@@ -842,6 +871,12 @@ def _bound_step(layer: TeamConv | TeamDepthwise | PooledPointwise | Conv2d | Dep
         return list(outputs)
 
     return run_bound
+
+
+def _constant_value(producers: dict, parameters: dict[str, np.ndarray], value: Value) -> np.ndarray:
+    """The array of a value a ``param`` or ``constant`` node produces (as ``Plan._build`` keeps it)."""
+    node = producers[value]
+    return parameters[node.attrs["name"]] if node.op == "param" else np.asarray(node.attrs["value"])
 
 
 def _step_error(step: Step, err: Exception) -> NodeExecutionError:

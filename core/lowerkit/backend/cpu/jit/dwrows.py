@@ -106,9 +106,9 @@ def _emit_rows(builder, k: int, stride: int, rows: int, y0, x0, masks, store_mas
 
 
 def _emit_plane(builder, args, k: int, stride: int) -> None:
-    """One plane of a ``k`` x ``k`` kernel at ``stride`` (the arguments of :func:`_plane` after
-    the key)."""
-    src, dst, wt, bias, zeros, masks_address, h, w, oh, ow, pt, pl, code, p0, p1 = args
+    """Output rows [y0, y1) of one plane of a ``k`` x ``k`` kernel at ``stride`` (the arguments
+    of :func:`_plane` after the key)."""
+    src, dst, wt, bias, zeros, masks_address, h, w, y0, y1, ow, pt, pl, code, p0, p1 = args
     if LANES > 8:
         allow_512_bit(builder)
     fptr = builder.inttoptr(wt, _F32.as_pointer())
@@ -118,7 +118,7 @@ def _emit_plane(builder, args, k: int, stride: int) -> None:
     vectors = builder.udiv(builder.add(ow, const(LANES - 1)), const(LANES))
     per_vector = _masks_per_vector(k, stride)
     rows = ROWS[k]
-    groups = builder.udiv(oh, const(rows))
+    groups = builder.udiv(builder.sub(y1, y0), const(rows))
 
     def vector_masks(c):
         first = builder.mul(c, const(per_vector))
@@ -128,10 +128,10 @@ def _emit_plane(builder, args, k: int, stride: int) -> None:
     with cgutils.for_range(builder, groups) as group:
         with cgutils.for_range(builder, vectors) as column:
             masks, store_mask = vector_masks(column.index)
-            _emit_rows(builder, k, stride, rows, builder.mul(group.index, const(rows)),
+            _emit_rows(builder, k, stride, rows, builder.add(y0, builder.mul(group.index, const(rows))),
                        builder.mul(column.index, const(LANES)), masks, store_mask, plane)
-    y_left = builder.mul(groups, const(rows))
-    left = builder.sub(oh, y_left)
+    y_left = builder.add(y0, builder.mul(groups, const(rows)))
+    left = builder.sub(y1, y_left)
     with cgutils.for_range(builder, vectors) as column:  # the last oh % rows rows
         masks, store_mask = vector_masks(column.index)
         done = builder.append_basic_block("rows.done")
@@ -149,25 +149,35 @@ def _emit_plane(builder, args, k: int, stride: int) -> None:
 _U64 = types.uint64
 
 
-@intrinsic
-def _plane(typingctx, key, src, dst, wt, bias, zeros, masks, h, w, oh, ow, pt, pl, code, p0, p1):
-    """One output plane (addresses as integers; ``key`` = kernel size * 4 + stride, one of
-    :data:`VARIANTS`), chosen by a switch."""
-    sig = types.void(i8, _U64, _U64, _U64, f8, _U64, _U64, i8, i8, i8, i8, i8, i8, i8, f8, f8)
+def _plane_routine(variants: tuple[tuple[int, int], ...]):
+    """The intrinsic that computes output rows [y0, y1) of one plane (addresses as integers, of
+    the plane's row 0 in and out; ``key`` = kernel size * 4 + stride, one of ``variants``),
+    chosen by a switch."""
 
-    def codegen(context, builder, signature, args):
-        done = builder.append_basic_block("kernel.done")
-        switch = builder.switch(args[0], done)
-        for size, stride in VARIANTS:
-            case = builder.append_basic_block(f"kernel.{size}.{stride}")
-            switch.add_case(const(size * 4 + stride), case)
-            builder.position_at_end(case)
-            _emit_plane(builder, args[1:], size, stride)
-            builder.branch(done)
-        builder.position_at_end(done)
-        return context.get_dummy_value()
+    @intrinsic
+    def plane(typingctx, key, src, dst, wt, bias, zeros, masks, h, w, y0, y1, ow, pt, pl, code, p0, p1):
+        sig = types.void(i8, _U64, _U64, _U64, f8, _U64, _U64, i8, i8, i8, i8, i8, i8, i8, i8, f8, f8)
 
-    return sig, codegen
+        def codegen(context, builder, signature, args):
+            done = builder.append_basic_block("kernel.done")
+            switch = builder.switch(args[0], done)
+            for size, stride in variants:
+                case = builder.append_basic_block(f"kernel.{size}.{stride}")
+                switch.add_case(const(size * 4 + stride), case)
+                builder.position_at_end(case)
+                _emit_plane(builder, args[1:], size, stride)
+                builder.branch(done)
+            builder.position_at_end(done)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return plane
+
+
+_plane = _plane_routine(VARIANTS)
+# The 3x3 kernel's routines only, for callers that take no other (less code to compile).
+plane3x3 = _plane_routine(tuple((k, s) for k, s in VARIANTS if k == 3))
 
 
 def rows_scratch(in_hw, out_hw, kernel: int, stride: int = 1) -> int:
@@ -175,6 +185,38 @@ def rows_scratch(in_hw, out_hw, kernel: int, stride: int = 1) -> int:
     as the input, and the column vectors' masks."""
     vectors = -(-out_hw[1] // LANES)
     return in_hw[1] + vectors * _masks_per_vector(kernel, stride)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def row_masks(scratch, wd, ow, k, stride, pl):
+    """A row of ``wd`` zeros at the start of ``scratch``, then the int32 masks of every vector of
+    ``ow`` output columns (returned): per load, the lanes whose input column lies inside the
+    row; then the store's (see :func:`rows_scratch`)."""
+    vectors = (ow + LANES - 1) // LANES
+    per_vector = k * stride + 1  # as _masks_per_vector
+    scratch[:wd] = 0
+    masks = scratch[wd:wd + vectors * per_vector].view(np.int32)
+    for c in range(vectors):
+        for m in range(per_vector):
+            bits = 0
+            for lane in range(LANES):
+                col = c * LANES + lane
+                # load m reads, in lane ``lane``, input column stride * (vector's first) + b - pl + lane
+                # (+ LANES for the second load of a tap at stride 2)
+                at = stride * c * LANES + m // stride - pl + lane + (m % stride) * LANES
+                if (m == per_vector - 1 and col < ow) or (m < per_vector - 1 and 0 <= at < wd):
+                    bits |= 1 << lane
+            masks[c * per_vector + m] = bits
+    return masks
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def ir_code(code):
+    """Whether the activation ``code`` runs in registers (:data:`._act_ir.IR_CODES`)."""
+    in_ir = False
+    for known in IR_CODES:
+        in_ir = in_ir or code == known
+    return in_ir
 
 
 _SIG = types.void(ro(4), ro(4), ro(1), rw(1), rw(4), rw(1), i8, i8, i8, i8, f8, f8, i8, i8)
@@ -197,34 +239,18 @@ def depthwise_rows(x, w, bias, scratch, out, means, stride, pt, pl, code, p0, p1
     if not known:
         raise ValueError("depthwise_rows: no routine for this kernel size and stride")
     n_in, n_out = h * wd, oh * ow
-    vectors = (ow + LANES - 1) // LANES
-    per_vector = k * stride + 1  # as _masks_per_vector
-    scratch[:wd] = 0
-    masks = scratch[wd:wd + vectors * per_vector].view(np.int32)
-    for c in range(vectors):  # lanes whose input column lies inside the row, per load; then the output's
-        for m in range(per_vector):
-            bits = 0
-            for lane in range(LANES):
-                col = c * LANES + lane
-                # load m reads, in lane ``lane``, input column stride * (vector's first) + b - pl + lane
-                # (+ LANES for the second load of a tap at stride 2)
-                at = stride * c * LANES + m // stride - pl + lane + (m % stride) * LANES
-                if (m == per_vector - 1 and col < ow) or (m < per_vector - 1 and 0 <= at < wd):
-                    bits |= 1 << lane
-            masks[c * per_vector + m] = bits
+    masks = row_masks(scratch, wd, ow, k, stride, pl)
     xa, oa, wa = np.uint64(x.ctypes.data), np.uint64(out.ctypes.data), np.uint64(w.ctypes.data)
     za, ma = np.uint64(scratch.ctypes.data), np.uint64(masks.ctypes.data)
     of = out.reshape(-1)
-    in_ir = False
-    for known in IR_CODES:
-        in_ir = in_ir or code == known
+    in_ir = ir_code(code)
     has_bias = bias.shape[0] > 0
     u4 = np.uint64(4)
     for p in range(first, last):
         c = p % c_n
         b = np.float64(bias[c]) if has_bias else 0.0
         _plane(k * 4 + stride, xa + u4 * np.uint64(p * n_in), oa + u4 * np.uint64(p * n_out),
-               wa + u4 * np.uint64(c * k * k), b, za, ma, h, wd, oh, ow, pt, pl, code if in_ir else -1, p0, p1)
+               wa + u4 * np.uint64(c * k * k), b, za, ma, h, wd, 0, oh, ow, pt, pl, code if in_ir else -1, p0, p1)
         if not in_ir:
             act_span(of, p * n_out, (p + 1) * n_out, code, p0, p1)
         if means.shape[0] > 0:

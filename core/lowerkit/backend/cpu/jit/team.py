@@ -42,7 +42,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.core.typing.ctypes_utils import make_function_type
 
-from . import conv, norm, panel, pool, winograd
+from . import conv, mbconv, norm, panel, pool, winograd
 from .cblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
 from .layer import team_ready
 from ._act import act_span
@@ -120,6 +120,25 @@ def depthwise_rows(x, w, bias, scratch, out, means, stride, pt, pl, code, p0, p1
     for j in prange(ways):
         first, last = _band(planes, j, ways)
         conv.depthwise_rows(x, w, bias, scratch[j], out, means, stride, pt, pl, code, p0, p1, first, last)
+
+
+@njit(types.void(ro(2), ro(1), ro(1), i8, ro(4), ro(1), ro(1), ro(1), i8, rw(2), ro(2), rw(2), i8, i8, i8, i8,
+                 i8, i8, f8, f8, i8, f8, f8, i8, f8, f8, i8, i8), **_FLAGS)
+def mbconv_rows(x, pe, be, nce, wd, bd, pp, bp, ncp, out, residual, scratch, stride, pt, pl, w, ow, ce, e0, e1, cd,
+                d0, d1, cp, q0, q1, band, ways):
+    """:func:`.mbconv.mbconv` of one image (``x`` [Cin, H*W], ``out`` and ``residual`` — or
+    empty — [Cout, OH*OW]): thread j takes its share of the bands of output rows, with
+    ``scratch[j]`` (each thread reads its rows and a halo of input rows, and writes only its
+    own columns of the output)."""
+    if not mbconv.ir_code(cd):
+        raise ValueError("mbconv_rows: the depthwise activation must run in registers")
+    h, oh = x.shape[1] // w, out.shape[1] // ow
+    bands = -(-oh // band)
+    for j in prange(ways):
+        y0, y1 = band * (bands * j // ways), min(oh, band * (bands * (j + 1) // ways))
+        if y1 > y0:
+            mbconv.rows(x, pe, be, nce, wd, bd, pp, bp, ncp, out, residual, scratch[j], stride, pt, pl, h, w, ow, ce,
+                        e0, e1, cd, d0, d1, cp, q0, q1, band, y0, y1)
 
 
 @njit(types.void(ro(4), ro(4), ro(1), rw(4), i8, i8, i8, i8, i8, i8, i8, i8, f8, f8, i8), **_FLAGS)
