@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.glow_like.helpers import assert_close
-from tests.team_calls import record_team_calls, rows_kernel, team_on_small_layers
+from tests.glow_like.helpers import assert_close, peak_call_bytes
+from tests.team_calls import from_threads, record_team_calls, rows_kernel, team_on_small_layers
 
 import lowerkit as lk
 import lowerkit_glow_like as glow
@@ -107,3 +107,22 @@ def test_a_block_whose_output_would_overwrite_its_input_is_not_bound():
         assert i not in mbconv.blocks(program)
     finally:
         root.offset = saved
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_blocks_from_eight_threads_allocate_only_the_output(batch):
+    """Each thread binds its own blocks (its own band buffers): eight threads at once get each
+    their own input's result; steady-state calls allocate only their output."""
+    module, x = _model(batch)
+    handle = _handle(module, threads=2)
+    assert _block_starts(handle)
+    inputs = [x + np.float32(0.1 * i) for i in range(8)]
+    expected = [np.asarray(module.run("forward", xi)) for xi in inputs]
+    results = from_threads(lambda i: [handle.run([inputs[i]])[0] for _ in range(3)])
+    for i in range(8):
+        for got in results[i]:
+            assert_close([got], [expected[i]], rtol=1e-4)
+    for _ in range(12):  # past any trial of image by image against slices
+        (out,) = handle.run([x])
+    peak = peak_call_bytes(handle, x)
+    assert peak < out.nbytes + 128 * 1024, f"a call allocated {peak} bytes (output {out.nbytes})"

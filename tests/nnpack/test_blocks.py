@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from tests.nnpack.test_batch_slices import _plans
-from tests.team_calls import record_team_calls, rows_kernel, team_on_small_layers
+from tests.team_calls import from_threads, record_team_calls, rows_kernel, team_on_small_layers
 
 import lowerkit as lk
 from lowerkit import models
@@ -85,3 +85,17 @@ def test_block_steps_compute_what_the_layers_compute(monkeypatch, batch, per_ima
     with team_off():  # the serial form, as a slice of a batch on a worker runs it
         (serial,) = plan._run([x])
     np.testing.assert_allclose(serial, expected, rtol=0, atol=1e-4 * scale)
+
+
+def test_block_steps_from_eight_threads():
+    """Each thread binds its own block steps (its own band buffers): eight threads at once get
+    each their own input's result."""
+    module, x = _model(1)
+    lowered = lk.to_backend(module, ["nnpack"])
+    assert _block_steps(_plan(lowered))
+    inputs = [x + np.float32(0.1 * i) for i in range(8)]
+    expected = [np.asarray(module(xi)) for xi in inputs]
+    results = from_threads(lambda i: [np.asarray(lowered(inputs[i])) for _ in range(3)])
+    for i in range(8):
+        for got in results[i]:
+            np.testing.assert_allclose(got, expected[i], rtol=1e-4, atol=1e-4)

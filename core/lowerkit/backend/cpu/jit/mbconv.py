@@ -26,7 +26,7 @@ floats, ``.dwrows``), with activations that run in registers (``.dwrows.ir_code`
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange, types
+from numba import njit, types
 
 from ._types import f8, i8, ro, rw
 from .dwrows import ir_code, plane3x3, row_masks, rows_scratch
@@ -50,8 +50,8 @@ def scratch_floats(expanded: int, in_w: int, out_w: int, band: int, stride: int)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def rows(x, pe, be, nce, wd, bd, pp, bp, ncp, out, residual, scratch, stride, pt, pl, h, w, ow,
-          ce, e0, e1, cd, d0, d1, cp, q0, q1, band, y_first, y_last):
+def rows(x, pe, be, nce, wd, bd, pp, bp, ncp, out, residual, scratch, stride, pt, pl, h, w, ow, ce, e0, e1, cd, d0,
+         d1, cp, q0, q1, band, y_first, y_last):
     """Output rows [y_first, y_last) of one image: ``x`` [Cin, H*W], ``out`` and ``residual``
     (or empty) [Cout, OH*OW]; ``pe``/``be`` and ``pp``/``bp`` the packed 1x1 weights and their
     biases (``panels.PackedWeight``), ``nce``/``ncp`` their column blocks; ``wd`` [Cexp, 1, 3,
