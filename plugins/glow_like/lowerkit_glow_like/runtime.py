@@ -410,12 +410,16 @@ class Executable:
         it, the other two do nothing) where there is no pool (``parallel``)."""
         instructions = self.program.instructions
         last = len(instructions) if last is None else last
-        calls = []
-        for i in range(first, last):
-            calls.append(self._prepare_one(instructions[i], views, scratch, parallel, team))
-        if parallel is None:
-            for i, call in self._blocks(views, first, last, team):
-                calls[i - first:i - first + 3] = [call, _nothing, _nothing]
+        blocks = dict(self._blocks(views, first, last, team)) if parallel is None else {}
+        calls: list = []
+        i = first
+        while i < last:
+            if i in blocks:
+                calls += [blocks[i], _nothing, _nothing]
+                i += 3
+            else:
+                calls.append(self._prepare_one(instructions[i], views, scratch, parallel, team))
+                i += 1
         return calls
 
     def _blocks(self, views: list[np.ndarray], first: int, last: int, team: Team | None) -> list:

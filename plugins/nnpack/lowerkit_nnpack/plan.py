@@ -172,11 +172,13 @@ class Plan:
                     and node.output not in graph_outputs
                     and all(u.op == "conv2d" or u in flattened.values() for u in users[node.output])}
         # Inverted-residual blocks (expansion, depthwise, projection) become one step each, made
-        # at the expansion; their other nodes make none (see .blocks).
+        # at the expansion; their other nodes make none (see .blocks). Not where layers split
+        # over the pool: a block runs on its team or on the calling thread.
+        banded = self.team is not None or self.sliced or self.workers == 1
         blocks = find_blocks(graph, users, graph_outputs, position,
                              lambda v: v in producers and producers[v].op in ("param", "constant"),
                              lambda conv: _epilogue_of(conv, users, graph_outputs, position),
-                             {*gates, *gates.values()})
+                             {*gates, *gates.values()}) if banded else {}
         in_blocks = {n for block in blocks.values() for n in block.nodes[1:]}
         folded = {mul: conv for conv, mul in gates.items()}
         folded.update({flatten: linear for linear, flatten in flattened.items()})

@@ -19,6 +19,8 @@ Kernels release the GIL; backends run them on the shared worker pool of
 - :mod:`.norm` — softmax and layer norm over the last axis, one pass per row;
 - :mod:`.panel` — a 1x1 convolution's GEMM on a weight packed once, bias and activation
   fused (LLVM IR micro-kernels; ``lowerkit.backend.cpu.panels`` packs and chooses);
+- :mod:`.mbconv` — an inverted-residual block (expansion, depthwise, projection) in bands of
+  output rows;
 - :mod:`.team` — the kernels above in bands on one parallel region, and GEMMs on the
   ``cblas_sgemm`` :mod:`.cblas` chooses (MKL's where installed, else numpy's);
 - :mod:`.activation` — the fused-activation codes (plain Python);
@@ -41,7 +43,7 @@ __all__ = ["ACTIVATIONS", "CACHE_ENV", "COMPILED_RELU_MIN", "KERNEL_MODULES", "a
            "flat_float32", "load", "load_seconds", "relu_inplace"]
 
 CACHE_ENV = "LOWERKIT_JIT_CACHE_DIR"
-KERNEL_MODULES = ("conv", "winograd", "pool", "norm", "team", "panel", "resize", "layout")
+KERNEL_MODULES = ("conv", "winograd", "pool", "norm", "team", "panel", "resize", "layout", "mbconv")
 # Environment variables that change what the kernels compile to (``panel.LANES_ENV``): the
 # cache's name covers their values, so each setting keeps machine code of its own.
 COMPILE_SWITCHES = ("LOWERKIT_PANEL_LANES",)
