@@ -71,6 +71,20 @@ def record_team_calls(monkeypatch) -> list[str]:
     return ran
 
 
+def check_from_threads(run: Callable, reference: Callable, x, calls: int = 2, threads: int = 8,
+                       tol: float = 1e-4) -> None:
+    """``run(x_i)`` ``calls`` times on each of ``threads`` threads released together, each on its
+    own input (``x + 0.1 i``): every result within ``tol`` of ``reference(x_i)``."""
+    import numpy as np
+
+    inputs = [x + np.float32(0.1 * i) for i in range(threads)]
+    expected = [np.asarray(reference(xi)) for xi in inputs]
+    results = from_threads(lambda i: [np.asarray(run(inputs[i])) for _ in range(calls)], threads)
+    for i in range(threads):
+        for got in results[i]:
+            np.testing.assert_allclose(got, expected[i], rtol=tol, atol=tol)
+
+
 def from_threads(call: Callable[[int], list], threads: int = 8) -> dict[int, list]:
     """``call(i)`` on ``threads`` threads released together; each one's result by ``i``."""
     results: dict[int, list] = {}

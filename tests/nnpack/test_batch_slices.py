@@ -89,7 +89,7 @@ def test_mixed_plan_with_sliced_regions_matches_the_reference(monkeypatch):
 def test_depthwise_plans_run_image_by_image_on_the_team(monkeypatch):
     """A sliceable batch of a plan with depthwise layers runs one image at a time, each on the
     team: same results as the sliced plan and the reference, from 8 threads too."""
-    from tests.team_calls import from_threads, record_team_calls, team_on_small_layers
+    from tests.team_calls import check_from_threads, record_team_calls, team_on_small_layers
 
     from lowerkit.backend.cpu import cpu_count
 
@@ -112,12 +112,7 @@ def test_depthwise_plans_run_image_by_image_on_the_team(monkeypatch):
     assert slices.sliced and not slices.per_image
     np.testing.assert_allclose(got, np.asarray(sliced(x)), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got, np.asarray(module(x)), rtol=1e-4, atol=1e-4)
-    inputs = [x + np.float32(0.1 * i) for i in range(8)]
-    expected = [np.asarray(module(xi)) for xi in inputs]
-    results = from_threads(lambda i: [np.asarray(lowered(inputs[i])) for _ in range(2)])
-    for i in range(8):
-        for out in results[i]:
-            np.testing.assert_allclose(out, expected[i], rtol=1e-4, atol=1e-4)
+    check_from_threads(lowered, module, x)
 
 def _on_trial(monkeypatch, batch: int):
     """A small MobileNetV2 batch lowered to nnpack with team forms on its small layers, whose

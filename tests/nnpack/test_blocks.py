@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from tests.nnpack.test_batch_slices import _plans
-from tests.team_calls import from_threads, record_team_calls, rows_kernel, team_on_small_layers
+from tests.team_calls import check_from_threads, record_team_calls, rows_kernel, team_on_small_layers
 
 import lowerkit as lk
 from lowerkit import models
@@ -93,9 +93,4 @@ def test_block_steps_from_eight_threads():
     module, x = _model(1)
     lowered = lk.to_backend(module, ["nnpack"])
     assert _block_steps(_plan(lowered))
-    inputs = [x + np.float32(0.1 * i) for i in range(8)]
-    expected = [np.asarray(module(xi)) for xi in inputs]
-    results = from_threads(lambda i: [np.asarray(lowered(inputs[i])) for _ in range(3)])
-    for i in range(8):
-        for got in results[i]:
-            np.testing.assert_allclose(got, expected[i], rtol=1e-4, atol=1e-4)
+    check_from_threads(lowered, module, x, calls=3)

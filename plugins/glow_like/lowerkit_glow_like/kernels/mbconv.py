@@ -18,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from lowerkit.backend.cpu import mbconv
+from lowerkit.backend.cpu.jit import activation_code
 
 from ..lir.program import Program
 
@@ -54,8 +55,6 @@ def _depthwise(program: Program, ins, channels: int) -> bool:
         return False
     w, out = program.buffers[ins.inputs[1]], program.buffers[ins.outputs[0]]
     stride, padding, dilation, groups = _attrs_geometry(ins.attrs)
-    from lowerkit.backend.cpu.jit import activation_code
-
     return (tuple(w.shape) == (channels, 1, 3, 3) and groups == channels and stride[0] == stride[1]
             and padding == (1, 1, 1, 1) and dilation == (1, 1)
             and mbconv.fits(out.shape[2], stride[0], activation_code(ins.attrs)[0]))
@@ -121,8 +120,6 @@ def block_of(program: Program, i: int, views: list[np.ndarray]) -> mbconv.Invert
     """The block at instruction ``i`` (see :func:`blocks`) with its constants from ``views``
     (one array per buffer), packed once per handle; None where a weight is not a constant the
     handle holds."""
-    from lowerkit.backend.cpu.jit import activation_code
-
     expand, depthwise, project = program.instructions[i:i + 3]
 
     def bias(ins):
