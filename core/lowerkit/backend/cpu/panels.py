@@ -157,6 +157,9 @@ def block_columns(k: int) -> int:
 # else the weight's panels. MobileNetV2 at batch 1 on the Zen 4 VM, every 1x1 layer flipped
 # (my script): per layer 0.95-1.20 of the time, 1.07 in total.
 COLUMNS_PER_ROW = 1
+# ... and a gated layer (a squeeze-excitation gate folded into the weight) from this many: with
+# columns, each thread scales the whole weight into its copy; with panels, only its half.
+GATED_COLUMNS_PER_ROW = 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -217,12 +220,12 @@ class PackedWeight:
         self.kernels.gemm_images(self.panels, self.bias, x, out, self._strips(1, x.shape[2]), self.k, self.m,
                                  self.columns, *act, _added(residual, 3))
 
-    def by_columns(self, columns: int) -> bool:
+    def by_columns(self, columns: int, gated: bool = False) -> bool:
         """Whether a team region over an image of this many ``columns`` splits them (each thread
         then reads part of the image and all the weight) rather than the panels (all the image,
         part of the weight): where the image has at least :data:`COLUMNS_PER_ROW` columns for
-        each row of the weight."""
-        return columns >= COLUMNS_PER_ROW * self.m
+        each row of the weight (:data:`GATED_COLUMNS_PER_ROW` for a ``gated`` layer)."""
+        return columns >= (GATED_COLUMNS_PER_ROW if gated else COLUMNS_PER_ROW) * self.m
 
     def run_team(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float], ways: int,
                  residual: np.ndarray | None = None) -> None:
@@ -241,7 +244,7 @@ class PackedWeight:
         act((w * gate) @ x + bias)``), each thread scaling the panels it multiplies into its
         own row of ``copies`` (:meth:`gated_copies`)."""
         self.kernels.team_gated_gemm(self.panels, gate, copies, self.bias, x, out, self._strips(ways, x.shape[1]),
-                                     self.k, self.m, self.columns, *act, ways, self.by_columns(x.shape[1]),
+                                     self.k, self.m, self.columns, *act, ways, self.by_columns(x.shape[1], True),
                                      _added(residual, 2))
 
     def bind_team_gated(self, gates: np.ndarray, copies: np.ndarray, x: np.ndarray, out: np.ndarray,
@@ -252,7 +255,7 @@ class PackedWeight:
         one region per image."""
         return sequence(*[
             self._bound(self.kernels.team_gated_gemm, (self.panels, gates[i], copies, self.bias, x[i], out[i]), ways,
-                        (self.k, self.m, self.columns, *act, ways, self.by_columns(x.shape[2]),
+                        (self.k, self.m, self.columns, *act, ways, self.by_columns(x.shape[2], True),
                          _added(None if residual is None else residual[i], 2)), x.shape[2])
             for i in range(x.shape[0])])
 
