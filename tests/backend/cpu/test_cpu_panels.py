@@ -185,7 +185,8 @@ def test_a_gated_team_region_equals_the_weight_scaled_first_bit_for_bit(m, k, n,
         np.testing.assert_array_equal(got, expected)
         other = np.full((m, n), np.nan, np.float32)
         packed.kernels.team_gated_gemm(packed.panels, gate, copies, packed.bias, x, other, panels.strips(3 * STRIP), k,
-                                       m, packed.columns, *_code("silu"), ways, not n >= m, added)  # other bands
+                                       m, packed.columns, *_code("silu"), ways, not packed.by_columns(n, gated=True),
+                                       added)  # the other band direction
         np.testing.assert_array_equal(other, expected)
 
 
