@@ -184,6 +184,8 @@ class Executable:
                 self.parallel = Parallel(self.ways) if self.ways > 1 else None
         # Batch slices run their first instructions image by image (see _slice_head).
         self.head = self._slice_head(program) if self.batch_slices is not None else 0
+        # Runs of instructions every binding without the pool binds as one call (kernels.mbconv).
+        self.blocks = mbconv.blocks(program)
         self._local = threading.local()
         # Programs of element-wise and data-movement kernels only never reach BLAS: they skip
         # the BLAS thread limit (two library calls a run, most of a tiny program's cost).
@@ -423,14 +425,12 @@ class Executable:
         return calls
 
     def _blocks(self, views: list[np.ndarray], first: int, last: int, team: Team | None) -> list:
-        """``(i, call)`` for each inverted-residual block among instructions [first, last)
-        (``kernels.mbconv.blocks``) bound to ``views``, with scratch of their own (one buffer
-        for them all, per binding)."""
+        """``(i, call)`` for each inverted-residual block of :attr:`blocks` among instructions
+        [first, last) bound to ``views``, with scratch of their own (one buffer for them all,
+        per binding)."""
         program = self.program
-        found = mbconv.blocks(program, first, last)
-        if not found:
-            return []
-        made = [(i, block) for i in found if (block := mbconv.block_of(program, i, views)) is not None]
+        made = [(i, block) for i in self.blocks
+                if first <= i and i + 3 <= last and (block := mbconv.block_of(program, i, views)) is not None]
         if not made:
             return []
         ways = team.ways if team is not None else 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+
 import numpy as np
 
 from lowerkit.backend.cpu import mbconv
@@ -38,11 +39,13 @@ class Block:
     inner: frozenset
 
 
-def _pointwise(node: Node, constant: Callable[[Value], bool]) -> bool:
+def _geometry(node: Node) -> tuple:
     attrs = attrs_of(node)
-    w = node.inputs[1].type.shape
-    return (node.op == "conv2d" and tuple(w[2:]) == (1, 1) and tuple(attrs["stride"]) == (1, 1)
-            and not any(attrs["padding"]) and tuple(attrs["dilation"]) == (1, 1) and attrs.get("groups", 1) == 1
+    return attrs["stride"], attrs["padding"], attrs["dilation"], attrs.get("groups", 1)
+
+
+def _pointwise(node: Node, constant: Callable[[Value], bool]) -> bool:
+    return (node.op == "conv2d" and mbconv.pointwise(node.inputs[1].type.shape, *_geometry(node))
             and all(constant(v) for v in node.inputs[1:]))
 
 
@@ -59,7 +62,7 @@ def find_blocks(graph, users: dict, graph_outputs: set, position: dict, constant
     found: dict[Node, Block] = {}
     order = graph.nodes
     for expand in order:
-        if expand.op != "conv2d" or expand in excluded or not _pointwise(expand, constant):
+        if expand in excluded or not _pointwise(expand, constant):
             continue
         block = _block_from(expand, users, graph_outputs, position, constant, epilogue, excluded, order)
         if block is not None:
@@ -78,17 +81,14 @@ def _block_from(expand: Node, users: dict, graph_outputs: set, position: dict, c
     if add is not None:
         return None
     depthwise = _only((act_e or expand).output, users, graph_outputs)
-    if depthwise is None or depthwise in excluded or not is_depthwise(depthwise):
+    if depthwise is None or depthwise.op != "conv2d" or not all(constant(v) for v in depthwise.inputs[1:]):
         return None
-    attrs = attrs_of(depthwise)
-    stride = tuple(attrs["stride"])
     add, _, act_d = epilogue(depthwise)
-    if (add is not None or act_d is None or tuple(depthwise.inputs[1].type.shape[2:]) != (3, 3)
-            or stride[0] != stride[1] or tuple(attrs["padding"]) != (1, 1, 1, 1)
-            or tuple(attrs["dilation"]) != (1, 1) or not all(constant(v) for v in depthwise.inputs[1:])):
+    if add is not None or act_d is None:
         return None
     code_d = activation_of(act_d)
-    if not mbconv.fits(depthwise.output.type.shape[2], stride[0], code_d[0]):
+    out_shape = depthwise.output.type.shape
+    if not mbconv.fits(depthwise.inputs[1].type.shape, out_shape[1], *_geometry(depthwise), out_shape[2], code_d[0]):
         return None
     project = _only(act_d.output, users, graph_outputs)
     if project is None or project in excluded or not _pointwise(project, constant):
@@ -131,12 +131,19 @@ class BlockLayer:
         return (batch, *self._tail)
 
     def run_into(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> None:
-        self.bind(x, out, residual)()
-
-    def bind(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> Callable[[], None]:
-        ways = self.team.ways if self.team is not None else 1
-        scratch = thread_buffer("mbconv", ways * self.block.scratch_floats())
         x = np.ascontiguousarray(x, dtype=np.float32)
         if residual is not None:
             residual = np.ascontiguousarray(residual, dtype=np.float32)
+        self._bound(x, out, residual)()
+
+    def bind(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None = None) -> Callable[[], None] | None:
+        """:meth:`run_into` on these very arrays as a zero-argument call; None where an input
+        is not C-contiguous float32 (a call bound to a copy would read a stale one)."""
+        if not all(a.dtype == np.float32 and a.flags.c_contiguous for a in (x, residual) if a is not None):
+            return None
+        return self._bound(x, out, residual)
+
+    def _bound(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None) -> Callable[[], None]:
+        ways = self.team.ways if self.team is not None else 1
+        scratch = thread_buffer("mbconv", ways * self.block.scratch_floats())
         return self.block.bind(x, out, residual, scratch, self.team)

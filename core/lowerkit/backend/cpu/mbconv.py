@@ -30,12 +30,24 @@ MIN_ROWS = 2 * BAND
 IN_REGISTERS = (RELU, CLIP, HARDSWISH, HARDSIGMOID, SILU, SIGMOID)
 
 
-def fits(out_rows: int, stride: int, depthwise_code: int) -> bool:
-    """Whether a block whose depthwise layer (3x3, padding 1 all round) has ``out_rows`` rows
-    of output at ``stride`` and activation ``depthwise_code`` runs in bands here: 16-float
-    vectors (``jit.select.rows_wanted``), stride 1 or 2, at least :data:`MIN_ROWS` rows, an
-    activation of :data:`IN_REGISTERS`. False without numba."""
-    if stride not in (1, 2) or out_rows < MIN_ROWS or depthwise_code not in IN_REGISTERS:
+def pointwise(weight_shape, stride, padding, dilation, groups: int) -> bool:
+    """Whether a convolution of this weight shape and geometry can be a block's expansion or
+    projection: 1x1, stride 1, unpadded, undilated, ungrouped."""
+    return (len(weight_shape) == 4 and tuple(weight_shape[2:]) == (1, 1) and tuple(stride) == (1, 1)
+            and not any(padding) and tuple(dilation) == (1, 1) and groups == 1)
+
+
+def fits(weight_shape, channels: int, stride, padding, dilation, groups: int, out_rows: int,
+         depthwise_code: int) -> bool:
+    """Whether a depthwise layer of this weight shape and geometry, on ``channels`` planes with
+    ``out_rows`` rows of output and activation ``depthwise_code``, lets its block run in bands
+    here: 3x3 over every plane (``groups`` = ``channels``), stride 1 or 2 both ways, padding 1
+    all round, undilated; at least :data:`MIN_ROWS` rows; an activation of
+    :data:`IN_REGISTERS`; 16-float vectors (``jit.select.rows_wanted``). False without numba."""
+    if not (tuple(weight_shape) == (channels, 1, 3, 3) and groups == channels and tuple(stride) in ((1, 1), (2, 2))
+            and tuple(padding) == (1, 1, 1, 1) and tuple(dilation) == (1, 1)):
+        return False
+    if out_rows < MIN_ROWS or depthwise_code not in IN_REGISTERS:
         return False
     try:
         from .jit import select
@@ -93,11 +105,6 @@ class InvertedResidual:
         """Floats of scratch a thread needs (the band buffers, the depthwise kernel's masks, the
         panel GEMM's strips)."""
         return self.kernels.scratch_floats(self.depthwise.shape[0], self.in_w, self.out_w, BAND, self.stride)
-
-    def output_shape(self, x_shape: tuple[int, ...]) -> tuple[int, int, int, int]:
-        """The output's shape for an input [N, Cin, H, W]."""
-        n, _, h, _ = x_shape
-        return n, self.project.m, (h - 1) // self.stride + 1, self.out_w
 
     def bind(self, x: np.ndarray, out: np.ndarray, residual: np.ndarray | None, scratch: np.ndarray,
              team=None) -> Callable[[], None]:

@@ -71,6 +71,13 @@ def kernel(
     return decorate
 
 
+def conv_geometry(attrs: dict) -> tuple[tuple, tuple, tuple, int]:
+    """A convolution instruction's ``(stride, padding, dilation, groups)``, with the schema's
+    defaults for what its attributes leave out."""
+    return (tuple(attrs.get("stride", (1, 1))), tuple(attrs.get("padding", (0, 0, 0, 0))),
+            tuple(attrs.get("dilation", (1, 1))), int(attrs.get("groups", 1)))
+
+
 def scratch_array(scratch: np.ndarray | None, dtype, shape: Sequence[int], offset: int = 0) -> np.ndarray:
     """A typed view of ``shape`` into the scratch bytes at ``offset`` (or a new array if none)."""
     if scratch is None:

@@ -21,15 +21,7 @@ from lowerkit.backend.cpu.gemm import matmul_into
 
 from . import grouped, winograd
 from .elementwise import prepare_add
-from ._base import apply_activation, bias_activation, kernel, scratch_array
-
-
-def _geometry(x_shape, w_shape, out_shape, attrs):
-    stride = tuple(attrs.get("stride", (1, 1)))
-    padding = tuple(attrs.get("padding", (0, 0, 0, 0)))
-    dilation = tuple(attrs.get("dilation", (1, 1)))
-    groups = int(attrs.get("groups", 1))
-    return stride, padding, dilation, groups
+from ._base import apply_activation, bias_activation, conv_geometry, kernel, scratch_array
 
 
 def _is_pointwise(w_shape, stride, padding, dilation) -> bool:
@@ -113,7 +105,7 @@ def _batched(n: int, oh: int, ow: int, groups: int) -> bool:
 def conv_scratch_bytes(in_types, out_types, attrs, itemsize: int = 4) -> int:
     """Bytes of the column buffer (one image and group, or the whole batch) and GEMM result."""
     x, w = in_types[0], in_types[1]
-    stride, padding, dilation, groups = _geometry(x.shape, w.shape, out_types[0].shape, attrs)
+    stride, padding, dilation, groups = conv_geometry(attrs)
     n = x.shape[0]
     oc, cg, kh, kw = w.shape
     _, _, oh, ow = out_types[0].shape
@@ -186,7 +178,7 @@ def _prepare_conv(inputs, outputs, attrs, scratch, parallel, team, col_dtype, re
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     (out,) = outputs
-    stride, padding, dilation, groups = _geometry(x.shape, w.shape, out.shape, attrs)
+    stride, padding, dilation, groups = conv_geometry(attrs)
     n, c, h, wd = x.shape
     oc, cg, kh, kw = w.shape
     _, _, oh, ow = out.shape
@@ -334,7 +326,7 @@ def _prepare_direct(x, w, bias, out, attrs, scratch):
     all. None where that does not apply."""
     from lowerkit.backend.cpu import jit
 
-    stride, padding, dilation, _ = _geometry(x.shape, w.shape, out.shape, attrs)
+    stride, padding, dilation, _ = conv_geometry(attrs)
     c, (_, _, kh, kw), out_hw = x.shape[1], w.shape, out.shape[2:]
     if not direct.fits(c, (kh, kw), stride, dilation, out_hw):
         return None
@@ -354,7 +346,7 @@ def _prepare_channel_direct(x, w, bias, out, attrs, scratch, residual=None):
     where that does not apply."""
     from lowerkit.backend.cpu import jit
 
-    stride, padding, dilation, _ = _geometry(x.shape, w.shape, out.shape, attrs)
+    stride, padding, dilation, _ = conv_geometry(attrs)
     (_, c, kh, kw), (h, wd) = w.shape, x.shape[2:]
     if not (channel_direct.fits(c, (kh, kw), stride=stride) and all(a.dtype == np.float32 for a in (x, w, out))
             and x.flags.c_contiguous and out.flags.c_contiguous):
@@ -382,7 +374,7 @@ def _prepare_panel_tiles(x, w, bias, out, attrs, scratch, residual=None):
     packed = _packed(x, w, bias, out) if rows else None
     if packed is None:
         return None
-    stride, padding, dilation, _ = _geometry(x.shape, w.shape, out.shape, attrs)
+    stride, padding, dilation, _ = conv_geometry(attrs)
     geometry = (kh, kw, *stride, padding[0], padding[1], *dilation)
     cols = scratch_array(scratch, np.float32, (k * rows * ow,))
     act = jit.activation_code(attrs)
@@ -421,7 +413,7 @@ def _prepare_team(inputs, outputs, attrs, scratch, team, serial, residual=None):
 
     x, w = inputs[0], inputs[1]
     (out,) = outputs
-    stride, padding, dilation, _ = _geometry(x.shape, w.shape, out.shape, attrs)
+    stride, padding, dilation, _ = conv_geometry(attrs)
     n, c, h, wd = x.shape
     oc, _, kh, kw = w.shape
     _, _, oh, ow = out.shape

@@ -10,7 +10,7 @@ import numpy as np
 
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ._base import kernel
+from ._base import conv_geometry, kernel
 from ._window import Tap, taps
 
 
@@ -36,19 +36,10 @@ def fill_columns(col: np.ndarray, image: np.ndarray, tap_list: list[Tap], out_hw
 WEIGHT_GRAD_COLUMNS = 1 << 23  # im2col elements per chunk of images (32 MB of float32)
 
 
-def _geometry(attrs):
-    return (
-        tuple(attrs.get("stride", (1, 1))),
-        tuple(attrs.get("padding", (0, 0, 0, 0))),
-        tuple(attrs.get("dilation", (1, 1))),
-        int(attrs.get("groups", 1)),
-    )
-
-
 @kernel("conv2d_weight_grad")
 def _weight_grad(inputs, outputs, attrs, scratch):
     (x, dy), (out,) = inputs, outputs
-    stride, padding, dilation, groups = _geometry(attrs)
+    stride, padding, dilation, groups = conv_geometry(attrs)
     n, c, h, w = x.shape
     oc, cg, kh, kw = out.shape
     _, _, oh, ow = dy.shape
@@ -81,7 +72,7 @@ def _weight_grad(inputs, outputs, attrs, scratch):
 @kernel("conv2d_input_grad")
 def _input_grad(inputs, outputs, attrs, scratch):
     (wt, dy), (out,) = inputs, outputs
-    stride, padding, dilation, groups = _geometry(attrs)
+    stride, padding, dilation, groups = conv_geometry(attrs)
     n, c, h, w = out.shape
     oc, cg, kh, kw = wt.shape
     _, _, oh, ow = dy.shape

@@ -39,7 +39,7 @@ from lowerkit.backend.cpu import team_layers
 from lowerkit.backend.cpu.calls import on_team
 from lowerkit.backend.cpu.jit.select import depthwise_algorithm, padded_hw
 
-from ._base import kernel, scratch_array
+from ._base import conv_geometry, kernel, scratch_array
 
 DIRECT_MAX_TAPS = 64
 PARALLEL_MIN_MACS = 1_500_000  # smaller layers run on the calling thread (team mode: team_layers.MIN_DEPTHWISE_MACS)
@@ -47,16 +47,9 @@ ALGORITHMS = ("depthwise_rows", "depthwise3x3_same", "depthwise3x3_s2", "depthwi
               "grouped")
 
 
-def _geometry(attrs):
-    stride = tuple(attrs.get("stride", (1, 1)))
-    padding = tuple(attrs.get("padding", (0, 0, 0, 0)))
-    dilation = tuple(attrs.get("dilation", (1, 1)))
-    return stride, padding, dilation, int(attrs.get("groups", 1))
-
-
 def grouped_algorithm(x_shape, w_shape, out_shape, attrs) -> str | None:
     """The compiled kernel for a grouped convolution, or None to keep im2col + GEMM."""
-    stride, padding, dilation, groups = _geometry(attrs)
+    stride, padding, dilation, groups = conv_geometry(attrs)
     if groups == 1:
         return None
     oc, cg, kh, kw = w_shape
@@ -73,7 +66,7 @@ def grouped_scratch_bytes(x_shape, w_shape, out_shape, attrs) -> int:
     algorithm = attrs.get("algo") or grouped_algorithm(x_shape, w_shape, out_shape, attrs)
     if algorithm != "depthwise_cl":
         return 0
-    stride, _, dilation, _ = _geometry(attrs)
+    stride, _, dilation, _ = conv_geometry(attrs)
     hp, wp = padded_hw(out_shape[2:], w_shape[2:], stride, dilation)
     n, c = x_shape[0], x_shape[1]
     return 4 * n * c * (hp * wp + out_shape[2] * out_shape[3])
@@ -106,7 +99,7 @@ def prepare_grouped(inputs, outputs, attrs, scratch, parallel=None, algorithm: s
     (out,) = outputs
     bias = inputs[2].reshape(-1) if len(inputs) > 2 else np.empty(0, np.float32)
     code, p0, p1 = jit.activation_code(attrs)
-    (sh, sw), (pt, pl, _, _), (dh, dw), groups = _geometry(attrs)
+    (sh, sw), (pt, pl, _, _), (dh, dw), groups = conv_geometry(attrs)
     n, c = x.shape[0], x.shape[1]
     oc, _, kh, kw = w.shape
     macs = out.size * w[0].size
@@ -174,7 +167,7 @@ def _team_form(inputs, outputs, attrs, scratch, algorithm: str, team, serial, me
     (out,) = outputs
     bias = inputs[2].reshape(-1) if len(inputs) > 2 else np.empty(0, np.float32)
     code, p0, p1 = jit.activation_code(attrs)
-    (sh, sw), (pt, pl, _, _), (dh, dw), groups = _geometry(attrs)
+    (sh, sw), (pt, pl, _, _), (dh, dw), groups = conv_geometry(attrs)
     n, c = x.shape[0], x.shape[1]
     _, _, kh, kw = w.shape
     ways = team.ways

@@ -7,7 +7,7 @@ The program does not change: its instructions, buffers and memory plan stay as t
 two inner buffers are simply never touched), and a saved program loads anywhere. The runtime
 decides, where it binds a program's instructions (``runtime.Executable._prepare``), which runs
 of three it binds as one call: :func:`blocks` finds them, :func:`bind_block` binds one.
-``LOWERKIT_GLOW_BLOCKS=0`` (read when a handle binds) binds every instruction on its own.
+``LOWERKIT_GLOW_BLOCKS=0`` (read when a handle is made) binds every instruction on its own.
 """
 
 from __future__ import annotations
@@ -21,14 +21,10 @@ from lowerkit.backend.cpu import mbconv
 from lowerkit.backend.cpu.jit import activation_code
 
 from ..lir.program import Program
+from ._base import conv_geometry
 
 BLOCKS_ENV = "LOWERKIT_GLOW_BLOCKS"
 _CONVOLUTIONS = ("conv2d", "glow.conv2d")
-
-
-def _attrs_geometry(attrs: dict) -> tuple[tuple, tuple, tuple, int]:
-    return (tuple(attrs.get("stride", (1, 1))), tuple(attrs.get("padding", (0, 0, 0, 0))),
-            tuple(attrs.get("dilation", (1, 1))), int(attrs.get("groups", 1)))
 
 
 def _constants(program: Program, ins, first: int) -> bool:
@@ -37,39 +33,32 @@ def _constants(program: Program, ins, first: int) -> bool:
 
 
 def _pointwise(program: Program, ins) -> bool:
-    """A 1x1 convolution, stride 1, unpadded, ungrouped, on a constant weight and bias (a
-    residual add allowed)."""
+    """A 1x1 convolution ``mbconv.pointwise`` takes, on a constant weight and bias (a residual
+    add allowed)."""
     if ins.op not in _CONVOLUTIONS or len(ins.outputs) != 1 or not _constants(program, ins, 1):
         return False
-    w = program.buffers[ins.inputs[1]]
-    stride, padding, dilation, groups = _attrs_geometry(ins.attrs)
-    return (len(w.shape) == 4 and tuple(w.shape[2:]) == (1, 1) and stride == (1, 1) and not any(padding)
-            and dilation == (1, 1) and groups == 1)
+    return mbconv.pointwise(program.buffers[ins.inputs[1]].shape, *conv_geometry(ins.attrs))
 
 
 def _depthwise(program: Program, ins, channels: int) -> bool:
-    """A 3x3 depthwise convolution of ``channels`` planes on a constant weight and bias,
-    padded by one all round, no residual, that ``mbconv.fits`` takes."""
+    """A depthwise convolution of ``channels`` planes on a constant weight and bias, no
+    residual, that ``mbconv.fits`` takes."""
     if (ins.op not in _CONVOLUTIONS or len(ins.outputs) != 1 or ins.attrs.get("residual") or len(ins.inputs) > 3
             or not _constants(program, ins, 1)):
         return False
     w, out = program.buffers[ins.inputs[1]], program.buffers[ins.outputs[0]]
-    stride, padding, dilation, groups = _attrs_geometry(ins.attrs)
-    return (tuple(w.shape) == (channels, 1, 3, 3) and groups == channels and stride[0] == stride[1]
-            and padding == (1, 1, 1, 1) and dilation == (1, 1)
-            and mbconv.fits(out.shape[2], stride[0], activation_code(ins.attrs)[0]))
+    return mbconv.fits(w.shape, channels, *conv_geometry(ins.attrs), out.shape[2], activation_code(ins.attrs)[0])
 
 
-def blocks(program: Program, first: int = 0, last: int | None = None) -> list[int]:
-    """The instructions ``i`` in [first, last) from which ``i``, ``i + 1`` and ``i + 2`` (all
-    before ``last``) form a block :func:`bind_block` takes: the expansion's output read only by
+def blocks(program: Program) -> list[int]:
+    """The instructions ``i`` from which ``i``, ``i + 1`` and ``i + 2`` form a block
+    :func:`bind_block` takes: the expansion's output read only by
     the depthwise layer, the depthwise output only by the projection, no buffer of the three a
     program input or output, float32 throughout, the block's input and output apart in the
     arena, and a depthwise layer ``mbconv.fits`` takes."""
     if os.environ.get(BLOCKS_ENV) == "0":
         return []
     instructions = program.instructions
-    last = len(instructions) if last is None else last
     readers: dict[int, int] = {}
     for ins in instructions:
         for b in ins.inputs:
@@ -78,8 +67,8 @@ def blocks(program: Program, first: int = 0, last: int | None = None) -> list[in
     # the program's inputs and outputs too: the runtime may bind their instructions again to
     # the caller's arrays (direct_io), one instruction at a time
     outside = {program.buffers[b].root for b in (*program.inputs, *program.outputs)}
-    found, i = [], first
-    while i + 2 < last:
+    found, i = [], 0
+    while i + 2 < len(instructions):
         if _block_at(program, i, readers, outside):
             found.append(i)
             i += 3
@@ -129,7 +118,7 @@ def block_of(program: Program, i: int, views: list[np.ndarray]) -> mbconv.Invert
     x, out = program.buffers[expand.inputs[0]], program.buffers[project.outputs[0]]
     return mbconv.InvertedResidual.shared(views[expand.inputs[1]], bias(expand), views[depthwise.inputs[1]],
                                           bias(depthwise), views[project.inputs[1]], bias(project),
-                                          _attrs_geometry(depthwise.attrs)[0][0], acts, x.shape[3], out.shape[3])
+                                          conv_geometry(depthwise.attrs)[0][0], acts, x.shape[3], out.shape[3])
 
 
 def bind_block(program: Program, i: int, block: mbconv.InvertedResidual, views: list[np.ndarray],
