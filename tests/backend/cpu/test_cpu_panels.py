@@ -63,7 +63,8 @@ def _expected(w, x, b, act):
 SHAPES = [(1, 1, 1), (5, 3, 7), (6, 16, 16), (7, 17, 25), (12, 33, 8), (13, 300, 49), (16, 32, 135),
           (5, 40, 17), (24, 520, 9), (2, 257, 41), (13, 300, 50), (7, 70, 113), (197, 300, 37), (200, 64, 74),
           (193, 70, 3), (200, 300, 49),
-          (30, 300, 130), (7, 129, 64)]  # the 64-column tile over inner blocks (jit.panel._k_block)
+          (30, 300, 130), (7, 129, 64),  # the 64-column tile over inner blocks (jit.panel._k_block)
+          (7, 300, 16), (13, 1100, 3)]  # at most 16 columns: inner blocks of up to NARROW_K_BLOCK
 
 
 @pytest.mark.parametrize("act", ["relu", "clip", "silu", "hardswish", "hardsigmoid", "sigmoid"])  # _act_ir.IR_CODES
