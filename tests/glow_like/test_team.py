@@ -248,21 +248,22 @@ def test_max_pool_runs_as_a_team_region(monkeypatch, n):
     assert_close([got], [module.run("forward", xs)], rtol=1e-5)
 
 
-def _attention_module(mask_kind: str, seed: int = 5):
-    """Three 1x1 convolutions give q, k, v of 2 heads x 20 tokens x 4 (a convolution puts the
-    program in team mode), then scaled dot-product attention with ``mask_kind``: none, a
-    float mask over the scores, a boolean one that masks every key of one query, or causal."""
+def _attention_module(mask_kind: str, seed: int = 5, heads: int = 2):
+    """Three 1x1 convolutions give q, k, v of ``heads`` heads x 20 tokens x 4 (a convolution
+    puts the program in team mode), then scaled dot-product attention with ``mask_kind``:
+    none, a float mask over the scores, a boolean one that masks every key of one query, or
+    causal."""
     rng = np.random.default_rng(seed)
     g, params = Graph(), {}
     x = g.add_input("x", f32(1, 6, 4, 5))
 
-    def heads(name):
-        params[name] = (rng.standard_normal((8, 6, 1, 1)) * 0.5).astype(np.float32)
-        w = g.add_node("param", [], [f32(8, 6, 1, 1)], {"name": name}).output
-        y = _add(g, "reshape", [_add(g, "conv2d", [x, w])], {"shape": (1, 2, 4, 20)})
+    def projection(name):
+        params[name] = (rng.standard_normal((4 * heads, 6, 1, 1)) * 0.5).astype(np.float32)
+        w = g.add_node("param", [], [f32(4 * heads, 6, 1, 1)], {"name": name}).output
+        y = _add(g, "reshape", [_add(g, "conv2d", [x, w])], {"shape": (1, heads, 4, 20)})
         return _add(g, "transpose", [y], {"perm": (0, 1, 3, 2)})
 
-    q, k, v = heads("wq"), heads("wk"), heads("wv")
+    q, k, v = projection("wq"), projection("wk"), projection("wv")
     operands, attrs = [q, k, v], {"scale": 0.5}
     if mask_kind == "float":
         params["mask"] = (rng.standard_normal((20, 20)) * 2).astype(np.float32)
@@ -278,11 +279,13 @@ def _attention_module(mask_kind: str, seed: int = 5):
     return module_of(g, params)
 
 
+@pytest.mark.parametrize("heads", [2, 3])
 @pytest.mark.parametrize("mask_kind", ["none", "float", "bool", "causal"])
-def test_attention_splits_its_heads_on_the_team(monkeypatch, mask_kind):
-    """Each head's products and softmax on one team thread (jit.team.attention), the mask
-    added between two regions; the same values as the reference and the serial program."""
-    module = _attention_module(mask_kind)
+def test_attention_splits_its_query_rows_on_the_team(monkeypatch, mask_kind, heads):
+    """The heads' query rows in two equal bands on the team (jit.team.attention; with three
+    heads the band boundary falls inside the second head), the mask added between two
+    regions; the same values as the reference and the serial program."""
+    module = _attention_module(mask_kind, heads=heads)
     x = np.random.default_rng(6).standard_normal((1, 6, 4, 5)).astype(np.float32)
     handle = _compile(module, threads=2)
     assert handle.team is not None

@@ -84,17 +84,19 @@ def test_the_group_becomes_one_instruction_with_the_reference_result(mask, batch
     assert_close(got, reference(module, x), rtol=1e-5)
 
 
+@pytest.mark.parametrize("batch, heads", [(3, 4), (1, 3)])
 @pytest.mark.parametrize("mask", [None, "float", "bool"])
-def test_the_heads_split_on_the_team(monkeypatch, mask):
+def test_the_query_rows_split_on_the_team(monkeypatch, mask, batch, heads):
     """Two threads: one team region (two with a mask, added in between) reading the packed
-    projections in place; the serial program's values."""
+    projections in place, each thread an equal band of the heads' query rows (one image of
+    three heads: the boundary inside the second head); the serial program's values."""
     from lowerkit_glow_like import runtime
 
     team_on_small_layers(monkeypatch)
     monkeypatch.setattr(runtime, "_THREADED_MATMUL_MACS", 0)  # the tiny projections count as work
     monkeypatch.setenv("LOWERKIT_GLOW_SPLIT_BATCH", "0")
-    module = _block(3, tokens=9, heads=4, depth=8, mask=mask)
-    x = np.random.default_rng(2).standard_normal((3, 9, 32)).astype(np.float32)
+    module = _block(batch, tokens=9, heads=heads, depth=8, mask=mask)
+    x = np.random.default_rng(2).standard_normal((batch, 9, heads * 8)).astype(np.float32)
     executable, _ = _run(module, x, threads=2)
     assert executable.team is not None
     ran = record_team_calls(monkeypatch)

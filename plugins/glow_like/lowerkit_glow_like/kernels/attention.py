@@ -10,9 +10,11 @@ floats, not ``L x S`` scores), and the scores and weights live in buffers bound 
 call with a float mask allocates nothing (DeiT-Tiny's scores are 460 KB a layer, which numpy had mapped
 and unmapped every call).
 
-On a team (one image on several cores) the heads split between the threads
-(``jit.team.attention``): each head's two products are one ``cblas_sgemm`` each on its thread
-and its softmax runs between them while the scores are in that core's cache; a mask is added
+On a team (one image on several cores) the threads take equal bands of the heads' query rows
+(``jit.team.attention``; a band may end inside a head: DeiT-Tiny's three heads split by whole
+heads had left one of two threads a third of the work): each head's rows' two products are
+one ``cblas_sgemm`` each on their thread and their softmax runs between them while the scores
+are in that core's cache; a mask is added
 between two regions (the scores, then the rest). The plan holds BLAS at one thread for team
 regions, so numpy's products had run every head on the calling thread alone: DeiT-Tiny's
 attention took 5.3 ms a call (ONNX Runtime's three nodes 3.4 on two threads).

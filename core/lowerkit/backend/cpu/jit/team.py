@@ -15,9 +15,10 @@ GEMM bands equal BLAS's result on those rows or columns).
 - :func:`conv_tiles` — a convolution as implicit GEMM: bands of output rows, im2col and GEMM
   a few rows at a time, in each thread's cache;
 - :func:`fc_bias_activation` — a fully-connected layer in bands of output columns;
-- :func:`attention` — scaled dot-product attention in bands of heads: each head's scores
-  (``cblas_sgemm``), row softmax (:func:`.norm.softmax_rows`) and weighted sum (``cblas_sgemm``)
-  on one thread, its scores in that core's cache; :func:`packed_attention` the same on the
+- :func:`attention` — scaled dot-product attention in equal bands of the heads' query rows
+  (a band may end inside a head): each head's rows' scores (``cblas_sgemm``), row softmax
+  (:func:`.norm.softmax_rows`) and weighted sum (``cblas_sgemm``) on one thread, the scores in
+  that core's cache; :func:`packed_attention` the same on the
   heads as one fully-connected layer packs them (q, k and v read where they lie, the output
   written in its tokens' rows);
 - :func:`max_pool3x3` — the 3x3 max pool in bands of planes;
@@ -318,21 +319,33 @@ def _attention(q, k, v, out, scores, weights, scale, phase, ways, gemm):
     """Scaled dot-product attention over ``H`` heads (batch and heads flattened; C order):
     ``scores[h] = scale * q[h] @ k[h]^T`` (``q`` [H, L, E], ``k`` [H, S, E]), ``weights[h]`` its
     row softmax, ``out[h] = weights[h] @ v[h]`` (``v`` [H, S, F], ``out`` [H, L, F]) — in ``ways``
-    bands of heads, each head on one thread; ``phase`` (:data:`SCORES`, :data:`WEIGHTED_SUM`,
-    :data:`WHOLE`) runs the first product only, the rest only, or all."""
+    equal bands of the heads' query rows (:func:`_row_span`); ``phase`` (:data:`SCORES`,
+    :data:`WEIGHTED_SUM`, :data:`WHOLE`) runs the first product only, the rest only, or all."""
     heads, length, depth = q.shape
     source, width = k.shape[1], v.shape[2]
     alpha, one, zero = np.float32(scale), np.float32(1.0), np.float32(0.0)
     for j in prange(ways):
-        h0, h1 = _band(heads, j, ways)
-        for h in range(h0, h1):
-            if phase != WEIGHTED_SUM:
-                gemm(ROW_MAJOR, NO_TRANS, TRANS, length, source, depth, alpha, q[h].ctypes.data, depth,
-                     k[h].ctypes.data, depth, zero, scores[h].ctypes.data, source)
-            if phase != SCORES:
-                norm.softmax_rows(scores[h], weights[h], False, 0, length)
-                gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, length, width, source, one, weights[h].ctypes.data, source,
-                     v[h].ctypes.data, width, zero, out[h].ctypes.data, width)
+        s0, s1 = _band(heads * length, j, ways)
+        for h in range(s0 // length, -(-s1 // length)):
+            r0, r1 = _row_span(s0, s1, h, length)
+            if r1 > r0:
+                rows = r1 - r0
+                if phase != WEIGHTED_SUM:
+                    gemm(ROW_MAJOR, NO_TRANS, TRANS, rows, source, depth, alpha,
+                         q[h].ctypes.data + np.uint64(4 * r0 * depth), depth, k[h].ctypes.data, depth, zero,
+                         scores[h].ctypes.data + np.uint64(4 * r0 * source), source)
+                if phase != SCORES:
+                    norm.softmax_rows(scores[h], weights[h], False, r0, r1)
+                    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, rows, width, source, one,
+                         weights[h].ctypes.data + np.uint64(4 * r0 * source), source, v[h].ctypes.data, width, zero,
+                         out[h].ctypes.data + np.uint64(4 * r0 * width), width)
+
+
+@njit(inline="always")
+def _row_span(s0, s1, g, length):
+    """Rows ``(r0, r1)`` of group ``g`` (``length`` rows each) in the band [s0, s1) of all the
+    groups' rows, flattened (empty where they do not meet)."""
+    return max(s0 - g * length, 0), min(s1 - g * length, length)
 
 
 def _packed_attention(qkv, out, scores, weights, scale, phase, heads, ways, gemm):
@@ -340,25 +353,30 @@ def _packed_attention(qkv, out, scores, weights, scale, phase, heads, ways, gemm
     (each token's q, k and v, each [H, E]: a fully-connected layer's output), ``out``
     [B * L, H * E] (each token's heads side by side), ``scores`` and ``weights``
     [B * H, L, L]. Each head's operands are read in place (rows ``3 * H * E`` floats apart)
-    and its output written in place: no copies into [B, H, L, E] and back."""
+    and its output written in place: no copies into [B, H, L, E] and back. The threads take
+    equal bands of the query rows of all the heads, not whole heads: DeiT-Tiny's three heads
+    on two threads had left one thread a third of the work."""
     groups, length = scores.shape[0], scores.shape[1]
     width = out.shape[1]
     depth = width // heads
     row = qkv.shape[1]
     alpha, one, zero = np.float32(scale), np.float32(1.0), np.float32(0.0)
     for j in prange(ways):
-        g0, g1 = _band(groups, j, ways)
-        for g in range(g0, g1):
-            image, head = g // heads, g % heads
-            q = qkv.ctypes.data + np.uint64(4 * (image * length * row + head * depth))
-            k, v = q + np.uint64(4 * width), q + np.uint64(8 * width)
-            if phase != WEIGHTED_SUM:
-                gemm(ROW_MAJOR, NO_TRANS, TRANS, length, length, depth, alpha, q, row, k, row, zero,
-                     scores[g].ctypes.data, length)
-            if phase != SCORES:
-                norm.softmax_rows(scores[g], weights[g], False, 0, length)
-                gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, length, depth, length, one, weights[g].ctypes.data, length, v, row,
-                     zero, out.ctypes.data + np.uint64(4 * (image * length * width + head * depth)), width)
+        s0, s1 = _band(groups * length, j, ways)
+        for g in range(s0 // length, -(-s1 // length)):
+            r0, r1 = _row_span(s0, s1, g, length)
+            if r1 > r0:
+                image, head = g // heads, g % heads
+                q = qkv.ctypes.data + np.uint64(4 * (image * length * row + head * depth))
+                k, v = q + np.uint64(4 * width), q + np.uint64(8 * width)
+                if phase != WEIGHTED_SUM:
+                    gemm(ROW_MAJOR, NO_TRANS, TRANS, r1 - r0, length, depth, alpha, q + np.uint64(4 * r0 * row), row,
+                         k, row, zero, scores[g].ctypes.data + np.uint64(4 * r0 * length), length)
+                if phase != SCORES:
+                    norm.softmax_rows(scores[g], weights[g], False, r0, r1)
+                    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, r1 - r0, depth, length, one,
+                         weights[g].ctypes.data + np.uint64(4 * r0 * length), length, v, row, zero,
+                         out.ctypes.data + np.uint64(4 * ((image * length + r0) * width + head * depth)), width)
 
 
 def _pin_workers(masks, setaffinity):
