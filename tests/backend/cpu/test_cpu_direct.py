@@ -1,6 +1,6 @@
 """Direct stems (lowerkit.backend.cpu.direct, kernels in jit.direct): ``act(conv(x, w) +
 bias)`` against a float64 direct convolution over a sweep of geometries (strides 1-3, odd
-sizes, uneven padding, partial panels, every partial tile kind, an activation with no IR
+sizes, uneven padding, partial panels, every tile width and partial tile kind, an activation with no IR
 form), the team region equal to the serial kernel bit for bit, eight threads at once, the
 rule, and both plugins running their stems direct against reference."""
 
@@ -24,6 +24,8 @@ CASES = [
     (1, 5, 9, 16, 3, 2, (1, 0, 1, 1)),  # one channel, fewer rows than a panel
     (4, 24, 33, 35, 4, 2, (1, 2, 2, 1)),  # even kernel, an odd padded width for the pairs split
     (3, 8, 12, 12, 2, 2, (0, 0, 0, 0)),  # no padding, output 6x6
+    (3, 16, 9, 230, 3, 2, (1, 1, 1, 1)),  # 115 columns: 64 + 32 + 16 + a 1-3 column edge
+    (3, 10, 6, 200, 3, 1, (1, 1, 1, 1)),  # 200 columns: three 64-column tiles and a 4-8 column edge
 ]
 
 

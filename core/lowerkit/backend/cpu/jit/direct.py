@@ -7,8 +7,9 @@ an image of 0.6 MB. Here the image is first copied once into its column *phases*
 stride ``s``, ``phases[c, r, f, j] = padded x[c, r, j*s + f]`` (zeros on padding), so that
 every tap ``(c, kh, kw)`` of output row ``oh`` reads output columns ``ow .. ow+15``
 contiguously at ``phases[c, oh*sh + kh, kw % s, ow + kw // s ...]``. The panel GEMM's
-micro-kernel (:mod:`.panel`, 6 output channels x 16 columns in registers, bias and
-activation fused) then runs with its image rows taken from a table of those tap offsets
+micro-kernel (:mod:`.panel`, 6 output channels x 16 columns in registers — x 64 and x 32
+first where vectors hold 16 floats —, bias and activation fused) then runs with its image rows
+taken from a table of those tap offsets
 (its ``gather`` variant) instead of from an im2col matrix. One output row's taps are a few
 KB (ResNet's stem: 3 x 7 x 2 phases x 115 floats), so the whole working set is in L1/L2.
 
@@ -35,6 +36,13 @@ team_ready()  # team_phases and team_rows are parallel regions: choose the threa
 
 # In the panel GEMM's vectors (one zmm a row where the CPU runs 512-bit vectors at full width).
 _tile16 = _tile_kernel(16 // LANES, edge=False, gather=True, lanes=LANES)
+# With 16-float vectors an output row goes 64 and 32 columns at a time first: the 6 x 16 tile
+# keeps only six accumulators, too few for two FMA units of four cycles' latency, and loads
+# six broadcast weights for six FMAs (the 6 x 64 tile: 24 accumulators, six broadcasts and
+# four image vectors for 24 FMAs).
+WIDE_ROWS = LANES == 16
+_tile64 = _tile_kernel(4, edge=False, gather=True, lanes=16) if WIDE_ROWS else _tile16
+_tile32 = _tile_kernel(2, edge=False, gather=True, lanes=16) if WIDE_ROWS else _tile16
 _edge16 = _tile_kernel(16 // LANES, edge=True, gather=True, lanes=LANES)
 _edge8 = _tile_kernel(1, edge=True, gather=True)
 
@@ -118,9 +126,20 @@ def _rows(panels, bias, phases, out, taps, k, m, code, p0, p1, sh, r0, r1):
             wp = wa + f * np.uint64(p * k * ROWS)
             bp = ba + f * np.uint64(p * ROWS)
             cp = cr + f * np.uint64(p * ROWS * ldc)
-            for j in range(0, full, 16):
+            j = 0
+            if WIDE_ROWS:
+                while j + 64 <= full:
+                    u = np.uint64(j)
+                    _tile64(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, _NONE)
+                    j += 64
+                if j + 32 <= full:
+                    u = np.uint64(j)
+                    _tile32(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, _NONE)
+                    j += 32
+            while j < full:
                 u = np.uint64(j)
                 _tile16(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, _NONE)
+                j += 16
             u = np.uint64(full)
             if rest > 8:
                 _edge16(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, _NONE, rest)
