@@ -429,7 +429,7 @@ _K_STEP = WIDE_K_BLOCK if LANES == 16 else K_BLOCK
 # reads a 16-column image block of NARROW_K_BLOCK rows from L1 (32 KB of the Xeon's 48); one
 # block over the whole inner dimension makes each panel, and a band of panels, one contiguous
 # stream where blocks of 128 rows had skipped half of every panel. ResNet-50 at batch 1 on the
-# Intel Xeon VM: its five 256x14x14 layers' GEMMs and output transform 0.83 -> 0.65 ms a layer
+# Intel Xeon VM: its five 256x14x14 layers' GEMMs and output transform 0.92 -> 0.66 ms a layer
 # inside the model. Measured with 16-float vectors only (32 KB is all of Zen's L1).
 NARROW_K_BLOCK = 512 if LANES == 16 else _K_STEP
 
