@@ -19,15 +19,13 @@ import numpy as np
 
 from . import panels
 from .calls import on_team
-from .jit.activation import CLIP, HARDSIGMOID, HARDSWISH, RELU, SIGMOID, SILU
+from .jit.activation import IR_CODES
 
 BAND = 7  # output rows a band: the depthwise row kernel's group (jit.dwrows.ROWS[3])
 # Output rows a map needs: two bands or more. On a 7x7 map a team would leave one thread idle,
 # and on one thread (batch slices) MobileNetV2's 7x7 blocks gained nothing: paired handles at
 # batch 8, 0.994 / 1.034 (Intel Xeon VM).
 MIN_ROWS = 2 * BAND
-# The depthwise activations the row kernel applies in registers (jit.dwrows.ir_code).
-IN_REGISTERS = (RELU, CLIP, HARDSWISH, HARDSIGMOID, SILU, SIGMOID)
 
 
 def pointwise(weight_shape, stride, padding, dilation, groups: int) -> bool:
@@ -43,11 +41,12 @@ def fits(weight_shape, channels: int, stride, padding, dilation, groups: int, ou
     ``out_rows`` rows of output and activation ``depthwise_code``, lets its block run in bands
     here: 3x3 over every plane (``groups`` = ``channels``), stride 1 or 2 both ways, padding 1
     all round, undilated; at least :data:`MIN_ROWS` rows; an activation of
-    :data:`IN_REGISTERS`; 16-float vectors (``jit.select.rows_wanted``). False without numba."""
+    ``jit.activation.IR_CODES`` (the row kernel applies it in registers); 16-float vectors
+    (``jit.select.rows_wanted``). False without numba."""
     if not (tuple(weight_shape) == (channels, 1, 3, 3) and groups == channels and tuple(stride) in ((1, 1), (2, 2))
             and tuple(padding) == (1, 1, 1, 1) and tuple(dilation) == (1, 1)):
         return False
-    if out_rows < MIN_ROWS or depthwise_code not in IN_REGISTERS:
+    if out_rows < MIN_ROWS or depthwise_code not in IR_CODES:
         return False
     try:
         from .jit import select

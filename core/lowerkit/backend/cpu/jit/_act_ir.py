@@ -15,10 +15,8 @@ from llvmlite import ir
 
 from ._act import _LN2_HI, _LN2_LO, _LOG2E, _ROUND, EXP_POLY
 from ._simd import _F32, _I32, broadcast, fmuladd
-from .activation import CLIP, HARDSIGMOID, HARDSWISH, RELU, SIGMOID, SILU
-
-# Codes with an IR form; the others (the GELUs, with erf or tanh) stay on ``act_span``.
-IR_CODES = (RELU, CLIP, HARDSWISH, HARDSIGMOID, SILU, SIGMOID)
+# IR_CODES (the codes with an IR form) lives in .activation, plain Python; re-exported here.
+from .activation import CLIP, HARDSIGMOID, HARDSWISH, IR_CODES, RELU, SIGMOID, SILU  # noqa: F401
 
 
 def _splat(value: float, like) -> ir.Constant:

@@ -7,6 +7,9 @@ Plain Python (no numba): plugins translate their fusion attributes with
 from __future__ import annotations
 
 NONE, RELU, CLIP, HARDSWISH, HARDSIGMOID, SILU, GELU, GELU_TANH, SIGMOID = range(9)
+# The codes the kernels apply to their accumulators in registers (an LLVM IR form, ``._act_ir``);
+# the others (the GELUs, with erf or tanh) run after, on ``._act.act_span``.
+IR_CODES = (RELU, CLIP, HARDSWISH, HARDSIGMOID, SILU, SIGMOID)
 
 NAMES = {
     "none": NONE, "relu": RELU, "clip": CLIP, "hardswish": HARDSWISH, "hardsigmoid": HARDSIGMOID,
