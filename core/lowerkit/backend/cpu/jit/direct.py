@@ -30,7 +30,7 @@ from ._act_ir import IR_CODES
 from ._simd import split_pairs
 from ._types import f8, i8, ro, rw
 from .layer import team_ready
-from .panel import _NONE, LANES, ROWS, _tile_kernel
+from .panel import _NONE, _PREFETCH_BYTES, LANES, ROWS, _tile_kernel
 
 team_ready()  # team_phases and team_rows are parallel regions: choose the threading layer first
 
@@ -126,25 +126,27 @@ def _rows(panels, bias, phases, out, taps, k, m, code, p0, p1, sh, r0, r1):
             wp = wa + f * np.uint64(p * k * ROWS)
             bp = ba + f * np.uint64(p * ROWS)
             cp = cr + f * np.uint64(p * ROWS * ldc)
+            ahead = wp + _PREFETCH_BYTES
             j = 0
             if WIDE_ROWS:
                 while j + 64 <= full:
                     u = np.uint64(j)
-                    _tile64(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, _NONE)
+                    _tile64(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, _NONE, ahead)
                     j += 64
                 if j + 32 <= full:
                     u = np.uint64(j)
-                    _tile32(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, _NONE)
+                    _tile32(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, _NONE, ahead)
                     j += 32
             while j < full:
                 u = np.uint64(j)
-                _tile16(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, _NONE)
+                _tile16(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, _NONE, ahead)
                 j += 16
             u = np.uint64(full)
             if rest > 8:
-                _edge16(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, _NONE, rest)
+                _edge16(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, _NONE, rest,
+                        ahead)
             elif rest > 0:
-                _edge8(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, _NONE, rest)
+                _edge8(k, wp, xr + f * u, table, cp + f * u, ldc, bp, True, rows, tile_code, p0, p1, _NONE, rest, ahead)
             if code != 0 and not in_tile:
                 for r in range(p * ROWS, p * ROWS + rows):
                     act_span(of, r * ldc + oh * ow, r * ldc + (oh + 1) * ow, code, p0, p1)

@@ -19,7 +19,7 @@ of 6 rows x 16 columns in twelve 8-float accumulators — or, where the CPU has 
 vector registers (``TILE``), of 6 x 32 in 24; where it also runs 512-bit vectors at full
 width, in 16-float vectors (``LANES``), with a 6 x 64 tile in 24 —, ``fmuladd`` per step (one FMA instruction
 where the CPU has FMA), started from the bias, with a prefetch of the panel ``PREFETCH``
-floats ahead; the
+floats ahead (or of the block the next panel's tiles read); the
 activation runs on the accumulators before they are stored (``_act_ir``; the GELUs, which
 have no IR form, on the tile's rows while they are in L1).
 The last, partial tile of a block is the same tile with its image and output accesses masked
@@ -113,7 +113,10 @@ STRIP_FLOATS = K_BLOCK * (128 + 16)  # a thread's scratch for the copy: a block 
 # bytes a step, a stream the hardware prefetchers evidently do not run far enough ahead of. Paired
 # handles on a Zen 4 VM, with / without: glow_like at batch 1 ResNet-18 0.93, EfficientNet-B0
 # 0.96, MobileNetV2 0.95-0.98, ResNet-50 0.96-0.97 (384 floats ahead 0.96-0.98, 96 0.97-0.99).
+# Where the inner dimension takes several blocks, a tile prefetches the next panel's block
+# instead (``_ahead``).
 PREFETCH = 768
+_PREFETCH_BYTES = np.uint64(4 * PREFETCH)  # a tile's ``ahead``: its panel PREFETCH floats on
 
 _NONE = np.uint64(0)  # a tile's residual address: none
 
@@ -121,11 +124,11 @@ _NONE = np.uint64(0)  # a tile's residual address: none
 _U64 = types.uint64
 # k, panel, x, ldx, c, ldc, bias, first, rows, activation code, p0, p1, residual (the address of
 # the tile's first element in an array shaped like ``c``, added before the activation; 0: none)
-# (, the edge tile's columns)
-_TILE_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64)
-_EDGE_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64, i8)
+# (, the edge tile's columns), and last the address of the panel rows to prefetch (``ahead``)
+_TILE_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64, _U64)
+_EDGE_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64, i8, _U64)
 # ... and, for the tile with one more column, that column's image address and row stride
-_PLUS_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64, _U64, i8)
+_PLUS_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64, _U64, i8, _U64)
 # ... the rows_in_place tiles: the panel's rows' stride last
 _FC_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64, i8)
 _FC_EDGE_SIG = types.void(i8, _U64, _U64, i8, _U64, i8, _U64, types.boolean, i8, i8, f8, f8, _U64, i8, i8)
@@ -227,6 +230,7 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
         if plus_one:
             xe_p, lde_ = builder.inttoptr(args[13], fptr), args[14]
         lda_ = args[-1] if rows_in_place else None
+        ahead_p = None if rows_in_place else builder.inttoptr(args[-1], fptr)
         masks = []
         if edge:  # lane i of vector v is valid when lanes * v + i < cols
             indices = ir.VectorType(_I64, lanes)
@@ -308,7 +312,7 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
             weights = [builder.gep(a_rows[r], [idx]) for r in range(ROWS)]
         else:
             w_row = builder.gep(w_p, [builder.mul(idx, _const(ROWS))])
-            _prefetch(builder, builder.gep(w_row, [_const(PREFETCH)]))
+            _prefetch(builder, builder.gep(ahead_p, [builder.mul(idx, _const(ROWS))]))
             weights = [builder.gep(w_row, [_const(r)]) for r in range(ROWS)]
         if stream:
             _prefetch(builder, builder.gep(x_row, [builder.mul(_const(stream), ldx_)]))
@@ -355,20 +359,21 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
 
     if plus_one:
         @intrinsic
-        def tile_plus_one(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, code, p0, p1, residual, xe, lde):
+        def tile_plus_one(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, code, p0, p1, residual, xe, lde,
+                          ahead):
             return _PLUS_SIG, codegen
 
         return tile_plus_one
 
     if edge:
         @intrinsic
-        def tile_edge(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, code, p0, p1, residual, cols):
+        def tile_edge(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, code, p0, p1, residual, cols, ahead):
             return _EDGE_SIG, codegen
 
         return tile_edge
 
     @intrinsic
-    def tile(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, code, p0, p1, residual):
+    def tile(typingctx, k, panel, x, ldx, c, ldc, bias, first, rows, code, p0, p1, residual, ahead):
         return _TILE_SIG, codegen
 
     return tile
@@ -576,6 +581,20 @@ def _at(address, floats):
     return address + np.uint64(4 * floats) if address != 0 else np.uint64(0)
 
 
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _ahead(wa, p, pa, pb, k, k0, kb):
+    """The address a tile of panel ``p``'s block at row ``k0`` prefetches from (``wa``: the
+    panels): ``PREFETCH`` floats on where one block covers the inner dimension (the band is one
+    stream), else the block the next panel's tiles read — the next panel's, or the band's first
+    panel's next block after its last panel."""
+    f = np.uint64(4)
+    if kb < k and p + 1 < pb:
+        return wa + f * np.uint64((p + 1) * k * ROWS + k0 * ROWS)
+    if kb < k and k0 + kb < k:
+        return wa + f * np.uint64(pa * k * ROWS + (k0 + kb) * ROWS)
+    return wa + f * np.uint64(p * k * ROWS + k0 * ROWS) + _PREFETCH_BYTES
+
+
 _GEMM_SIG = types.void(ro(1), ro(1), ro(2), rw(2), rw(1), i8, i8, i8, i8, f8, f8, i8, i8, i8, i8, ro(2))
 
 
@@ -622,37 +641,39 @@ def _gemm_at(panels, bias, x, out, strips, k, m, nc, code, p0, p1, pa, pb, n0, n
                 bp = ba + f * np.uint64(p * ROWS)
                 cp = ca + f * np.uint64(p * ROWS * ldc)
                 rp = _at(ra, p * ROWS * ldc) if last else np.uint64(0)  # the residual, with the last block
+                ahead = _ahead(wa, p, pa, pb, k, k0, kb)
                 j = b0
                 if one_tile:  # a 7x7 map's 49 columns
                     _tile49(kc, wp, _column_at(xp, 0, kc, pack), ld, cp + f * np.uint64(b0), ldc, bp, first, rows,
-                            tile_code, p0, p1, _at(rp, b0), _column_at(xp, full - b0, kc, pack), ld)
+                            tile_code, p0, p1, _at(rp, b0), _column_at(xp, full - b0, kc, pack), ld, ahead)
                     j = stop  # the other tiles have nothing left, the plus-one column is done
                 if LANES == 16:
                     while j + 64 <= stop:
                         if p == pa:  # (16-float vectors: the image is read in place, never packed)
                             _tile64n(kc, wp, _column_at(xp, j - b0, kc, pack), ld, cp + f * np.uint64(j), ldc, bp,
-                                     first, rows, tile_code, p0, p1, _at(rp, j))
+                                     first, rows, tile_code, p0, p1, _at(rp, j), ahead)
                         else:
                             _tile64(kc, wp, _column_at(xp, j - b0, kc, pack), ld, cp + f * np.uint64(j), ldc, bp,
-                                    first, rows, tile_code, p0, p1, _at(rp, j))
+                                    first, rows, tile_code, p0, p1, _at(rp, j), ahead)
                         j += 64
                 if TILE == 32:
                     while j + 32 <= stop:
                         _tile32(kc, wp, _column_at(xp, j - b0, kc, pack), ld, cp + f * np.uint64(j), ldc, bp, first,
-                                rows, tile_code, p0, p1, _at(rp, j))
+                                rows, tile_code, p0, p1, _at(rp, j), ahead)
                         j += 32
                 while j < stop:
                     _tile16(kc, wp, _column_at(xp, j - b0, kc, pack), ld, cp + f * np.uint64(j), ldc, bp, first,
-                            rows, tile_code, p0, p1, _at(rp, j))
+                            rows, tile_code, p0, p1, _at(rp, j), ahead)
                     j += 16
                 if plus_one and not one_tile:  # the last tile takes the last column along
                     _tile17(kc, wp, _column_at(xp, stop - b0, kc, pack), ld, cp + f * np.uint64(stop), ldc, bp,
-                            first, rows, tile_code, p0, p1, _at(rp, stop), _column_at(xp, full - b0, kc, pack), ld)
+                            first, rows, tile_code, p0, p1, _at(rp, stop), _column_at(xp, full - b0, kc, pack), ld,
+                            ahead)
                 xe, ce = _column_at(xp, full - b0, kc, pack), cp + f * np.uint64(full)
                 if rest > 8:  # the partial tile: masked, or one column at a time where that is cheaper
-                    _edge16(kc, wp, xe, ld, ce, ldc, bp, first, rows, tile_code, p0, p1, _at(rp, full), rest)
+                    _edge16(kc, wp, xe, ld, ce, ldc, bp, first, rows, tile_code, p0, p1, _at(rp, full), rest, ahead)
                 elif rest > 3:
-                    _edge8(kc, wp, xe, ld, ce, ldc, bp, first, rows, tile_code, p0, p1, _at(rp, full), rest)
+                    _edge8(kc, wp, xe, ld, ce, ldc, bp, first, rows, tile_code, p0, p1, _at(rp, full), rest, ahead)
                 elif not plus_one:
                     for j in range(rest):
                         _column(kc, wp, xe + f * np.uint64(j), ld, ce + f * np.uint64(j), ldc, bp, first, rows,
@@ -837,14 +858,14 @@ def _fc_stream(x, bands, bias, out, xpanel, code, p0, p1, c0, c1):
             of[r * n + j] = bias[j] if has_bias else 0.0
     for b in range(c0 // 16, whole // 16):
         _tile16s(k, wp, xa + f * np.uint64(b * k * 16), 16, cp + f * np.uint64(b * 16), n, wp, False, rows,
-                 tile_code, p0, p1, _NONE)
+                 tile_code, p0, p1, _NONE, wp + _PREFETCH_BYTES)
     rest = c1 - whole
     if rest > 0:
         xe, ce = xa + f * np.uint64(whole * k), cp + f * np.uint64(whole)
         if rest > 8:
-            _edge16(k, wp, xe, 16, ce, n, wp, False, rows, tile_code, p0, p1, _NONE, rest)
+            _edge16(k, wp, xe, 16, ce, n, wp, False, rows, tile_code, p0, p1, _NONE, rest, wp + _PREFETCH_BYTES)
         else:
-            _edge8(k, wp, xe, 16, ce, n, wp, False, rows, tile_code, p0, p1, _NONE, rest)
+            _edge8(k, wp, xe, 16, ce, n, wp, False, rows, tile_code, p0, p1, _NONE, rest, wp + _PREFETCH_BYTES)
     if code != 0 and not in_tile:  # the GELUs
         for r in range(rows):
             act_span(of, r * n + c0, r * n + c1, code, p0, p1)
