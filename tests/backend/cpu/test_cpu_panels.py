@@ -191,6 +191,28 @@ def test_a_gated_team_region_equals_the_weight_scaled_first_bit_for_bit(m, k, n,
         np.testing.assert_array_equal(other, expected)
 
 
+@pytest.mark.parametrize("m,k,n", [(5, 3, 7), (13, 300, 49), (16, 32, 135), (40, 24, 20), (400, 100, 70)])
+def test_gated_images_equal_each_image_with_the_weight_scaled_first_bit_for_bit(m, k, n):
+    """bind_gated_images (per image, the packed weight scaled by that image's gate into one
+    copy, in one compiled call) gives, image by image, the weight scaled before packing; a
+    second call with other gates leaves nothing of the first behind."""
+    w, _, b = _case(m, k, n)
+    rng = np.random.default_rng(6)
+    images = 3
+    x = rng.standard_normal((images, k, n)).astype(np.float32)
+    packed = panels.PackedWeight.of(w, b)
+    gates = np.empty((images, k), np.float32)
+    out = np.full((images, m, n), np.nan, np.float32)
+    call = packed.bind_gated_images(gates, x, out, _code("silu"))
+    for values in (rng.random((images, k)), rng.standard_normal((images, k))):
+        gates[...] = values
+        call()
+        for i in range(images):
+            expected = np.empty((m, n), np.float32)
+            panels.PackedWeight.of(w * gates[i], b).run(x[i], expected, _code("silu"))
+            np.testing.assert_array_equal(out[i], expected)
+
+
 @pytest.mark.parametrize("n", [3, 37, 74, 130])
 def test_copying_the_image_into_strips_changes_no_bit(n):
     # One call over every panel copies the image (>= PACK_PANELS panels, the narrow tile; the
@@ -297,8 +319,11 @@ class _RecordingKernels:
     def team_gated_gemm(self, *args):
         self._record(args[6], args[13])
 
+    def gated_gemm_images(self, *args):
+        self._record(args[6], 1)
 
-@pytest.mark.parametrize("method", ["bind", "bind_images", "bind_team", "bind_team_gated"])
+
+@pytest.mark.parametrize("method", ["bind", "bind_images", "bind_team", "bind_team_gated", "bind_gated_images"])
 def test_a_call_bound_on_one_thread_copies_into_the_strips_of_the_thread_that_runs_it(method):
     """The plugins bind a layer's calls on the thread that builds the plan and run them on the
     pool's workers (a batch slice each): two workers copying their images into the binding
@@ -318,6 +343,8 @@ def test_a_call_bound_on_one_thread_copies_into_the_strips_of_the_thread_that_ru
         call = packed.bind_images(x[None], out[None], act)
     elif method == "bind_team":
         call = packed.bind_team(x, out, act, 2)
+    elif method == "bind_gated_images":
+        call = packed.bind_gated_images(np.ones((2, k), np.float32), np.stack([x, x]), np.stack([out, out]), act)
     else:
         call = packed.bind_team_gated(np.ones((2, k), np.float32), packed.gated_copies(2), np.stack([x, x]),
                                       np.stack([out, out]), act, 2)

@@ -264,22 +264,11 @@ class PackedWeight:
         """:meth:`run_images` of the weight with its columns scaled by each image's gate, as a
         zero-argument call on the calling thread: ``gates`` [N, K], ``x`` [N, K, P], ``out``
         [N, M, P]. Per image the packed panels are scaled into a copy bound here (one per
-        bound call: a handle's threads each bind their own), then multiplied with its tiles."""
-        rows = self.kernels.ROWS
-        size = self.count * self.k * rows
-        copy = np.zeros(self.panels.size, np.float32)  # the PAD floats past the panels stay zero
-        scaled = copy[:size].reshape(self.count, self.k, rows)
-        panels = self.panels[:size].reshape(self.count, self.k, rows)
-        columns = [g.reshape(self.k, 1) for g in gates]
-        images = [self._bound(self.kernels.gemm, (copy, self.bias, x[i], out[i]), 1,
-                              (self.k, self.m, self.columns, *act, 0, self.count, 0, x.shape[2], _NO_RESIDUAL[2]),
-                              x.shape[2]) for i in range(x.shape[0])]
-
-        def call() -> None:
-            for gate, image in zip(columns, images):
-                np.multiply(panels, gate, out=scaled)
-                image()
-        return call
+        bound call: a handle's threads each bind their own), then multiplied with its tiles,
+        every image in one call into compiled code (``jit.panel.gated_gemm_images``)."""
+        scaled = np.empty(self.panels.size, np.float32)
+        return self._bound(self.kernels.gated_gemm_images, (self.panels, gates, scaled, self.bias, x, out), 1,
+                           (self.k, self.m, self.columns, *act), x.shape[2])
 
     def bind(self, x: np.ndarray, out: np.ndarray, act: tuple[int, float, float],
              residual: np.ndarray | None = None) -> Callable[[], None]:

@@ -33,6 +33,7 @@ Kernels:
 
 - :func:`gemm` — panels [pa, pb) x columns [n0, n1) on the calling thread;
 - :func:`gemm_images` — every image of a batch on the calling thread, in one call;
+  :func:`gated_gemm_images` — the same with the weight's columns scaled by each image's gate;
 - :func:`conv_tiles` — an im2col convolution (a stem) in row tiles on the calling thread;
 - :func:`tuple_gemms` — Winograd's 36 channel GEMMs on its packed transformed weight, a band
   of panels on the calling thread;
@@ -783,6 +784,20 @@ def team_gemm(panels, bias, x, out, strips, k, m, nc, code, p0, p1, ways, by_col
         _team_band(panels, bias, x, out, strips, k, m, nc, code, p0, p1, j, ways, by_columns, residual)
 
 
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _scale_panels(panels, gate, copy, k, count, q0, q1):
+    """Panels [q0, q1) of ``count`` with their K rows scaled by ``gate`` [K] into ``copy``, and
+    ``copy``'s PAD floats past the last panel zero (a tile may read them)."""
+    copy[count * k * ROWS :] = 0.0
+    for q in range(q0, q1):
+        base = q * k * ROWS
+        for kk in range(k):
+            g = gate[kk]
+            at = base + kk * ROWS
+            for r in range(ROWS):
+                copy[at + r] = panels[at + r] * g
+
+
 @njit(types.void(ro(1), ro(1), rw(2), ro(1), ro(2), rw(2), rw(1), i8, i8, i8, i8, f8, f8, i8, types.boolean, ro(2)),
       nogil=True, cache=True, parallel=True, error_model="numpy")
 def team_gated_gemm(panels, gate, scaled, bias, x, out, strips, k, m, nc, code, p0, p1, ways, by_columns, residual):
@@ -796,15 +811,23 @@ def team_gated_gemm(panels, gate, scaled, bias, x, out, strips, k, m, nc, code, 
     for j in prange(ways):
         copy = scaled[j]
         q0, q1 = (0, count) if by_columns else (count * j // ways, count * (j + 1) // ways)
-        copy[count * k * ROWS :] = 0.0  # the PAD floats a tile may read past the last panel
-        for q in range(q0, q1):
-            base = q * k * ROWS
-            for kk in range(k):
-                g = gate[kk]
-                at = base + kk * ROWS
-                for r in range(ROWS):
-                    copy[at + r] = panels[at + r] * g
+        _scale_panels(panels, gate, copy, k, count, q0, q1)
         _team_band(copy, bias, x, out, strips, k, m, nc, code, p0, p1, j, ways, by_columns, residual)
+
+
+@njit(types.void(ro(1), ro(2), rw(1), ro(1), ro(3), rw(3), rw(1), i8, i8, i8, i8, f8, f8), nogil=True, cache=True,
+      error_model="numpy")
+def gated_gemm_images(panels, gates, scaled, bias, x, out, strips, k, m, nc, code, p0, p1):
+    """:func:`gemm_images` of the weight with its K rows of columns scaled by each image's gate
+    (``gates`` [N, K]): per image the panels scaled into ``scaled`` (``panels.size`` floats),
+    then multiplied. One crossing into compiled code per layer: with numpy's multiply and a
+    GEMM call per image, two batch slices running side by side (MobileNetV3-Small at batch 8)
+    had spent 40-60% longer in these layers than one slice alone."""
+    count = -(-m // ROWS)
+    none = np.empty((0, 0), np.float32)
+    for i in range(x.shape[0]):
+        _scale_panels(panels, gates[i], scaled, k, count, 0, count)
+        _gemm_at(scaled, bias, x[i], out[i], strips, k, m, nc, code, p0, p1, 0, count, 0, x.shape[2], 0, none)
 
 
 # fc's column chunk: the bands that one row panel's tiles sweep before the next row panel
