@@ -66,3 +66,23 @@ def test_flat_float32_admits_contiguous_float32_arrays_of_one_shape():
     assert not jit.flat_float32(a, np.zeros((3, 4), np.float32))  # broadcast
     assert not jit.flat_float32(a, a.astype(np.float64))
     assert not jit.flat_float32(a, np.zeros((4, 3, 2), np.float32).transpose(2, 1, 0))  # strided
+
+
+@pytest.mark.parametrize("rows,n", [(1, 1), (7, 49), (576, 49), (33, 197)])
+def test_scale_rows_is_numpys_broadcast_product(rows, n):
+    """``jit.conv.scale_rows``: each row times its gate, equal bit for bit to numpy's broadcast
+    product, into a new array and in place."""
+    pytest.importorskip("numba")
+    kernels = jit.load("conv")
+    rng = np.random.default_rng(rows * n)
+    x = rng.standard_normal((rows, n)).astype(np.float32)
+    gate = rng.random(rows).astype(np.float32)
+    gate[0] = np.inf if rows > 1 else gate[0]  # inf * 0 and inf * x as numpy gives them
+    x[0, 0] = 0.0
+    with np.errstate(invalid="ignore"):
+        want = x * gate[:, None]
+    out = np.full_like(x, 7.0)
+    kernels.scale_rows(x, gate, out)
+    np.testing.assert_array_equal(out, want)
+    kernels.scale_rows(x, gate, x)  # in place: the one-array loop
+    np.testing.assert_array_equal(x, want)

@@ -57,3 +57,26 @@ def test_fused_add_kernel_matches_numpy(case, act, monkeypatch):
     KERNELS["glow.add"].prepare([a, b], [out], act, np.empty(0, np.uint8))()
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
     assert bool(fused) == (case in ("same", "in_place"))
+
+
+@pytest.mark.parametrize("case", ["map_first", "gate_first", "in_place", "float64", "same_shape"])
+def test_mul_by_a_gate_runs_the_compiled_row_scaling(case, monkeypatch):
+    """``mul`` of a float32 map [N, C, H, W] by a gate [N, C, 1, 1], in either order, into a new
+    buffer or the map's own: one compiled pass (``jit.conv.scale_rows``); other operands keep
+    numpy's multiply. Both equal numpy's product."""
+    pytest.importorskip("numba")
+    from lowerkit_glow_like.kernels import KERNELS
+
+    rng = np.random.default_rng(3)
+    dtype = np.float64 if case == "float64" else np.float32
+    x = rng.standard_normal((2, 5, 3, 4)).astype(dtype)
+    gate = rng.random((2, 5, 1, 1) if case != "same_shape" else x.shape).astype(dtype)
+    want = x * gate
+    out = x if case == "in_place" else np.full_like(x, 7.0)
+    calls = []
+    real = jit.load("conv").scale_rows
+    monkeypatch.setattr(jit.load("conv"), "scale_rows", lambda *a: (calls.append(1), real(*a)))
+    operands = [gate, x] if case == "gate_first" else [x, gate]
+    KERNELS["mul"].prepare(operands, [out], {}, np.empty(0, np.uint8))()
+    np.testing.assert_array_equal(out, want)
+    assert bool(calls) == (case in ("map_first", "gate_first", "in_place"))

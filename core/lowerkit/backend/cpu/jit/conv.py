@@ -290,6 +290,26 @@ def activate(a, code, p0, p1):
 _SUM_CHUNK = 4096  # floats of the sum activated while in L1
 
 
+@njit(types.void(ro(2), ro(1), rw(2)), nogil=True, cache=True, error_model="numpy")
+def scale_rows(x, gate, out):
+    """``out[r, :] = x[r, :] * gate[r]`` (``out`` may be ``x``): a squeeze-excitation gate
+    applied to a map's planes (rows). numpy's broadcast multiply took ~10 us for 576 planes of
+    49 pixels. In place, the one-array loop (see :func:`add_activation`)."""
+    rows, n = out.shape[0], out.shape[1]
+    if out.ctypes.data == x.ctypes.data:
+        for r in range(rows):
+            g = gate[r]
+            row = out[r]
+            for j in range(n):
+                row[j] *= g
+    else:
+        for r in range(rows):
+            g = gate[r]
+            src, row = x[r], out[r]
+            for j in range(n):
+                row[j] = src[j] * g
+
+
 @njit(types.void(ro(1), ro(1), rw(1), i8, f8, f8), nogil=True, cache=True, error_model="numpy",
       fastmath={"contract"})
 def add_activation(a, b, out, code, p0, p1):
