@@ -285,13 +285,14 @@ class TeamConv:
 
 def scale_planes(x: np.ndarray, gate: np.ndarray) -> Call:
     """``x *= gate`` (a float32 C-contiguous map [N, C, H, W], ``gate`` [N, C, 1, 1]) as a
-    zero-argument call: one compiled pass over the map's planes (``jit.conv.scale_rows``;
-    numpy's broadcast multiply for a gate of another dtype or layout) — a gated layer's
-    serial form here, the plan's in-place gate multiply."""
+    zero-argument call: one compiled pass over the map's planes (``jit.gate_planes``; numpy's
+    broadcast multiply for a gate of another dtype or layout) — a gated layer's serial form
+    here, the plan's in-place gate multiply."""
+    compiled = jit.gate_planes(x, gate, x)
+    if compiled is not None:
+        return compiled
     rows = x.shape[0] * x.shape[1]
     flat = x.reshape(rows, -1)
-    if gate.dtype == np.float32 and gate.flags.c_contiguous:  # one compiled pass (jit.conv.scale_rows)
-        return partial(jit.load("conv").scale_rows, flat, gate.reshape(rows), flat)
     return partial(np.multiply, flat, gate.reshape(rows, 1), out=flat)
 
 

@@ -86,3 +86,22 @@ def test_scale_rows_is_numpys_broadcast_product(rows, n):
     np.testing.assert_array_equal(out, want)
     kernels.scale_rows(x, gate, x)  # in place: the one-array loop
     np.testing.assert_array_equal(x, want)
+
+
+def test_gate_planes_binds_the_compiled_pass_for_a_float32_map_and_its_gate_only():
+    """``jit.gate_planes``: a map [N, C, H, W] times its gate [N, C, 1, 1], into another array or
+    in place, equal to numpy's product; None for a gate of another shape or dtype, or a strided
+    map."""
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 5, 3, 4)).astype(np.float32)
+    gate = rng.random((2, 5, 1, 1)).astype(np.float32)
+    want = x * gate
+    out = np.full_like(x, 7.0)
+    jit.gate_planes(x, gate, out)()
+    np.testing.assert_array_equal(out, want)
+    jit.gate_planes(x, gate, x)()
+    np.testing.assert_array_equal(x, want)
+    assert jit.gate_planes(x, gate.reshape(2, 5, 1), out) is None
+    assert jit.gate_planes(x, gate.astype(np.float64), out) is None
+    assert jit.gate_planes(x[:, :, :, ::2], gate, out[:, :, :, ::2]) is None

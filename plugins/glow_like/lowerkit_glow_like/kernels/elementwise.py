@@ -36,18 +36,12 @@ def _binary(ufunc):
 
 
 def _planes_times_gate(a: np.ndarray, b: np.ndarray, out: np.ndarray):
-    """``out = a * b`` for a float32 C-contiguous map [N, C, H, W] and a gate [N, C, 1, 1], in
-    either order (a squeeze-excitation gate the convolution after it did not fold), as one
-    compiled pass over the planes (``jit.conv.scale_rows``: ~3x numpy's broadcast multiply on
-    7x7 maps); None for any other operands."""
-    x, gate = (b, a) if a.ndim == 4 and a.shape[2:] == (1, 1) and b.shape != a.shape else (a, b)
-    if not (x.ndim == 4 and gate.shape == (*x.shape[:2], 1, 1) and jit.flat_float32(x, out)
-            and gate.dtype == np.float32 and gate.flags.c_contiguous):
-        return None
-    rows = x.shape[0] * x.shape[1]
-    scale_rows = jit.load("conv").scale_rows
-    planes, gates, result = x.reshape(rows, -1), gate.reshape(rows), out.reshape(rows, -1)
-    return lambda: scale_rows(planes, gates, result)
+    """``out = a * b`` for a map [N, C, H, W] and a gate [N, C, 1, 1], in either order (a
+    squeeze-excitation gate the convolution after it did not fold), as one compiled pass over
+    the planes (``jit.gate_planes``: ~3x numpy's broadcast multiply on 7x7 maps); None for any
+    other operands."""
+    gate_first = a.ndim == 4 and a.shape[2:] == (1, 1) and b.shape != a.shape
+    return jit.gate_planes(b, a, out) if gate_first else jit.gate_planes(a, b, out)
 
 
 def _unary(ufunc):

@@ -33,6 +33,8 @@ import importlib
 import os
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from types import ModuleType
 
 import numpy as np
@@ -154,6 +156,18 @@ def flat_float32(*arrays: np.ndarray) -> bool:
     (``conv.add_activation``) may then run over their flat views."""
     shape = arrays[0].shape
     return all(a.dtype == np.float32 and a.flags.c_contiguous and a.shape == shape for a in arrays)
+
+
+def gate_planes(x: np.ndarray, gate: np.ndarray, out: np.ndarray) -> Callable[[], None] | None:
+    """``out = x * gate`` for a map ``x`` [N, C, H, W] and its squeeze-excitation gate [N, C,
+    1, 1] (``out`` may be ``x``) as a zero-argument call: one compiled pass over the planes
+    (``conv.scale_rows``; imports numba on first use) where ``x`` and ``out`` are C-contiguous
+    float32 of one shape and the gate C-contiguous float32; None for any other operands."""
+    if not (x.ndim == 4 and gate.shape == (*x.shape[:2], 1, 1) and flat_float32(x, out)
+            and gate.dtype == np.float32 and gate.flags.c_contiguous):
+        return None
+    rows = x.shape[0] * x.shape[1]
+    return partial(load("conv").scale_rows, x.reshape(rows, -1), gate.reshape(rows), out.reshape(rows, -1))
 
 
 def relu_inplace(a: np.ndarray) -> None:

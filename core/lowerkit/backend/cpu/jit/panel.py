@@ -198,8 +198,9 @@ def _tile_kernel(vectors: int, edge: bool, gather: bool = False, plus_one: bool 
     zmm registers): ``c[r, :] = (first ? bias[r] : c[r, :]) +
     sum over k of panel[k, r] * x[k, :]`` for rows r < ``rows``. Addresses as integers,
     strides in floats. Each step prefetches the 6 weights at the same step from ``ahead``, the
-    address every tile but ``rows_in_place`` takes last (``_ahead``: the panel rows read next). The ``edge`` variant takes the number of valid columns last and masks
-    every image and output access past them (the last, partial tile of a row of columns).
+    address every tile but ``rows_in_place`` takes last (``_ahead``: the panel rows read next).
+    The ``edge`` variant takes the number of valid columns last and masks every image and
+    output access past them (the last, partial tile of a row of columns).
     The ``gather`` variant takes, in place of ``ldx``, the address of an int64 table: row k
     of the image starts ``table[k]`` floats after ``x`` (:mod:`.direct`'s taps).
     The ``stream`` variant (``stream`` > 0) also prefetches the image that many rows ahead.
